@@ -1,0 +1,94 @@
+// The diff-config service: load two sources, diff them, classify, gate. Returns data; never prints.
+import { createTwoFilesPatch } from 'diff';
+import { InvalidConfigError } from '../errors.js';
+import type { ConfigIssue } from '../errors.js';
+import { canonicalYaml } from './canonical.js';
+import { diffConfigs } from './diff.js';
+import type { ConfigChange } from './diff.js';
+import { IMPACT_CLASSES } from './effects.js';
+import type { ImpactClass } from './effects.js';
+import { loadConfig } from './source.js';
+import type { ConfigSourceInfo, LoadedConfig } from './source.js';
+
+export interface CompareConfigsOptions {
+  readonly from: string;
+  readonly to: string;
+  /** Impact classes that make the comparison fail a CI gate. */
+  readonly failOn: readonly ImpactClass[];
+  /** Lines of context in the unified diff. */
+  readonly context: number;
+}
+
+export interface ComparedSide extends ConfigSourceInfo {
+  readonly hash: string;
+}
+
+export interface ConfigComparison {
+  readonly from: ComparedSide;
+  readonly to: ComparedSide;
+  readonly identical: boolean;
+  readonly changes: readonly ConfigChange[];
+  /** Unified diff of the canonical YAML of both configs; empty when identical. */
+  readonly unifiedDiff: string;
+  readonly countsByImpact: Readonly<Record<ImpactClass, number>>;
+  readonly warnings: readonly (ConfigIssue & { readonly side: 'from' | 'to' })[];
+  readonly failOn: readonly ImpactClass[];
+  /** Paths of the changes whose impact is in failOn. */
+  readonly gateTripped: readonly string[];
+}
+
+async function loadBoth(from: string, to: string): Promise<[LoadedConfig, LoadedConfig]> {
+  const [a, b] = await Promise.allSettled([loadConfig(from), loadConfig(to)]);
+  if (a.status === 'fulfilled' && b.status === 'fulfilled') return [a.value, b.value];
+  // Report every problem of both sides in one go when both are invalid.
+  const invalid = [a, b].flatMap((r) =>
+    r.status === 'rejected' && r.reason instanceof InvalidConfigError ? [r.reason] : [],
+  );
+  const other = [a, b].find((r) => r.status === 'rejected' && !(r.reason instanceof InvalidConfigError));
+  if (other?.status === 'rejected') throw other.reason;
+  if (invalid.length === 2) {
+    throw new InvalidConfigError(
+      `${from} and ${to}`,
+      invalid.flatMap((e) => e.issues),
+    );
+  }
+  throw invalid[0] ?? new Error('unreachable: a side failed without an error');
+}
+
+function side(loaded: LoadedConfig): ComparedSide {
+  return { ...loaded.source, hash: loaded.hash };
+}
+
+export async function compareConfigs(options: CompareConfigsOptions): Promise<ConfigComparison> {
+  const [from, to] = await loadBoth(options.from, options.to);
+  const changes = from.hash === to.hash ? [] : diffConfigs(from.config, to.config);
+  const countsByImpact = Object.fromEntries(IMPACT_CLASSES.map((c) => [c, 0])) as Record<ImpactClass, number>;
+  for (const change of changes) countsByImpact[change.effect.impact] += 1;
+  const identical = changes.length === 0;
+  const unifiedDiff = identical
+    ? ''
+    : createTwoFilesPatch(
+        `from: ${options.from}`,
+        `to: ${options.to}`,
+        canonicalYaml(from.config),
+        canonicalYaml(to.config),
+        from.hash.slice(0, 19),
+        to.hash.slice(0, 19),
+        { context: options.context },
+      ).replace(/^=+\n/u, '');
+  const failOn = IMPACT_CLASSES.filter((c) => options.failOn.includes(c));
+  return {
+    from: side(from),
+    to: side(to),
+    identical,
+    changes,
+    unifiedDiff,
+    countsByImpact,
+    warnings: [
+      ...from.warnings.map((w) => ({ ...w, side: 'from' as const })),
+      ...to.warnings.map((w) => ({ ...w, side: 'to' as const })),
+    ],
+    failOn,
+    gateTripped: changes.filter((c) => failOn.includes(c.effect.impact)).map((c) => c.path),
+  };
+}

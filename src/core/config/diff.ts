@@ -1,0 +1,142 @@
+// Pure structural diff of two normalized configs, each change tied to its row of the effect table.
+import { canonicalJson } from './canonical.js';
+import { findEffect } from './effects.js';
+import type { ChangeAction, EffectField, EffectRow } from './effects.js';
+import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from './model.js';
+import type { ClassConfig, ProvisionerConfig } from './model.js';
+
+export interface ConfigChange {
+  /** Dotted path of what changed, e.g. `storageClassMap.fast-disks.fsType`. */
+  readonly path: string;
+  readonly field: EffectField;
+  readonly action: ChangeAction;
+  /** The old value (a class name for a rename); undefined when added. */
+  readonly before: unknown;
+  /** The new value; undefined when removed. */
+  readonly after: unknown;
+  readonly effect: EffectRow;
+}
+
+function effectFor(field: EffectField, action: ChangeAction): EffectRow {
+  const row = findEffect(field, action);
+  // The effect-table test proves every field/action pair the diff can produce has a row.
+  if (!row) throw new Error(`effect table has no row for ${field} ${action}`);
+  return row;
+}
+
+function same(a: unknown, b: unknown): boolean {
+  return canonicalJson(a) === canonicalJson(b);
+}
+
+function classFieldChanges(name: string, before: ClassConfig, after: ClassConfig): ConfigChange[] {
+  return CLASS_FIELDS.filter((f) => !same(before[f.name], after[f.name])).map((f) => ({
+    path: `storageClassMap.${name}.${f.name}`,
+    field: `storageClassMap.*.${f.name}` as const,
+    action: 'modified' as const,
+    before: before[f.name],
+    after: after[f.name],
+    effect: effectFor(`storageClassMap.*.${f.name}`, 'modified'),
+  }));
+}
+
+/**
+ * A class that disappears while another with the same hostDir appears is a rename: its PV names
+ * change (they hash the class name) while the disks stay the same.
+ */
+function pairRenames(
+  removed: string[],
+  added: string[],
+  from: ProvisionerConfig,
+  to: ProvisionerConfig,
+): [string, string][] {
+  const pairs: [string, string][] = [];
+  const free = new Set(added);
+  for (const old of removed) {
+    const oldClass = from.storageClassMap[old];
+    const match = [...free].find((n) => to.storageClassMap[n]?.hostDir === oldClass?.hostDir);
+    if (match !== undefined) {
+      pairs.push([old, match]);
+      free.delete(match);
+    }
+  }
+  return pairs;
+}
+
+export function diffConfigs(from: ProvisionerConfig, to: ProvisionerConfig): ConfigChange[] {
+  const changes: ConfigChange[] = [];
+  const fromNames = Object.keys(from.storageClassMap);
+  const toNames = Object.keys(to.storageClassMap);
+  const removed = fromNames.filter((n) => !(n in to.storageClassMap));
+  const added = toNames.filter((n) => !(n in from.storageClassMap));
+  const renames = pairRenames(removed, added, from, to);
+  const renamedFrom = new Set(renames.map(([o]) => o));
+  const renamedTo = new Set(renames.map(([, n]) => n));
+
+  const classChanges: [string, ConfigChange[]][] = [];
+  for (const name of removed.filter((n) => !renamedFrom.has(n))) {
+    classChanges.push([
+      name,
+      [
+        {
+          path: `storageClassMap.${name}`,
+          field: 'storageClassMap.*',
+          action: 'removed',
+          before: from.storageClassMap[name],
+          after: undefined,
+          effect: effectFor('storageClassMap.*', 'removed'),
+        },
+      ],
+    ]);
+  }
+  for (const name of added.filter((n) => !renamedTo.has(n))) {
+    classChanges.push([
+      name,
+      [
+        {
+          path: `storageClassMap.${name}`,
+          field: 'storageClassMap.*',
+          action: 'added',
+          before: undefined,
+          after: to.storageClassMap[name],
+          effect: effectFor('storageClassMap.*', 'added'),
+        },
+      ],
+    ]);
+  }
+  for (const [old, renamed] of renames) {
+    const before = from.storageClassMap[old];
+    const after = to.storageClassMap[renamed];
+    if (!before || !after) continue;
+    classChanges.push([
+      renamed,
+      [
+        {
+          path: `storageClassMap.${renamed}`,
+          field: 'storageClassMap.*',
+          action: 'renamed',
+          before: old,
+          after: renamed,
+          effect: effectFor('storageClassMap.*', 'renamed'),
+        },
+        ...classFieldChanges(renamed, before, after),
+      ],
+    ]);
+  }
+  for (const name of fromNames.filter((n) => n in to.storageClassMap)) {
+    const before = from.storageClassMap[name];
+    const after = to.storageClassMap[name];
+    if (before && after) classChanges.push([name, classFieldChanges(name, before, after)]);
+  }
+  classChanges.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  for (const [, list] of classChanges) changes.push(...list);
+
+  for (const { name, type } of TOP_LEVEL_FIELDS) {
+    if (name === 'storageClassMap') continue;
+    const before = from[name];
+    const after = to[name];
+    if (same(before, after)) continue;
+    const action: ChangeAction = type === 'bool' ? (after === true ? 'enabled' : 'disabled') : 'modified';
+    changes.push({ path: name, field: name, action, before, after, effect: effectFor(name, action) });
+  }
+  return changes;
+}

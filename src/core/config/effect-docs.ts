@@ -1,0 +1,62 @@
+// Markdown generated from the effect table and the field catalogue, for docs/reload.md and
+// docs/configuration.md (kept in sync by a test and `npm run docs:generate`).
+import { EFFECT_TABLE, IMPACT_CLASSES, IMPACT_DESCRIPTIONS } from './effects.js';
+import type { EffectRow } from './effects.js';
+import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from './model.js';
+
+export const RELOAD_TABLE_BEGIN = '<!-- BEGIN GENERATED: effect table -->';
+export const RELOAD_TABLE_END = '<!-- END GENERATED: effect table -->';
+export const CONFIG_TABLE_BEGIN = '<!-- BEGIN GENERATED: config reference -->';
+export const CONFIG_TABLE_END = '<!-- END GENERATED: config reference -->';
+
+function cell(text: string): string {
+  return text.replace(/\|/gu, '\\|').replace(/\n/gu, ' ');
+}
+
+function change(row: EffectRow): string {
+  const field =
+    row.field === 'storageClassMap.*' ? 'storage class' : `\`${row.field.replace('storageClassMap.*.', '')}\``;
+  return `${field} ${row.action}`;
+}
+
+export function renderReloadDoc(): string {
+  const lines = [
+    RELOAD_TABLE_BEGIN,
+    '',
+    '| impact class | meaning |',
+    '|---|---|',
+    ...IMPACT_CLASSES.map((c) => `| \`${c}\` | ${cell(IMPACT_DESCRIPTIONS[c])} |`),
+    '',
+    '| change | impact | existing PVs | PVs not created yet | cleanups in flight | upstream |',
+    '|---|---|---|---|---|---|',
+    ...EFFECT_TABLE.map(
+      (r) =>
+        `| ${change(r)} | \`${r.impact}\` | ${cell(r.existingPVs)} | ${cell(r.newPVs)} | ${cell(r.cleanupsInFlight)} | ${cell(r.upstream ?? 'Same.')} |`,
+    ),
+    '',
+    RELOAD_TABLE_END,
+  ];
+  return lines.join('\n');
+}
+
+export function renderConfigurationReference(): string {
+  const row = (name: string, type: string, def: string | undefined, description: string): string =>
+    `| \`${name}\` | ${type} | ${def === undefined ? '**required**' : `\`${cell(def)}\``} | ${cell(description)} |`;
+  return [
+    CONFIG_TABLE_BEGIN,
+    '',
+    '### Top-level keys (one ConfigMap key each)',
+    '',
+    '| key | type | default | meaning |',
+    '|---|---|---|---|',
+    ...TOP_LEVEL_FIELDS.map((f) => row(f.name, f.type, f.defaultText, f.description)),
+    '',
+    '### Per storage class (`storageClassMap.<class>`)',
+    '',
+    '| key | type | default | meaning |',
+    '|---|---|---|---|',
+    ...CLASS_FIELDS.map((f) => row(f.name, f.type, f.defaultText, f.description)),
+    '',
+    CONFIG_TABLE_END,
+  ].join('\n');
+}

@@ -1,0 +1,684 @@
+// Decode + validate + normalize: raw ConfigMap keys → one immutable ProvisionerConfig.
+// Pure: no IO. Every problem is collected; nothing stops at the first one.
+import { isScalar } from 'yaml';
+import type { Node } from 'yaml';
+import type { ConfigIssue, SourcePosition } from '../errors.js';
+import { formatGoDuration, parseGoDuration } from './duration.js';
+import { BadPatternError, splitNamePattern, validateGlob } from './glob.js';
+import {
+  CLASS_FIELDS,
+  DEFAULT_ACCESS_MODE,
+  DEFAULT_BLOCK_CLEANER_COMMAND,
+  DEFAULT_MIN_RESYNC_PERIOD,
+  DEFAULT_NAME_PATTERN,
+  DEFAULT_VOLUME_MODE,
+  TOP_LEVEL_FIELDS,
+} from './model.js';
+import type {
+  ClassConfig,
+  FieldType,
+  NodeSelectorOperator,
+  NodeSelectorRequirement,
+  NodeSelectorTerm,
+  ProvisionerConfig,
+  Toleration,
+  VolumeMode,
+} from './model.js';
+import { suggest } from './suggest.js';
+import {
+  asMap,
+  asSeq,
+  describeNode,
+  IssueSink,
+  isNullNode,
+  scalarValue,
+  yaml11Bool,
+  YamlText,
+  type TextOrigin,
+} from './yaml-node.js';
+
+/** The value of one ConfigMap key, before decoding. */
+export type RawValue =
+  /** Text to be parsed as YAML: a file of a mounted ConfigMap, or a `data` string of a manifest. */
+  | { readonly kind: 'text'; readonly text: string; readonly origin: TextOrigin }
+  /** A node of an already parsed YAML file (the single-file layout). */
+  | { readonly kind: 'node'; readonly node: Node | null; readonly yaml: YamlText };
+
+export interface RawEntry {
+  readonly key: string;
+  readonly keyPosition: SourcePosition;
+  readonly value: RawValue;
+}
+
+export interface ParseResult {
+  /** Undefined when there is at least one error. */
+  readonly config: ProvisionerConfig | undefined;
+  readonly issues: readonly ConfigIssue[];
+}
+
+/** A node together with the document it belongs to (for positions). */
+interface Located {
+  readonly node: Node | null;
+  readonly yaml: YamlText;
+}
+
+const STRUCTURED: ReadonlySet<FieldType> = new Set([
+  'class-map',
+  'string-list',
+  'string-map',
+  'tolerations',
+  'node-selector-terms',
+]);
+
+const ACCESS_MODES = new Set(['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod']);
+const SELECTOR_OPERATORS: ReadonlySet<string> = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt']);
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/u;
+const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/u;
+
+class Decoder {
+  constructor(readonly sink: IssueSink) {}
+
+  private pos(at: Located): SourcePosition {
+    return at.yaml.position(at.node);
+  }
+
+  private typeError(at: Located, path: string, expected: string): void {
+    this.sink.error(path, `expected ${expected}, found ${describeNode(at.node)}`, this.pos(at));
+  }
+
+  /** Scalars coerced to strings the way upstream's sigs.k8s.io/yaml does for string targets. */
+  string(at: Located, path: string): string | undefined {
+    const node = at.node;
+    if (isNullNode(node)) return undefined;
+    if (node === null || !isScalar(node)) {
+      this.typeError(at, path, 'a string');
+      return undefined;
+    }
+    const v = scalarValue(node);
+    if (typeof v === 'string') return v;
+    if (v === null || v === undefined) return undefined;
+    const text = String(v);
+    const written = node.source ?? text;
+    if (written !== text) {
+      this.sink.warn(
+        path,
+        `YAML reads ${JSON.stringify(written)} as ${typeof v === 'boolean' ? 'a boolean' : 'a number'}, so the value is ${JSON.stringify(text)}; quote it to keep ${JSON.stringify(written)}`,
+        this.pos(at),
+      );
+    }
+    return text;
+  }
+
+  bool(at: Located, path: string): boolean | undefined {
+    const node = at.node;
+    if (isNullNode(node)) return undefined;
+    const v = node !== null ? scalarValue(node) : undefined;
+    if (typeof v === 'boolean') return v;
+    if (typeof v === 'string') {
+      // A quoted "yes" (as upstream's Helm chart writes it in ConfigMap data) still means true.
+      const b = yaml11Bool(v);
+      if (b !== undefined) return b;
+    }
+    this.typeError(at, path, 'a boolean (true/false, yes/no, on/off)');
+    return undefined;
+  }
+
+  duration(at: Located, path: string): string | undefined {
+    const node = at.node;
+    if (isNullNode(node)) return undefined;
+    const v = node !== null ? scalarValue(node) : undefined;
+    if (typeof v !== 'string') {
+      this.typeError(at, path, 'a Go duration string such as 5m0s');
+      return undefined;
+    }
+    const parsed = parseGoDuration(v);
+    if (!parsed.ok) {
+      this.sink.error(path, parsed.message, this.pos(at));
+      return undefined;
+    }
+    if (parsed.nanos < 0n) {
+      this.sink.error(path, `must not be negative, found ${v}`, this.pos(at));
+      return undefined;
+    }
+    if (parsed.nanos === 0n) this.sink.warn(path, '0s turns periodic informer resync off', this.pos(at));
+    return formatGoDuration(parsed.nanos);
+  }
+
+  stringList(at: Located, path: string): string[] | undefined {
+    if (isNullNode(at.node)) return undefined;
+    const seq = asSeq(at.node);
+    if (!seq) {
+      this.typeError(at, path, 'a list of strings');
+      return undefined;
+    }
+    const out: string[] = [];
+    seq.items.forEach((item, i) => {
+      const s = this.string({ node: at.yaml.resolve(item), yaml: at.yaml }, `${path}[${i}]`);
+      if (s !== undefined) out.push(s);
+      else if (isNullNode(at.yaml.resolve(item))) this.sink.error(`${path}[${i}]`, 'must not be null', this.pos(at));
+    });
+    return out;
+  }
+
+  /** Mapping with string keys; returns [key, value node, key position] triples, reporting duplicates. */
+  entries(at: Located, path: string, expected: string): [string, Located, SourcePosition][] | undefined {
+    if (isNullNode(at.node)) return undefined;
+    const map = asMap(at.node);
+    if (!map) {
+      this.typeError(at, path, expected);
+      return undefined;
+    }
+    const out: [string, Located, SourcePosition][] = [];
+    const seen = new Set<string>();
+    for (const pair of map.items) {
+      const keyNode = at.yaml.resolve(pair.key);
+      const k = keyNode !== null ? scalarValue(keyNode) : undefined;
+      const keyPos = at.yaml.position(keyNode);
+      if (k === null || k === undefined) {
+        this.sink.error(path, 'mapping keys must be plain strings', keyPos);
+        continue;
+      }
+      const key = String(k);
+      if (seen.has(key)) {
+        this.sink.error(`${path}.${key}`, 'duplicate key', keyPos);
+        continue;
+      }
+      seen.add(key);
+      out.push([key, { node: at.yaml.resolve(pair.value), yaml: at.yaml }, keyPos]);
+    }
+    return out;
+  }
+
+  stringMap(at: Located, path: string): Record<string, string> | undefined {
+    const entries = this.entries(at, path, 'a mapping of strings');
+    if (!entries) return undefined;
+    const out: Record<string, string> = {};
+    for (const [key, value] of entries) {
+      const s = this.string(value, `${path}.${key}`);
+      if (s !== undefined) out[key] = s;
+    }
+    return out;
+  }
+
+  /**
+   * Fields of a Go struct decoded through encoding/json: names match case-insensitively;
+   * unknown names are warnings with a suggestion (upstream silently ignores them).
+   */
+  struct<F extends string>(
+    at: Located,
+    path: string,
+    fields: readonly F[],
+    what: string,
+  ): Map<F, { value: Located; position: SourcePosition }> | undefined {
+    const entries = this.entries(at, path, what);
+    if (!entries) return undefined;
+    return this.matchFields(
+      entries.map(([key, value, position]) => ({ key, value, position })),
+      path,
+      fields,
+    );
+  }
+
+  matchFields<F extends string, V>(
+    entries: readonly { key: string; value: V; position: SourcePosition }[],
+    path: string,
+    fields: readonly F[],
+  ): Map<F, { value: V; position: SourcePosition }> {
+    const byLower = new Map(fields.map((f) => [f.toLowerCase(), f]));
+    const found = new Map<F, { value: V; position: SourcePosition; key: string }>();
+    for (const { key, value, position } of entries) {
+      const field = byLower.get(key.toLowerCase());
+      const where = path === '' ? key : `${path}.${key}`;
+      if (field === undefined) {
+        const hint = suggest(key, fields);
+        this.sink.warn(where, `unknown key ignored${hint ? `; did you mean "${hint}"?` : ''}`, position);
+        continue;
+      }
+      const previous = found.get(field);
+      if (previous) {
+        this.sink.error(
+          where,
+          `duplicate key: "${previous.key}" and "${key}" both set ${field} (keys match case-insensitively)`,
+          position,
+        );
+        continue;
+      }
+      found.set(field, { value, position, key });
+    }
+    return found;
+  }
+
+  tolerations(at: Located, path: string): Toleration[] | undefined {
+    if (isNullNode(at.node)) return undefined;
+    const seq = asSeq(at.node);
+    if (!seq) {
+      this.typeError(at, path, 'a list of tolerations');
+      return undefined;
+    }
+    const out: Toleration[] = [];
+    seq.items.forEach((item, i) => {
+      const p = `${path}[${i}]`;
+      const fields = this.struct({ node: at.yaml.resolve(item), yaml: at.yaml }, p, TOLERATION_FIELDS, 'a toleration');
+      if (!fields) return;
+      const t: { -readonly [K in keyof Toleration]: Toleration[K] } = {};
+      const str = (f: (typeof TOLERATION_FIELDS)[number]): string | undefined => {
+        const e = fields.get(f);
+        return e ? this.string(e.value, `${p}.${f}`) : undefined;
+      };
+      const key = str('key');
+      const value = str('value');
+      const operator = str('operator');
+      const effect = str('effect');
+      if (key !== undefined && key !== '') t.key = key;
+      if (operator !== undefined && operator !== '') {
+        if (operator === 'Exists' || operator === 'Equal') t.operator = operator;
+        else
+          this.sink.error(
+            `${p}.operator`,
+            `must be Exists or Equal, found "${operator}"`,
+            fields.get('operator')?.position,
+          );
+      }
+      if (value !== undefined && value !== '') t.value = value;
+      if (effect !== undefined && effect !== '') {
+        if (effect === 'NoSchedule' || effect === 'PreferNoSchedule' || effect === 'NoExecute') t.effect = effect;
+        else
+          this.sink.error(
+            `${p}.effect`,
+            `must be NoSchedule, PreferNoSchedule or NoExecute, found "${effect}"`,
+            fields.get('effect')?.position,
+          );
+      }
+      const seconds = fields.get('tolerationSeconds');
+      if (seconds && !isNullNode(seconds.value.node)) {
+        const v = seconds.value.node !== null ? scalarValue(seconds.value.node) : undefined;
+        if (typeof v === 'number' && Number.isInteger(v)) t.tolerationSeconds = v;
+        else this.typeError(seconds.value, `${p}.tolerationSeconds`, 'an integer');
+      }
+      if (t.operator === 'Exists' && t.value !== undefined) {
+        this.sink.error(`${p}.value`, 'must be empty when operator is Exists', fields.get('value')?.position);
+      }
+      out.push(t);
+    });
+    return out;
+  }
+
+  requirements(at: Located, path: string): NodeSelectorRequirement[] | undefined {
+    if (isNullNode(at.node)) return undefined;
+    const seq = asSeq(at.node);
+    if (!seq) {
+      this.typeError(at, path, 'a list of node selector requirements');
+      return undefined;
+    }
+    const out: NodeSelectorRequirement[] = [];
+    seq.items.forEach((item, i) => {
+      const p = `${path}[${i}]`;
+      const itemAt = { node: at.yaml.resolve(item), yaml: at.yaml };
+      const fields = this.struct(itemAt, p, REQUIREMENT_FIELDS, 'a node selector requirement');
+      if (!fields) return;
+      const keyEntry = fields.get('key');
+      const key = keyEntry ? this.string(keyEntry.value, `${p}.key`) : undefined;
+      const opEntry = fields.get('operator');
+      const operator = opEntry ? this.string(opEntry.value, `${p}.operator`) : undefined;
+      const valuesEntry = fields.get('values');
+      const values = valuesEntry ? this.stringList(valuesEntry.value, `${p}.values`) : undefined;
+      if (key === undefined || key === '') {
+        this.sink.error(`${p}.key`, 'is required', at.yaml.position(itemAt.node));
+        return;
+      }
+      if (operator === undefined || !SELECTOR_OPERATORS.has(operator)) {
+        this.sink.error(
+          `${p}.operator`,
+          `must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt; found ${operator === undefined ? 'nothing' : `"${operator}"`}`,
+          opEntry?.position ?? at.yaml.position(itemAt.node),
+        );
+        return;
+      }
+      const op = operator as NodeSelectorOperator;
+      const n = values?.length ?? 0;
+      if ((op === 'In' || op === 'NotIn') && n === 0) this.sink.error(`${p}.values`, `must not be empty for ${op}`);
+      if ((op === 'Exists' || op === 'DoesNotExist') && n > 0)
+        this.sink.error(`${p}.values`, `must be empty for ${op}`);
+      if ((op === 'Gt' || op === 'Lt') && n !== 1)
+        this.sink.error(`${p}.values`, `must have exactly one value for ${op}`);
+      out.push(values && values.length > 0 ? { key, operator: op, values } : { key, operator: op });
+    });
+    return out;
+  }
+
+  selector(at: Located, path: string): NodeSelectorTerm[] | undefined {
+    if (isNullNode(at.node)) return undefined;
+    const seq = asSeq(at.node);
+    if (!seq) {
+      this.typeError(at, path, 'a list of node selector terms');
+      return undefined;
+    }
+    const out: NodeSelectorTerm[] = [];
+    seq.items.forEach((item, i) => {
+      const p = `${path}[${i}]`;
+      const errorsBefore = this.sink.issues.length;
+      const fields = this.struct(
+        { node: at.yaml.resolve(item), yaml: at.yaml },
+        p,
+        TERM_FIELDS,
+        'a node selector term',
+      );
+      if (!fields) return;
+      const expr = fields.get('matchExpressions');
+      const byField = fields.get('matchFields');
+      const matchExpressions = expr ? this.requirements(expr.value, `${p}.matchExpressions`) : undefined;
+      const matchFields = byField ? this.requirements(byField.value, `${p}.matchFields`) : undefined;
+      const term: { matchExpressions?: NodeSelectorRequirement[]; matchFields?: NodeSelectorRequirement[] } = {};
+      if (matchExpressions && matchExpressions.length > 0) term.matchExpressions = matchExpressions;
+      if (matchFields && matchFields.length > 0) term.matchFields = matchFields;
+      const failedInside = this.sink.issues.slice(errorsBefore).some((x) => x.severity === 'error');
+      if (term.matchExpressions === undefined && term.matchFields === undefined) {
+        if (!failedInside) this.sink.error(p, 'a node selector term needs matchExpressions or matchFields');
+        return;
+      }
+      out.push(term);
+    });
+    return out;
+  }
+}
+
+const TOLERATION_FIELDS = ['key', 'operator', 'value', 'effect', 'tolerationSeconds'] as const;
+const REQUIREMENT_FIELDS = ['key', 'operator', 'values'] as const;
+const TERM_FIELDS = ['matchExpressions', 'matchFields'] as const;
+const TOP_NAMES = TOP_LEVEL_FIELDS.map((f) => f.name);
+const CLASS_NAMES = CLASS_FIELDS.map((f) => f.name);
+const TYPE_OF: ReadonlyMap<string, FieldType> = new Map(
+  [...TOP_LEVEL_FIELDS, ...CLASS_FIELDS].map((f) => [f.name, f.type] as const),
+);
+
+/** Resolve a raw ConfigMap value to a YAML node: text is parsed; a string for a structured field is parsed too. */
+function locate(entry: RawEntry, type: FieldType, path: string, sink: IssueSink): Located | undefined {
+  const v = entry.value;
+  if (v.kind === 'text') {
+    const yaml = YamlText.parse(v.text, v.origin, sink, path);
+    return yaml ? { node: yaml.root, yaml } : undefined;
+  }
+  const node = v.node;
+  if (STRUCTURED.has(type) && node !== null && isScalar(node) && typeof node.value === 'string') {
+    // The single-file layout may hold a key exactly as a ConfigMap does: a YAML document in a string.
+    const yaml = YamlText.parse(node.value, v.yaml.originOfScalarContent(node), sink, path);
+    return yaml ? { node: yaml.root, yaml } : undefined;
+  }
+  return { node, yaml: v.yaml };
+}
+
+function normalizeDir(
+  value: string | undefined,
+  path: string,
+  sink: IssueSink,
+  position: SourcePosition | undefined,
+): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (!value.startsWith('/')) {
+    sink.error(path, `must be an absolute path, found "${value}"`, position);
+    return undefined;
+  }
+  // filepath.Join/Clean semantics: upstream joins entries onto this path.
+  const parts: string[] = [];
+  for (const part of value.split('/')) {
+    if (part === '' || part === '.') continue;
+    if (part === '..') parts.pop();
+    else parts.push(part);
+  }
+  return `/${parts.join('/')}`;
+}
+
+function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): ClassConfig | undefined {
+  const path = `storageClassMap.${name}`;
+  const fields = d.struct(at, path, CLASS_NAMES, 'a storage class mapping (hostDir, mountDir, …)');
+  if (!fields) {
+    if (isNullNode(at.node))
+      sink.error(path, 'storage class has no settings; hostDir and mountDir are required', at.yaml.position(at.node));
+    return undefined;
+  }
+  const before = sink.issues.filter((i) => i.severity === 'error').length;
+  const classPos = at.yaml.position(at.node);
+  const get = (f: (typeof CLASS_NAMES)[number]): Located | undefined => fields.get(f)?.value;
+  const posOf = (f: (typeof CLASS_NAMES)[number]): SourcePosition => {
+    const v = get(f);
+    return v ? v.yaml.position(v.node) : classPos;
+  };
+  const str = (f: (typeof CLASS_NAMES)[number]): string | undefined => {
+    const v = get(f);
+    return v ? d.string(v, `${path}.${f}`) : undefined;
+  };
+
+  if (!DNS1123_SUBDOMAIN.test(name) || name.length > 253) {
+    sink.error(path, `"${name}" is not a valid StorageClass name (lowercase RFC 1123 subdomain)`, classPos);
+  }
+  const hostDir = normalizeDir(str('hostDir'), `${path}.hostDir`, sink, posOf('hostDir'));
+  const mountDir = normalizeDir(str('mountDir'), `${path}.mountDir`, sink, posOf('mountDir'));
+  for (const [f, v] of [
+    ['hostDir', hostDir],
+    ['mountDir', mountDir],
+  ] as const) {
+    if (v === undefined && !sink.issues.some((i) => i.path === `${path}.${f}` && i.severity === 'error')) {
+      sink.error(`${path}.${f}`, `is required: storage class ${name} is misconfigured, missing ${f}`, classPos);
+    }
+  }
+
+  let blockCleanerCommand: readonly string[] = DEFAULT_BLOCK_CLEANER_COMMAND;
+  const cleaner = get('blockCleanerCommand');
+  if (cleaner && !isNullNode(cleaner.node)) {
+    const list = d.stringList(cleaner, `${path}.blockCleanerCommand`);
+    if (list !== undefined) {
+      if (list.length === 0) {
+        sink.error(
+          `${path}.blockCleanerCommand`,
+          'must not be an empty list (omit it for the default)',
+          posOf('blockCleanerCommand'),
+        );
+      } else if (list[0] === '') {
+        sink.error(`${path}.blockCleanerCommand[0]`, 'the command must not be empty', posOf('blockCleanerCommand'));
+      } else {
+        blockCleanerCommand = list;
+      }
+    }
+  }
+
+  let volumeMode: VolumeMode = DEFAULT_VOLUME_MODE;
+  const mode = str('volumeMode');
+  if (mode !== undefined && mode !== '') {
+    if (mode === 'Filesystem' || mode === 'Block') volumeMode = mode;
+    else {
+      const hint = suggest(mode, ['Filesystem', 'Block'], { caseInsensitive: true });
+      sink.error(
+        `${path}.volumeMode`,
+        `unsupported volume mode "${mode}": expected "Filesystem" or "Block"${hint ? `; did you mean "${hint}"?` : ''}`,
+        posOf('volumeMode'),
+      );
+    }
+  }
+
+  let accessMode = DEFAULT_ACCESS_MODE;
+  const access = str('accessMode');
+  if (access !== undefined && access !== '') {
+    if (ACCESS_MODES.has(access)) accessMode = access;
+    else {
+      const hint = suggest(access, [...ACCESS_MODES], { caseInsensitive: true });
+      sink.error(
+        `${path}.accessMode`,
+        `unsupported access mode "${access}": expected one of ${[...ACCESS_MODES].join(', ')}${hint ? `; did you mean "${hint}"?` : ''}`,
+        posOf('accessMode'),
+      );
+    }
+  }
+
+  const fsType = str('fsType') ?? '';
+  if (fsType !== '' && volumeMode === 'Block') {
+    sink.warn(`${path}.fsType`, 'has no effect when volumeMode is Block', posOf('fsType'));
+  }
+
+  let namePattern = str('namePattern') ?? '';
+  if (namePattern === '') namePattern = DEFAULT_NAME_PATTERN;
+  const patterns = splitNamePattern(namePattern);
+  if (patterns.length === 0) {
+    sink.error(`${path}.namePattern`, 'contains no pattern (only commas)', posOf('namePattern'));
+  }
+  for (const p of patterns) {
+    try {
+      validateGlob(p);
+    } catch (err) {
+      if (!(err instanceof BadPatternError)) throw err;
+      sink.error(`${path}.namePattern`, `malformed glob "${p}": ${err.message}`, posOf('namePattern'));
+    }
+    if (p !== p.trim()) {
+      sink.warn(
+        `${path}.namePattern`,
+        `pattern "${p}" has surrounding spaces, which must match literally (patterns are split on "," without trimming)`,
+        posOf('namePattern'),
+      );
+    }
+  }
+
+  const sel = get('selector');
+  const selector = sel ? (d.selector(sel, `${path}.selector`) ?? []) : [];
+
+  const errorsNow = sink.issues.filter((i) => i.severity === 'error').length;
+  if (errorsNow > before || hostDir === undefined || mountDir === undefined) return undefined;
+  return {
+    hostDir,
+    mountDir,
+    blockCleanerCommand,
+    volumeMode,
+    accessMode,
+    fsType,
+    namePattern,
+    selector,
+  };
+}
+
+function checkLabels(labels: Readonly<Record<string, string>>, sink: IssueSink): void {
+  for (const [key, value] of Object.entries(labels)) {
+    const slash = key.lastIndexOf('/');
+    const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
+    const name = slash >= 0 ? key.slice(slash + 1) : key;
+    const keyOk =
+      name.length <= 63 &&
+      LABEL_NAME.test(name) &&
+      (prefix === undefined || (prefix.length <= 253 && DNS1123_SUBDOMAIN.test(prefix)));
+    if (!keyOk) sink.error(`labelsForPV.${key}`, `"${key}" is not a valid label key`);
+    if (value !== '' && (value.length > 63 || !LABEL_NAME.test(value))) {
+      sink.error(`labelsForPV.${key}`, `"${value}" is not a valid label value (63 characters of [A-Za-z0-9-_.])`);
+    }
+  }
+}
+
+function checkDiscoveryDirectories(classes: Readonly<Record<string, ClassConfig>>, sink: IssueSink): void {
+  const names = Object.keys(classes);
+  for (const [i, a] of names.entries()) {
+    for (const b of names.slice(i + 1)) {
+      const ca = classes[a];
+      const cb = classes[b];
+      if (!ca || !cb) continue;
+      for (const dir of ['hostDir', 'mountDir'] as const) {
+        if (ca[dir] === cb[dir]) {
+          sink.error(
+            `storageClassMap.${b}.${dir}`,
+            `${dir} ${ca[dir]} is also used by storage class ${a}; a discovery directory belongs to exactly one class`,
+          );
+        } else if (cb[dir].startsWith(`${ca[dir]}/`) || ca[dir].startsWith(`${cb[dir]}/`)) {
+          sink.warn(
+            `storageClassMap.${b}.${dir}`,
+            `${dir} ${cb[dir]} and ${ca[dir]} (class ${a}) are nested; each class scans only its first level`,
+          );
+        }
+      }
+    }
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+function sortedRecord<V>(entries: Iterable<readonly [string, V]>): Record<string, V> {
+  const out: Record<string, V> = {};
+  for (const [k, v] of [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) out[k] = v;
+  return out;
+}
+
+/** Decodes and validates the raw keys of one config source into the normalized config. */
+export function parseConfigEntries(entries: readonly RawEntry[]): ParseResult {
+  const sink = new IssueSink();
+  const d = new Decoder(sink);
+  const fields = d.matchFields(
+    entries.map((e) => ({ key: e.key, value: e, position: e.keyPosition })),
+    '',
+    TOP_NAMES,
+  );
+  const located = new Map<string, Located>();
+  for (const [name, { value }] of fields) {
+    const type = TYPE_OF.get(name) ?? 'string';
+    const at = locate(value, type, name, sink);
+    if (at) located.set(name, at);
+  }
+  const get = (name: (typeof TOP_NAMES)[number]): Located | undefined => located.get(name);
+  const bool = (name: (typeof TOP_NAMES)[number]): boolean => {
+    const at = get(name);
+    return (at ? d.bool(at, name) : undefined) ?? false;
+  };
+
+  const classes: [string, ClassConfig][] = [];
+  const classMap = get('storageClassMap');
+  if (classMap) {
+    for (const [name, at] of d.entries(classMap, 'storageClassMap', 'a mapping of storage class names') ?? []) {
+      const c = decodeClass(name, at, sink, d);
+      if (c) classes.push([name, c]);
+    }
+  }
+  const storageClassMap = sortedRecord(classes);
+  if (classes.length === 0 && !sink.hasErrors) {
+    sink.warn('storageClassMap', 'no storage class is configured: nothing will be discovered');
+  }
+  checkDiscoveryDirectories(storageClassMap, sink);
+
+  const nodeLabelsAt = get('nodeLabelsForPV');
+  const nodeLabelsForPV = (nodeLabelsAt ? d.stringList(nodeLabelsAt, 'nodeLabelsForPV') : undefined) ?? [];
+  const labelsAt = get('labelsForPV');
+  const labelsForPV = sortedRecord(Object.entries((labelsAt ? d.stringMap(labelsAt, 'labelsForPV') : undefined) ?? {}));
+  checkLabels(labelsForPV, sink);
+  const tolerationsAt = get('jobTolerations');
+  const jobTolerations = (tolerationsAt ? d.tolerations(tolerationsAt, 'jobTolerations') : undefined) ?? [];
+  const resyncAt = get('minResyncPeriod');
+  const minResyncPeriod = (resyncAt ? d.duration(resyncAt, 'minResyncPeriod') : undefined) ?? DEFAULT_MIN_RESYNC_PERIOD;
+  const taintKeyAt = get('provisionerNotReadyNodeTaintKey');
+  const provisionerNotReadyNodeTaintKey =
+    (taintKeyAt ? d.string(taintKeyAt, 'provisionerNotReadyNodeTaintKey') : undefined) ?? '';
+
+  const config: ProvisionerConfig = {
+    storageClassMap,
+    nodeLabelsForPV,
+    labelsForPV,
+    useAlphaAPI: bool('useAlphaAPI'),
+    useJobForCleaning: bool('useJobForCleaning'),
+    jobTolerations,
+    minResyncPeriod,
+    useNodeNameOnly: bool('useNodeNameOnly'),
+    setPVOwnerRef: bool('setPVOwnerRef'),
+    removeNodeNotReadyTaint: bool('removeNodeNotReadyTaint'),
+    provisionerNotReadyNodeTaintKey,
+  };
+  if (config.useAlphaAPI) {
+    sink.warn(
+      'useAlphaAPI',
+      'is deprecated: Kubernetes 1.10+ ignores the alpha node-affinity annotation, so new PVs would have no usable node affinity',
+    );
+  }
+  if (config.removeNodeNotReadyTaint && config.provisionerNotReadyNodeTaintKey === '') {
+    sink.warn(
+      'removeNodeNotReadyTaint',
+      'is on but provisionerNotReadyNodeTaintKey is empty: no taint will be removed',
+    );
+  }
+  return { config: sink.hasErrors ? undefined : deepFreeze(config), issues: sink.issues };
+}

@@ -1,0 +1,79 @@
+// Typed errors carry the process exit code; the command layer renders them in one place.
+
+/** Exit codes shared by every command. docs/exit-codes.md is the user-facing table. */
+export const ExitCode = {
+  /** Success; for diff-config: no differences. */
+  Ok: 0,
+  /** The command's negative result: diff-config found differences (or a --fail-on gate tripped). */
+  Differences: 1,
+  /** Bad flags or arguments. */
+  Usage: 2,
+  /** A config source was read but is invalid (YAML error, wrong type, failed validation). */
+  InvalidConfig: 3,
+  /** A config source does not exist or cannot be read. */
+  SourceUnreadable: 4,
+  /** A bug: an unexpected error. */
+  Internal: 70,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/** Where in which file a problem sits. Lines and columns are 1-based. */
+export interface SourcePosition {
+  readonly file: string;
+  readonly line?: number;
+  readonly column?: number;
+}
+
+/** One problem (error or warning) found in a config source. */
+export interface ConfigIssue {
+  readonly severity: 'error' | 'warning';
+  /** Dotted key path, e.g. `storageClassMap.fast-disks.volumeMode`; empty for the whole source. */
+  readonly path: string;
+  readonly message: string;
+  readonly position?: SourcePosition;
+}
+
+export abstract class ProvisionerError extends Error {
+  abstract readonly exitCode: ExitCode;
+  /** Stable machine-readable code used in `-o json` output. */
+  abstract readonly code: string;
+}
+
+export class UsageError extends ProvisionerError {
+  readonly exitCode = ExitCode.Usage;
+  readonly code = 'usage';
+}
+
+export class ConfigSourceError extends ProvisionerError {
+  readonly exitCode = ExitCode.SourceUnreadable;
+  readonly code = 'source-unreadable';
+  constructor(
+    readonly source: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A config that was read but is invalid. Holds every problem found, not only the first. */
+export class InvalidConfigError extends ProvisionerError {
+  readonly exitCode = ExitCode.InvalidConfig;
+  readonly code = 'invalid-config';
+  constructor(
+    readonly source: string,
+    readonly issues: readonly ConfigIssue[],
+  ) {
+    const errors = issues.filter((i) => i.severity === 'error');
+    super(`invalid configuration in ${source} (${errors.length} ${errors.length === 1 ? 'problem' : 'problems'})`);
+  }
+}
+
+/** `file:line:col: path: message`, the shape compilers and editors understand. */
+export function formatIssue(issue: ConfigIssue): string {
+  const where = issue.position
+    ? [issue.position.file, issue.position.line, issue.position.column].filter((p) => p !== undefined).join(':')
+    : '';
+  const prefix = where === '' ? '' : `${where}: `;
+  const path = issue.path === '' ? '' : `${issue.path}: `;
+  return `${prefix}${path}${issue.message}`;
+}

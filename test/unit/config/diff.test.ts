@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { diffConfigs } from '../../../src/core/config/diff.js';
+import type { ProvisionerConfig } from '../../../src/core/config/model.js';
+import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import type { LoadedConfig } from '../../../src/core/config/source.js';
+
+function load(text: string): LoadedConfig {
+  return parseConfigSnapshot(snapshotFromFileText('c.yaml', text));
+}
+function config(text: string): ProvisionerConfig {
+  return load(text).config;
+}
+
+const BASE = `storageClassMap:
+  fast:
+    hostDir: /mnt/fast
+    mountDir: /mnt/fast
+  slow:
+    hostDir: /mnt/slow
+    mountDir: /mnt/slow
+`;
+
+describe('diffConfigs', () => {
+  it('finds nothing between a config and itself', () => {
+    assert.deepEqual(diffConfigs(config(BASE), config(BASE)), []);
+  });
+
+  it('reports a field change with its effect row (the seed story: forgotten fsType)', () => {
+    const changes = diffConfigs(
+      config(BASE),
+      config(BASE.replace('mountDir: /mnt/fast', 'mountDir: /mnt/fast\n    fsType: ext4')),
+    );
+    assert.deepEqual(
+      changes.map((c) => [c.path, c.before, c.after, c.effect.impact]),
+      [['storageClassMap.fast.fsType', '', 'ext4', 'new-pvs-only']],
+    );
+  });
+
+  it('reports added and removed classes', () => {
+    const changes = diffConfigs(
+      config(BASE),
+      config(BASE.replace(/ {2}slow:[^]*$/u, '  nvme:\n    hostDir: /mnt/nvme\n    mountDir: /mnt/nvme\n')),
+    );
+    assert.deepEqual(
+      changes.map((c) => [c.path, c.action, c.effect.impact]),
+      [
+        ['storageClassMap.nvme', 'added', 'needs-pod-change'],
+        ['storageClassMap.slow', 'removed', 'orphans-pvs'],
+      ],
+    );
+  });
+
+  it('recognises a rename by its hostDir, with the field changes that came with it', () => {
+    const changes = diffConfigs(
+      config(BASE),
+      config(BASE.replace('slow:', 'cold:').replace('mountDir: /mnt/slow', 'mountDir: /data/slow')),
+    );
+    assert.deepEqual(
+      changes.map((c) => [c.path, c.action, c.before, c.after]),
+      [
+        ['storageClassMap.cold', 'renamed', 'slow', 'cold'],
+        ['storageClassMap.cold.mountDir', 'modified', '/mnt/slow', '/data/slow'],
+      ],
+    );
+    assert.equal(changes[0]?.effect.impact, 'orphans-pvs');
+  });
+
+  it('uses enabled/disabled for booleans', () => {
+    const changes = diffConfigs(config(BASE), config(`${BASE}useJobForCleaning: yes\nuseNodeNameOnly: true\n`));
+    assert.deepEqual(
+      changes.map((c) => [c.path, c.action, c.effect.impact]),
+      [
+        ['useJobForCleaning', 'enabled', 'needs-pod-change'],
+        ['useNodeNameOnly', 'enabled', 'ownership-change'],
+      ],
+    );
+    const back = diffConfigs(config(`${BASE}useJobForCleaning: yes\n`), config(BASE));
+    assert.deepEqual(
+      back.map((c) => [c.action, c.effect.impact]),
+      [['disabled', 'next-cleanup']],
+    );
+  });
+
+  it('is empty exactly when the hashes are equal (property)', () => {
+    const field = fc.record({
+      fsType: fc.constantFrom('', 'ext4'),
+      mode: fc.constantFrom('Filesystem', 'Block'),
+      job: fc.boolean(),
+      resync: fc.constantFrom('5m', '300s', '10m'),
+      labels: fc.constantFrom('', 'labelsForPV: {a: b}\n'),
+      cleaner: fc.constantFrom(
+        '',
+        '    blockCleanerCommand: ["/scripts/quick_reset.sh"]\n',
+        '    blockCleanerCommand: ["/scripts/shred.sh", "2"]\n',
+      ),
+    });
+    const render = (f: {
+      fsType: string;
+      mode: string;
+      job: boolean;
+      resync: string;
+      labels: string;
+      cleaner: string;
+    }): string =>
+      `storageClassMap:\n  a:\n    hostDir: /a\n    mountDir: /a\n    volumeMode: ${f.mode}\n${f.fsType === '' ? '' : `    fsType: ${f.fsType}\n`}${f.cleaner}useJobForCleaning: ${f.job ? 'on' : 'no'}\nminResyncPeriod: ${f.resync}\n${f.labels}`;
+    fc.assert(
+      fc.property(field, field, (x, y) => {
+        const a = load(render(x));
+        const b = load(render(y));
+        const changes = diffConfigs(a.config, b.config);
+        assert.equal(changes.length === 0, a.hash === b.hash);
+        assert.deepEqual(
+          diffConfigs(b.config, a.config).map((c) => c.path),
+          changes.map((c) => c.path),
+          'symmetric paths',
+        );
+      }),
+    );
+  });
+});

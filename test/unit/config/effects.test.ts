@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { EFFECT_TABLE, findEffect, IMPACT_CLASSES } from '../../../src/core/config/effects.js';
+import type { ChangeAction, EffectField } from '../../../src/core/config/effects.js';
+import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from '../../../src/core/config/model.js';
+import { renderReloadDoc, RELOAD_TABLE_BEGIN, RELOAD_TABLE_END } from '../../../src/core/config/effect-docs.js';
+import { snapshotFromFileText, parseConfigSnapshot } from '../../../src/core/config/source.js';
+
+/** Every (field, action) pair the diff can produce. */
+function expectedPairs(): [EffectField, ChangeAction][] {
+  const pairs: [EffectField, ChangeAction][] = [
+    ['storageClassMap.*', 'added'],
+    ['storageClassMap.*', 'removed'],
+    ['storageClassMap.*', 'renamed'],
+  ];
+  for (const f of CLASS_FIELDS) pairs.push([`storageClassMap.*.${f.name}`, 'modified']);
+  for (const f of TOP_LEVEL_FIELDS) {
+    if (f.name === 'storageClassMap') continue;
+    if (f.type === 'bool') pairs.push([f.name, 'enabled'], [f.name, 'disabled']);
+    else pairs.push([f.name, 'modified']);
+  }
+  return pairs;
+}
+
+describe('the field effect table', () => {
+  it('has a row for every field of the config model, and nothing else', () => {
+    const expected = expectedPairs()
+      .map(([f, a]) => `${f} ${a}`)
+      .sort();
+    const actual = EFFECT_TABLE.map((r) => `${r.field} ${r.action}`).sort();
+    assert.deepEqual(actual, expected);
+  });
+
+  it('covers every key a parsed config actually has (a new field without a row fails here)', () => {
+    const { config } = parseConfigSnapshot(
+      snapshotFromFileText('c.yaml', 'storageClassMap:\n  x:\n    hostDir: /x\n    mountDir: /x\n'),
+    );
+    for (const key of Object.keys(config)) {
+      if (key === 'storageClassMap') continue;
+      assert.ok(
+        EFFECT_TABLE.some((r) => r.field === key),
+        `no effect row for top-level ${key}`,
+      );
+    }
+    for (const key of Object.keys(config.storageClassMap['x'] ?? {})) {
+      assert.ok(
+        findEffect(`storageClassMap.*.${key}` as EffectField, 'modified'),
+        `no effect row for class field ${key}`,
+      );
+    }
+  });
+
+  it('states every effect in full and uses only known impact classes', () => {
+    for (const row of EFFECT_TABLE) {
+      assert.ok(IMPACT_CLASSES.includes(row.impact));
+      for (const text of [row.summary, row.existingPVs, row.newPVs, row.cleanupsInFlight]) {
+        assert.ok(text.trim().length > 0 && text.trim().endsWith('.'), `${row.field} ${row.action}: "${text}"`);
+      }
+    }
+  });
+
+  it("classifies the review thread's hazards as dangerous", () => {
+    assert.equal(findEffect('storageClassMap.*', 'removed')?.impact, 'orphans-pvs');
+    assert.equal(findEffect('storageClassMap.*', 'renamed')?.impact, 'orphans-pvs');
+    assert.equal(findEffect('storageClassMap.*.hostDir', 'modified')?.impact, 'orphans-pvs');
+    assert.equal(findEffect('useNodeNameOnly', 'enabled')?.impact, 'ownership-change');
+    assert.equal(findEffect('useJobForCleaning', 'enabled')?.impact, 'needs-pod-change');
+    assert.equal(findEffect('storageClassMap.*.fsType', 'modified')?.impact, 'new-pvs-only');
+  });
+
+  it('docs/reload.md shows exactly the table generated from this data', async () => {
+    const doc = await readFile(join(import.meta.dirname, '../../../../docs/reload.md'), 'utf8');
+    const begin = doc.indexOf(RELOAD_TABLE_BEGIN);
+    const end = doc.indexOf(RELOAD_TABLE_END);
+    assert.ok(begin >= 0 && end > begin, 'docs/reload.md lacks the generated-table markers');
+    assert.equal(
+      doc.slice(begin, end + RELOAD_TABLE_END.length),
+      renderReloadDoc(),
+      'docs/reload.md is stale: run `npm run docs:generate`',
+    );
+  });
+});
