@@ -1,0 +1,35 @@
+// Bundles the CLI entry (src/cli/commands.ts) with its dependencies into dist/src/cli/commands.js
+// plus lazily loaded chunks. Loading one bundle instead of hundreds of node_modules files is what
+// keeps `provisioner --help` and `diff-config` near bare-node start-up (docs/benchmarks.md).
+import { build } from 'esbuild';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const outdir = join(root, 'dist/src/cli');
+rmSync(join(outdir, 'chunks'), { recursive: true, force: true });
+const result = await build({
+  absWorkingDir: root,
+  entryPoints: { commands: 'src/cli/commands.ts' },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node22',
+  chunkNames: 'chunks/[name]-[hash]',
+  // oclif loads TypeScript tooling only in development mode; never bundle it.
+  external: ['typescript', 'tsx', 'ts-node'],
+  banner: {
+    js: "import { createRequire as __lvpCreateRequire } from 'node:module'; const require = __lvpCreateRequire(import.meta.url);",
+  },
+  sourcemap: 'linked',
+  legalComments: 'none',
+  logLevel: 'warning',
+  metafile: true,
+});
+const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);
+console.error(
+  `bundle: ${Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js')).length} files, ${(bytes / 1024).toFixed(0)} KiB`,
+);

@@ -1,0 +1,10 @@
+// The CLI's entry module. Built into one esbuild bundle (scripts/bundle.mjs) that bin/run.js
+// imports; oclif finds the commands here through its "explicit" discovery strategy. Heavy
+// modules stay behind `await import()` inside each command and become separate chunks.
+import DiffConfig from '../commands/diff-config.js';
+
+export { execute } from '@oclif/core';
+
+export const COMMANDS = {
+  'diff-config': DiffConfig,
+};
