@@ -1,0 +1,116 @@
+/**
+ * The control-plane harness itself: a second control plane starts next to the shared one, and
+ * stop() (or an abort during start-up) leaves no process and no temp dir behind.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+
+import { CoreV1Api } from '@kubernetes/client-node';
+
+import { ControlPlaneStartError, startControlPlane } from '../support/control-plane.js';
+import { requireTestControlPlane, tokenKubeConfig } from '../support/test-cluster.js';
+
+function readCmdline(pid: number): string[] {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The kube binaries: LVP_TEST_CONTROL_PLANE.binDir or LVP_KUBE_BIN_DIR when the runner passes it,
+ * else the build script (a warm run only prints the cached bin dir).
+ */
+function binDir(): string {
+  const fromPlane = requireTestControlPlane().binDir;
+  if (fromPlane !== undefined) return fromPlane;
+  const fromEnv = process.env['LVP_KUBE_BIN_DIR'];
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  const script = fileURLToPath(new URL('../../../scripts/build-kube-binaries.sh', import.meta.url));
+  const out = execFileSync('bash', [existsSync(script) ? script : 'scripts/build-kube-binaries.sh'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const last = out.trim().split('\n').at(-1);
+  if (last === undefined || last === '') throw new Error('build-kube-binaries.sh printed no bin dir');
+  return last;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Pids of every process whose command line mentions `dir` (the temp dir is in all their flags). */
+function processesUsing(dir: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((pid) => pid !== process.pid && readCmdline(pid).some((arg) => arg.includes(dir)));
+}
+
+void describe('control plane harness', () => {
+  void it('starts a second control plane and stop() leaves no process or temp dir behind', async () => {
+    const plane = await startControlPlane({ binDir: binDir() });
+    let stopped = false;
+    try {
+      assert.ok(existsSync(plane.dir));
+      assert.ok(existsSync(plane.kubeconfigPath));
+      assert.ok(alive(plane.pids.etcd) && alive(plane.pids.apiserver));
+      assert.notEqual(plane.server, requireTestControlPlane().server);
+
+      const core = tokenKubeConfig(plane.server, plane.caFile, plane.adminToken).makeApiClient(CoreV1Api);
+      const namespaces = await core.listNamespace();
+      assert.ok(namespaces.items.some((ns) => ns.metadata?.name === 'default'));
+
+      assert.deepEqual(processesUsing(plane.dir).sort(), [plane.pids.etcd, plane.pids.apiserver].sort());
+      await plane.stop();
+      stopped = true;
+      assert.equal(alive(plane.pids.apiserver), false, 'kube-apiserver is gone');
+      assert.equal(alive(plane.pids.etcd), false, 'etcd is gone');
+      assert.deepEqual(processesUsing(plane.dir), []);
+      assert.equal(existsSync(plane.dir), false, 'temp dir removed');
+      await plane.stop(); // idempotent
+    } finally {
+      if (!stopped) await plane.stop();
+    }
+  });
+
+  void it('an abort during start-up stops what was started and removes the temp dir', async () => {
+    const controller = new AbortController();
+    const started = startControlPlane({ binDir: binDir(), signal: controller.signal });
+    // Abort while etcd or kube-apiserver is still starting (the apiserver needs seconds to be ready).
+    setTimeout(() => {
+      controller.abort(new Error('test abort'));
+    }, 300);
+    const error = await started.then(
+      async (plane) => {
+        await plane.stop();
+        return assert.fail('start-up finished before the abort');
+      },
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof ControlPlaneStartError, String(error));
+    assert.equal(error.aborted, true);
+    assert.ok(error.pids.length >= 1, 'at least etcd had been spawned');
+    for (const pid of error.pids) assert.equal(alive(pid), false, `pid ${pid} is gone`);
+    assert.equal(existsSync(error.dir), false);
+    assert.deepEqual(processesUsing(error.dir), []);
+  });
+
+  void it('rejects a bin dir without the binaries', async () => {
+    await assert.rejects(
+      startControlPlane({ binDir: join('/nonexistent', String(process.pid)) }),
+      (e: unknown) => e instanceof ControlPlaneStartError && /is missing/.test(e.message),
+    );
+  });
+});

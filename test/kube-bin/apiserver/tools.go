@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools pins the kube-apiserver main package so that `go mod tidy`
+// keeps every dependency needed to build k8s.io/kubernetes/cmd/kube-apiserver.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)
