@@ -12,6 +12,8 @@ export const ExitCode = {
   InvalidConfig: 3,
   /** A config source does not exist or cannot be read. */
   SourceUnreadable: 4,
+  /** The agent could not start: cluster unreachable, Node not found, listen address in use. */
+  StartupFailed: 5,
   /** A bug: an unexpected error. */
   Internal: 70,
 } as const;
@@ -53,6 +55,11 @@ export class ConfigSourceError extends ProvisionerError {
   ) {
     super(message);
   }
+}
+
+export class StartupError extends ProvisionerError {
+  readonly exitCode = ExitCode.StartupFailed;
+  readonly code = 'startup-failed';
 }
 
 /** A config that was read but is invalid. Holds every problem found, not only the first. */

@@ -1,0 +1,52 @@
+// Adoption of PVs this node's provisioner created before this agent ran (upstream, or this agent
+// before it labelled its PVs): one paginated scan of the PVs that lack the node label; the ones
+// annotated as provisioned by this node get the label and nothing else changes.
+import type { Cluster } from '../kube/cluster.js';
+import { isNotFound } from '../kube/cluster.js';
+import type { Logger } from '../log.js';
+import type { AgentMetrics } from '../metrics/agent-metrics.js';
+import { isProvisionedByNode, NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
+import type { NodeIdentity } from '../pv/naming.js';
+
+export interface AdoptionResult {
+  readonly scanned: number;
+  readonly pages: number;
+  readonly adopted: readonly string[];
+}
+
+export async function adoptNodeVolumes(
+  deps: { readonly cluster: Cluster; readonly logger: Logger; readonly metrics?: AgentMetrics },
+  node: NodeIdentity,
+  options: { readonly pageSize?: number; readonly signal?: AbortSignal } = {},
+): Promise<AdoptionResult> {
+  const value = nodeLabelValue(node.name);
+  const adopted: string[] = [];
+  let scanned = 0;
+  let pages = 0;
+  let continueToken: string | undefined;
+  do {
+    const page = await deps.cluster.persistentVolumes.list({
+      labelSelector: `!${NODE_LABEL}`,
+      limit: options.pageSize ?? 500,
+      ...(continueToken !== undefined ? { continue: continueToken } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    pages += 1;
+    scanned += page.items.length;
+    for (const pv of page.items) {
+      if (!isProvisionedByNode(pv.metadata.annotations, node)) continue;
+      try {
+        // A merge patch of one label: upstream's fields and annotations stay exactly as they were.
+        await deps.cluster.persistentVolumes.patch(pv.metadata.name, { metadata: { labels: { [NODE_LABEL]: value } } });
+        adopted.push(pv.metadata.name);
+        deps.metrics?.adoptedVolumes.inc();
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+    }
+    continueToken =
+      page.metadata.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined;
+  } while (continueToken !== undefined);
+  if (adopted.length > 0) deps.logger.log('info', 'adopted PersistentVolumes of this node', { count: adopted.length });
+  return { scanned, pages, adopted };
+}

@@ -1,0 +1,367 @@
+// A generation: one running sync loop for one config — its informers (reflectors), the discovery
+// loop and its change detector. Everything it starts is stopped by its AbortSignal; a reload
+// (run issue) stops one generation and starts the next.
+import { createHash } from 'node:crypto';
+import { isAborted } from '../clock.js';
+import type { Clock } from '../clock.js';
+import type { ProvisionerConfig } from '../config/model.js';
+import { durationToMilliseconds } from '../config/duration.js';
+import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
+import type { ClassProblem, SkippedEntry } from '../discovery/plan.js';
+import { publishVolumes } from '../discovery/publish.js';
+import type { Cluster } from '../kube/cluster.js';
+import type { EventSink } from '../kube/events.js';
+import type { Node, PersistentVolume, StorageClass } from '../kube/objects.js';
+import { Reflector } from '../kube/reflector.js';
+import type { Logger } from '../log.js';
+import type { AgentMetrics } from '../metrics/agent-metrics.js';
+import { parseQuantity } from '../kube/quantity.js';
+import type { NodeVolumes } from '../node/volumes.js';
+import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
+import type { NodeIdentity } from '../pv/naming.js';
+import { removeStartupTaint } from './taint.js';
+
+export interface GenerationDeps {
+  readonly cluster: Cluster;
+  readonly volumes: NodeVolumes;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: AgentMetrics;
+  readonly events: EventSink;
+  readonly random?: () => number;
+}
+
+export interface GenerationSettings {
+  readonly discoveryPeriodMs: number;
+  /** How often the cheap change detector (mount table + directory listings) runs; 0 disables it. */
+  readonly changePollMs: number;
+  readonly createConcurrency: number;
+}
+
+export interface PassSummary {
+  readonly at: number;
+  readonly durationMs: number;
+  readonly entries: number;
+  readonly created: readonly string[];
+  readonly failed: readonly { readonly name: string; readonly path: string; readonly error: string }[];
+  readonly skipped: readonly SkippedEntry[];
+  readonly classProblems: readonly ClassProblem[];
+}
+
+export interface GenerationStatus {
+  readonly number: number;
+  readonly configHash: string;
+  readonly synced: boolean;
+  readonly ready: boolean;
+  readonly passes: number;
+  readonly lastPass?: PassSummary;
+  readonly persistentVolumes: number;
+  readonly taintRemoved: boolean;
+}
+
+export function nodeIdentity(node: Node): NodeIdentity {
+  const labels = node.metadata.labels ?? {};
+  return {
+    name: node.metadata.name,
+    uid: node.metadata.uid ?? '',
+    hostname: labels['kubernetes.io/hostname'] ?? node.metadata.name,
+    labels,
+  };
+}
+
+export class Generation {
+  readonly persistentVolumes: Reflector<PersistentVolume>;
+  readonly storageClasses: Reflector<StorageClass>;
+  private readonly abort = new AbortController();
+  private readonly tasks: Promise<void>[] = [];
+  private wake: (() => void) | undefined;
+  private pendingTrigger = false;
+  private passes = 0;
+  private lastPass: PassSummary | undefined;
+  private synced = false;
+  private ready = false;
+  private taintRemoved = false;
+  private readyResolve: (() => void) | undefined;
+  /** Resolves after the caches synced and the first discovery pass ran. */
+  readonly whenReady: Promise<void>;
+  private readonly reported = new Set<string>();
+
+  constructor(
+    readonly number: number,
+    readonly config: ProvisionerConfig,
+    readonly configHash: string,
+    readonly node: NodeIdentity,
+    private readonly deps: GenerationDeps,
+    private readonly settings: GenerationSettings,
+  ) {
+    const resync = durationToMilliseconds(config.minResyncPeriod);
+    this.persistentVolumes = new Reflector<PersistentVolume>({
+      client: deps.cluster.persistentVolumes,
+      clock: deps.clock,
+      logger: deps.logger,
+      resource: 'persistentvolumes',
+      labelSelector: `${NODE_LABEL}=${nodeLabelValue(node.name)}`,
+      relistPeriodMs: resync,
+      ...(deps.random ? { random: deps.random } : {}),
+    });
+    this.storageClasses = new Reflector<StorageClass>({
+      client: deps.cluster.storageClasses,
+      clock: deps.clock,
+      logger: deps.logger,
+      resource: 'storageclasses',
+      relistPeriodMs: resync,
+      ...(deps.random ? { random: deps.random } : {}),
+    });
+    this.whenReady = new Promise((resolve) => {
+      this.readyResolve = resolve;
+    });
+  }
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  start(): void {
+    const signal = this.abort.signal;
+    this.tasks.push(this.persistentVolumes.run(signal), this.storageClasses.run(signal), this.loop(signal));
+    if (this.settings.changePollMs > 0) this.tasks.push(this.watchForChanges(signal));
+  }
+
+  /** Stops everything this generation started and waits for it to finish. */
+  async stop(): Promise<void> {
+    this.abort.abort(new Error('generation stopped'));
+    this.wake?.();
+    await Promise.allSettled(this.tasks);
+  }
+
+  /** Runs a discovery pass as soon as possible (coalesced). */
+  trigger(): void {
+    this.pendingTrigger = true;
+    this.wake?.();
+  }
+
+  status(): GenerationStatus {
+    return {
+      number: this.number,
+      configHash: this.configHash,
+      synced: this.synced,
+      ready: this.ready,
+      passes: this.passes,
+      ...(this.lastPass ? { lastPass: this.lastPass } : {}),
+      persistentVolumes: this.persistentVolumes.size,
+      taintRemoved: this.taintRemoved,
+    };
+  }
+
+  private async waitForTrigger(signal: AbortSignal): Promise<void> {
+    if (this.pendingTrigger) return;
+    const timer = new AbortController();
+    const stop = (): void => {
+      timer.abort();
+    };
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      await Promise.race([
+        this.deps.clock.sleep(this.settings.discoveryPeriodMs, timer.signal).catch(() => undefined),
+        new Promise<void>((resolve) => {
+          this.wake = resolve;
+        }),
+      ]);
+    } finally {
+      this.wake = undefined;
+      signal.removeEventListener('abort', stop);
+      timer.abort();
+    }
+  }
+
+  private async loop(signal: AbortSignal): Promise<void> {
+    await Promise.race([
+      Promise.all([this.persistentVolumes.synced, this.storageClasses.synced]),
+      new Promise((resolve) => {
+        signal.addEventListener('abort', resolve, { once: true });
+      }),
+    ]);
+    if (isAborted(signal)) return;
+    this.synced = true;
+    while (!isAborted(signal)) {
+      this.pendingTrigger = false;
+      try {
+        await this.pass(signal);
+      } catch (err) {
+        if (isAborted(signal)) break;
+        this.deps.metrics.discoveryPasses.inc({ result: 'error' });
+        this.deps.logger.log('error', 'discovery pass failed', {
+          error: err instanceof Error ? err.message : String(err),
+        });
+      }
+      if (!this.ready && !isAborted(signal)) {
+        this.ready = true;
+        this.readyResolve?.();
+      }
+      if (
+        this.ready &&
+        this.config.removeNodeNotReadyTaint &&
+        !this.taintRemoved &&
+        this.lastPass?.classProblems.length === 0
+      ) {
+        this.taintRemoved = await removeStartupTaint(
+          { cluster: this.deps.cluster, clock: this.deps.clock, logger: this.deps.logger },
+          this.node.name,
+          this.config.provisionerNotReadyNodeTaintKey,
+          signal,
+        );
+      }
+      await this.waitForTrigger(signal);
+    }
+  }
+
+  private async pass(signal: AbortSignal): Promise<void> {
+    const { clock, metrics, logger } = this.deps;
+    const started = clock.now();
+    const cpuStart = process.cpuUsage();
+    const plan = await planDiscovery({
+      config: this.config,
+      node: this.node,
+      volumes: this.deps.volumes,
+      persistentVolumes: this.persistentVolumes.list(),
+      storageClass: (name) => this.storageClasses.get(name),
+    });
+    const published = await publishVolumes(
+      plan.create,
+      {
+        cluster: this.deps.cluster,
+        clock,
+        logger,
+        metrics,
+        onCreated: (pv) => {
+          this.persistentVolumes.upsert(pv);
+        },
+      },
+      { concurrency: this.settings.createConcurrency, signal, passStartedAt: started },
+    );
+    const durationMs = clock.now() - started;
+    this.passes += 1;
+    this.lastPass = {
+      at: started,
+      durationMs,
+      entries: plan.entries,
+      created: published.created,
+      failed: published.failed,
+      skipped: plan.skipped.filter((s) => !ROUTINE_SKIPS.has(s.reason)),
+      classProblems: plan.classProblems,
+    };
+    metrics.discoveryPassDuration.observe({}, durationMs / 1000);
+    metrics.discoveryPasses.inc({
+      result: plan.classProblems.length > 0 || published.failed.length > 0 ? 'problems' : 'ok',
+    });
+    this.report(plan.skipped, plan.classProblems);
+    this.updateVolumeGauges();
+    const cpu = process.cpuUsage(cpuStart);
+    logger.log('debug', 'discovery pass', {
+      entries: plan.entries,
+      created: published.created.length,
+      skipped: this.lastPass.skipped.length,
+      durationMs,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+    });
+  }
+
+  /** Metrics every pass; logs and Node events only when a problem first appears. */
+  private report(skipped: readonly SkippedEntry[], problems: readonly ClassProblem[]): void {
+    const { metrics, events, logger } = this.deps;
+    metrics.skippedEntries.reset();
+    const counts = new Map<string, number>();
+    for (const s of skipped) {
+      const key = JSON.stringify([s.className, s.reason]);
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    for (const [key, n] of counts) {
+      const [storageclass = '', reason = ''] = JSON.parse(key) as string[];
+      metrics.skippedEntries.set({ storageclass, reason }, n);
+    }
+    const nodeRef = { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid };
+    const current = new Set<string>();
+    for (const s of skipped) {
+      if (ROUTINE_SKIPS.has(s.reason)) continue;
+      const key = `entry:${s.path}:${s.reason}`;
+      current.add(key);
+      if (this.reported.has(key)) continue;
+      logger.log('warn', 'discovery skipped an entry', {
+        storageClass: s.className,
+        path: s.path,
+        reason: s.reason,
+        detail: s.message,
+      });
+      events.record(nodeRef, 'Warning', 'VolumeDiscoverySkipped', `${s.path}: ${s.message}`);
+    }
+    for (const p of problems) {
+      const key = `class:${p.className}:${p.message}`;
+      current.add(key);
+      if (this.reported.has(key)) continue;
+      logger.log('error', 'discovery failed for a storage class', { storageClass: p.className, detail: p.message });
+      events.record(nodeRef, 'Warning', 'DiscoveryFailed', `storage class ${p.className}: ${p.message}`);
+    }
+    this.reported.clear();
+    for (const k of current) this.reported.add(k);
+  }
+
+  private updateVolumeGauges(): void {
+    const { metrics } = this.deps;
+    metrics.capacityBytes.reset();
+    metrics.managedVolumes.reset();
+    const capacity = new Map<string, number>();
+    const phases = new Map<string, number>();
+    for (const pv of this.persistentVolumes.list()) {
+      const storageclass = pv.spec.storageClassName ?? '';
+      const mode = pv.spec.volumeMode ?? 'Filesystem';
+      const key = JSON.stringify([storageclass, mode]);
+      capacity.set(key, (capacity.get(key) ?? 0) + parseQuantity(pv.spec.capacity?.['storage'] ?? '0'));
+      const phaseKey = JSON.stringify([storageclass, pv.status?.phase ?? 'Pending']);
+      phases.set(phaseKey, (phases.get(phaseKey) ?? 0) + 1);
+    }
+    for (const [key, bytes] of capacity) {
+      const [storageclass = '', mode = ''] = JSON.parse(key) as string[];
+      metrics.capacityBytes.set({ storageclass, mode }, bytes);
+    }
+    for (const [key, n] of phases) {
+      const [storageclass = '', phase = ''] = JSON.parse(key) as string[];
+      metrics.managedVolumes.set({ storageclass, phase }, n);
+    }
+  }
+
+  /**
+   * Cheap change detection between full passes: the mount table and the discovery directories'
+   * listings, hashed. A new mount or device link triggers a pass at once instead of waiting for
+   * the discovery period.
+   */
+  private async watchForChanges(signal: AbortSignal): Promise<void> {
+    let previous: string | undefined;
+    while (!signal.aborted) {
+      try {
+        const hash = createHash('sha256');
+        for (const m of await this.deps.volumes.mountPoints()) hash.update(m.mountPoint).update('\0');
+        for (const c of Object.values(this.config.storageClassMap)) {
+          hash.update('\u0001').update(c.mountDir);
+          try {
+            for (const n of [...(await this.deps.volumes.listDirectory(c.mountDir))].sort())
+              hash.update('\0').update(n);
+          } catch {
+            hash.update('\u0002');
+          }
+        }
+        const digest = hash.digest('hex');
+        if (previous !== undefined && digest !== previous && this.synced) this.trigger();
+        previous = digest;
+      } catch (err) {
+        this.deps.logger.log('debug', 'change detector failed', {
+          error: err instanceof Error ? err.message : String(err),
+        });
+      }
+      try {
+        await this.deps.clock.sleep(this.settings.changePollMs, signal);
+      } catch {
+        return;
+      }
+    }
+  }
+}

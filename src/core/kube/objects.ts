@@ -1,0 +1,156 @@
+// The Kubernetes objects the agent reads and writes, as they travel in JSON (timestamps are
+// RFC 3339 strings, quantities are strings). Only the fields the agent uses are typed.
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: OwnerReference[];
+  finalizers?: string[];
+}
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+export interface NodeSelectorRequirement {
+  key: string;
+  operator: string;
+  values?: string[];
+}
+
+export interface NodeSelectorTerm {
+  matchExpressions?: NodeSelectorRequirement[];
+  matchFields?: NodeSelectorRequirement[];
+}
+
+export interface ObjectReference {
+  apiVersion?: string;
+  kind?: string;
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+}
+
+export type PersistentVolumePhase = 'Pending' | 'Available' | 'Bound' | 'Released' | 'Failed';
+
+export interface PersistentVolume {
+  apiVersion?: 'v1';
+  kind?: 'PersistentVolume';
+  metadata: ObjectMeta;
+  spec: {
+    capacity?: Record<string, string>;
+    accessModes?: string[];
+    persistentVolumeReclaimPolicy?: string;
+    storageClassName?: string;
+    volumeMode?: string;
+    mountOptions?: string[];
+    local?: { path: string; fsType?: string };
+    hostPath?: { path: string; type?: string };
+    nodeAffinity?: { required?: { nodeSelectorTerms: NodeSelectorTerm[] } };
+    claimRef?: ObjectReference;
+  };
+  status?: { phase?: PersistentVolumePhase; message?: string; reason?: string };
+}
+
+export interface StorageClass {
+  apiVersion?: 'storage.k8s.io/v1';
+  kind?: 'StorageClass';
+  metadata: ObjectMeta;
+  provisioner: string;
+  reclaimPolicy?: string;
+  mountOptions?: string[];
+  volumeBindingMode?: string;
+}
+
+export interface Taint {
+  key: string;
+  value?: string;
+  effect: string;
+  timeAdded?: string;
+}
+
+export interface Node {
+  apiVersion?: 'v1';
+  kind?: 'Node';
+  metadata: ObjectMeta;
+  spec?: { taints?: Taint[]; unschedulable?: boolean };
+}
+
+export interface CoreEvent {
+  apiVersion?: 'v1';
+  kind?: 'Event';
+  metadata: ObjectMeta;
+  involvedObject: ObjectReference;
+  reason: string;
+  message: string;
+  type: 'Normal' | 'Warning';
+  source?: { component?: string; host?: string };
+  firstTimestamp?: string;
+  lastTimestamp?: string;
+  count?: number;
+  reportingComponent?: string;
+  reportingInstance?: string;
+}
+
+export interface ListMeta {
+  resourceVersion?: string;
+  continue?: string;
+  remainingItemCount?: number;
+}
+
+export interface ObjectList<T> {
+  metadata: ListMeta;
+  items: T[];
+}
+
+export interface Container {
+  name: string;
+  image?: string;
+  command?: string[];
+  args?: string[];
+  env?: { name: string; value?: string }[];
+  securityContext?: { privileged?: boolean };
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+}
+
+export interface Job {
+  apiVersion?: 'batch/v1';
+  kind?: 'Job';
+  metadata: ObjectMeta;
+  spec?: {
+    backoffLimit?: number;
+    ttlSecondsAfterFinished?: number;
+    template: {
+      metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+      spec: {
+        containers: Container[];
+        restartPolicy?: string;
+        nodeSelector?: Record<string, string>;
+        tolerations?: Record<string, unknown>[];
+        volumes?: { name: string; hostPath?: { path: string; type?: string } }[];
+        serviceAccountName?: string;
+      };
+    };
+  };
+  status?: {
+    active?: number;
+    succeeded?: number;
+    failed?: number;
+    startTime?: string;
+    completionTime?: string;
+    conditions?: { type: string; status: string; reason?: string; message?: string; lastTransitionTime?: string }[];
+  };
+}

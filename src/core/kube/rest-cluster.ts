@@ -1,0 +1,534 @@
+// The Cluster port over the Kubernetes REST API, on node:http(s) alone (no client library: start-up
+// time and memory matter for a per-node agent). JSON in and out, Status bodies mapped to
+// KubeApiError, watches as newline-delimited JSON streams, a client-side token-bucket rate limiter,
+// and bearer tokens re-read from their file as projected service-account tokens rotate.
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { systemClock, type Clock } from '../clock.js';
+import {
+  KubeApiError,
+  type Cluster,
+  type DeleteOptions,
+  type ListOptions,
+  type NamespaceOption,
+  type ResourceClient,
+  type WatchEvent,
+  type WatchOptions,
+} from './cluster.js';
+import type { ConnectionSettings, ReadTextFile } from './kubeconfig.js';
+import type { CoreEvent, Job, Node, ObjectList, PersistentVolume, StorageClass } from './objects.js';
+import { readFile as fsReadFile } from 'node:fs/promises';
+
+export interface RestClusterOptions {
+  readonly connection: ConnectionSettings;
+  /** Rate limiting, retry delays and token refresh. Default: the system clock. */
+  readonly clock?: Clock;
+  /** Sustained requests per second (default 200; 0 or less: unlimited). */
+  readonly qps?: number;
+  /** Requests allowed in a burst above qps (default 400). */
+  readonly burst?: number;
+  /** User-Agent header (default `local-volume-provisioner-ts`). */
+  readonly userAgent?: string;
+  /** Time a non-watch request may stay idle before it fails (default 30 s). */
+  readonly requestTimeoutMs?: number;
+  /** How often a token file is re-read (default 60 s, like client-go). */
+  readonly tokenRefreshMs?: number;
+  /** Retries of a request answered 429, or 5xx with Retry-After (default 3). */
+  readonly maxRetries?: number;
+  /** Namespace of namespaced calls that name none (default `default`). */
+  readonly defaultNamespace?: string;
+  readonly readFile?: ReadTextFile;
+}
+
+const DEFAULT_QPS = 200;
+const DEFAULT_BURST = 400;
+const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_TOKEN_REFRESH_MS = 60_000;
+const DEFAULT_MAX_RETRIES = 3;
+const MAX_RETRY_DELAY_MS = 10_000;
+
+/**
+ * A token bucket (golang.org/x/time/rate style): `burst` requests at once, then `qps` per second.
+ * Each caller reserves a token immediately and waits until it is due, so waiters are served in
+ * order; an aborted wait returns its token.
+ */
+export class TokenBucket {
+  private tokens: number;
+  private last: number;
+
+  constructor(
+    private readonly qps: number,
+    private readonly burst: number,
+    private readonly clock: Clock = systemClock,
+  ) {
+    this.tokens = Math.max(1, burst);
+    this.last = clock.now();
+  }
+
+  /** Resolves when the caller may send a request; rejects when the signal aborts first. */
+  async take(signal?: AbortSignal): Promise<void> {
+    signal?.throwIfAborted();
+    if (!(this.qps > 0) || !Number.isFinite(this.qps)) return;
+    this.refill();
+    this.tokens -= 1;
+    if (this.tokens >= 0) return;
+    const waitMs = (-this.tokens * 1000) / this.qps;
+    try {
+      await this.clock.sleep(waitMs, signal);
+    } catch (error) {
+      this.tokens += 1;
+      throw error;
+    }
+  }
+
+  /** Tokens available now (negative: reserved by waiters). */
+  get available(): number {
+    this.refill();
+    return this.tokens;
+  }
+
+  private refill(): void {
+    const now = this.clock.now();
+    const elapsed = Math.max(0, now - this.last);
+    this.last = now;
+    this.tokens = Math.min(Math.max(1, this.burst), this.tokens + (elapsed * this.qps) / 1000);
+  }
+}
+
+const REASONS: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  406: 'NotAcceptable',
+  409: 'Conflict',
+  410: 'Expired',
+  413: 'RequestEntityTooLarge',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+};
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A Kubernetes Status object (or any error body) as a KubeApiError. */
+export function statusToError(httpStatus: number, body: unknown): KubeApiError {
+  let status: unknown = body;
+  if (typeof body === 'string') {
+    try {
+      status = JSON.parse(body);
+    } catch {
+      status = undefined;
+    }
+  }
+  if (isRecord(status) && status['kind'] === 'Status') {
+    const code = typeof status['code'] === 'number' && status['code'] > 0 ? status['code'] : httpStatus;
+    const reason =
+      typeof status['reason'] === 'string' && status['reason'] !== '' ? status['reason'] : (REASONS[code] ?? 'Unknown');
+    const message =
+      typeof status['message'] === 'string' && status['message'] !== '' ? status['message'] : `HTTP ${code}`;
+    return new KubeApiError(code, reason, message);
+  }
+  const text = typeof body === 'string' ? body.trim() : '';
+  return new KubeApiError(httpStatus, REASONS[httpStatus] ?? 'Unknown', text === '' ? `HTTP ${httpStatus}` : text);
+}
+
+interface ResourceInfo {
+  readonly apiVersion: string;
+  readonly kind: string;
+  /** Collection path; namespaced kinds get the namespace. */
+  collection(namespace: string): string;
+  readonly namespaced: boolean;
+}
+
+const enc = encodeURIComponent;
+
+const RESOURCES = {
+  persistentVolumes: {
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    namespaced: false,
+    collection: () => '/api/v1/persistentvolumes',
+  },
+  storageClasses: {
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    namespaced: false,
+    collection: () => '/apis/storage.k8s.io/v1/storageclasses',
+  },
+  nodes: { apiVersion: 'v1', kind: 'Node', namespaced: false, collection: () => '/api/v1/nodes' },
+  events: {
+    apiVersion: 'v1',
+    kind: 'Event',
+    namespaced: true,
+    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/events`,
+  },
+  jobs: {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    namespaced: true,
+    collection: (ns: string) => `/apis/batch/v1/namespaces/${enc(ns)}/jobs`,
+  },
+} satisfies Record<string, ResourceInfo>;
+
+type Query = Record<string, string | number | boolean | undefined>;
+
+interface RequestSpec {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  readonly path: string;
+  readonly query?: Query;
+  readonly body?: unknown;
+  readonly contentType?: string;
+  readonly signal?: AbortSignal;
+}
+
+/** Reads signal.aborted afresh (keeps the compiler from narrowing it across awaits). */
+function isAborted(signal: AbortSignal): boolean {
+  return signal.aborted;
+}
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
+}
+
+function nameOf(object: unknown): string {
+  const metadata = isRecord(object) ? object['metadata'] : undefined;
+  const name = isRecord(metadata) ? metadata['name'] : undefined;
+  if (typeof name !== 'string' || name === '')
+    throw new KubeApiError(400, 'BadRequest', 'the object has no metadata.name');
+  return name;
+}
+
+/** The Cluster port over HTTPS to a real apiserver. Call close() to release its connections. */
+export class RestCluster implements Cluster {
+  readonly persistentVolumes: ResourceClient<PersistentVolume>;
+  readonly storageClasses: ResourceClient<StorageClass>;
+  readonly nodes: ResourceClient<Node>;
+  readonly events: ResourceClient<CoreEvent>;
+  readonly jobs: ResourceClient<Job>;
+
+  private readonly connection: ConnectionSettings;
+  private readonly clock: Clock;
+  private readonly limiter: TokenBucket;
+  private readonly agent: HttpAgent;
+  private readonly secure: boolean;
+  private readonly base: URL;
+  private readonly userAgent: string;
+  private readonly timeoutMs: number;
+  private readonly tokenRefreshMs: number;
+  private readonly maxRetries: number;
+  private readonly defaultNamespace: string;
+  private readonly readFile: ReadTextFile;
+  private cachedToken: { value: string; readAt: number } | undefined;
+  private tokenRead: Promise<string> | undefined;
+
+  constructor(options: RestClusterOptions) {
+    const { connection } = options;
+    this.connection = connection;
+    this.clock = options.clock ?? systemClock;
+    this.limiter = new TokenBucket(options.qps ?? DEFAULT_QPS, options.burst ?? DEFAULT_BURST, this.clock);
+    this.base = new URL(connection.server);
+    this.secure = this.base.protocol === 'https:';
+    if (!this.secure && this.base.protocol !== 'http:') {
+      throw new Error(`unsupported apiserver URL ${connection.server}: only https:// and http:// are supported`);
+    }
+    this.agent = this.secure
+      ? new HttpsAgent({
+          keepAlive: true,
+          ...(connection.ca === undefined ? {} : { ca: connection.ca }),
+          ...(connection.clientCert === undefined ? {} : { cert: connection.clientCert }),
+          ...(connection.clientKey === undefined ? {} : { key: connection.clientKey }),
+          ...(connection.tlsServerName === undefined ? {} : { servername: connection.tlsServerName }),
+          rejectUnauthorized: connection.insecureSkipTLSVerify !== true,
+        })
+      : new HttpAgent({ keepAlive: true });
+    this.userAgent = options.userAgent ?? 'local-volume-provisioner-ts';
+    this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.tokenRefreshMs = options.tokenRefreshMs ?? DEFAULT_TOKEN_REFRESH_MS;
+    this.maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+    this.defaultNamespace = options.defaultNamespace ?? 'default';
+    this.readFile = options.readFile ?? ((path) => fsReadFile(path, 'utf8'));
+    this.persistentVolumes = this.client<PersistentVolume>(RESOURCES.persistentVolumes);
+    this.storageClasses = this.client<StorageClass>(RESOURCES.storageClasses);
+    this.nodes = this.client<Node>(RESOURCES.nodes);
+    this.events = this.client<CoreEvent>(RESOURCES.events);
+    this.jobs = this.client<Job>(RESOURCES.jobs);
+  }
+
+  /** Closes idle keep-alive connections and every open one (ending watches). */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private client<T>(info: ResourceInfo): ResourceClient<T> {
+    const collection = (options: NamespaceOption | undefined): string =>
+      info.collection(info.namespaced ? (options?.namespace ?? this.defaultNamespace) || this.defaultNamespace : '');
+    const item = (name: string, options: NamespaceOption | undefined): string => `${collection(options)}/${enc(name)}`;
+    const withType = (object: T): unknown =>
+      isRecord(object) ? { apiVersion: info.apiVersion, kind: info.kind, ...object } : object;
+    const json = async (spec: RequestSpec): Promise<T> => (await this.request(spec)) as T;
+    return {
+      get: (name, options) => json({ method: 'GET', path: item(name, options) }),
+      list: async (options?: ListOptions) =>
+        (await this.request({
+          method: 'GET',
+          path: collection(options),
+          query: {
+            labelSelector: options?.labelSelector || undefined,
+            limit: options?.limit,
+            continue: options?.continue || undefined,
+          },
+          ...(options?.signal === undefined ? {} : { signal: options.signal }),
+        })) as ObjectList<T>,
+      watch: (options) => this.watch<T>(collection(options), options),
+      create: (object, options) =>
+        json({
+          method: 'POST',
+          path: collection(options),
+          query: { dryRun: options?.dryRun === true ? 'All' : undefined },
+          body: withType(object),
+        }),
+      update: (object, options) => json({ method: 'PUT', path: item(nameOf(object), options), body: withType(object) }),
+      updateStatus: (object, options) =>
+        json({ method: 'PUT', path: `${item(nameOf(object), options)}/status`, body: withType(object) }),
+      patch: (name, patch, options) =>
+        json({
+          method: 'PATCH',
+          path: item(name, options),
+          body: patch,
+          contentType: 'application/merge-patch+json',
+        }),
+      delete: async (name, options?: DeleteOptions) => {
+        await this.request({
+          method: 'DELETE',
+          path: item(name, options),
+          body: {
+            apiVersion: 'v1',
+            kind: 'DeleteOptions',
+            ...(options?.uid === undefined ? {} : { preconditions: { uid: options.uid } }),
+            ...(options?.propagationPolicy === undefined ? {} : { propagationPolicy: options.propagationPolicy }),
+          },
+        });
+      },
+    };
+  }
+
+  private url(path: string, query: Query | undefined): URL {
+    const url = new URL(this.base.href);
+    url.pathname = `${this.base.pathname.replace(/\/+$/, '')}${path}`;
+    for (const [key, value] of Object.entries(query ?? {})) {
+      if (value !== undefined) url.searchParams.set(key, String(value));
+    }
+    return url;
+  }
+
+  /** The bearer token: fixed, or read from the token file and re-read every tokenRefreshMs. */
+  private async bearerToken(): Promise<string | undefined> {
+    const { token, tokenFile } = this.connection;
+    if (token !== undefined) return token;
+    if (tokenFile === undefined) return undefined;
+    const cached = this.cachedToken;
+    if (cached !== undefined && this.clock.now() - cached.readAt < this.tokenRefreshMs) return cached.value;
+    this.tokenRead ??= this.readFile(tokenFile)
+      .then((text) => {
+        const value = text.trim();
+        this.cachedToken = { value, readAt: this.clock.now() };
+        return value;
+      })
+      .catch((error: unknown) => {
+        // A rotation in progress can leave the file briefly missing: keep using the last token.
+        if (cached !== undefined) return cached.value;
+        throw error;
+      })
+      .finally(() => {
+        this.tokenRead = undefined;
+      });
+    return this.tokenRead;
+  }
+
+  /**
+   * Sends one request; resolves with the response once its headers arrive, and `release`, which
+   * detaches the request from spec.signal (call it when done with the response).
+   */
+  private async open(
+    spec: RequestSpec,
+    streaming: boolean,
+  ): Promise<{ readonly res: IncomingMessage; readonly release: () => void }> {
+    const token = await this.bearerToken();
+    const payload =
+      spec.body === undefined
+        ? undefined
+        : Buffer.from(typeof spec.body === 'string' ? spec.body : JSON.stringify(spec.body));
+    const headers: OutgoingHttpHeaders = {
+      Accept: 'application/json',
+      'User-Agent': this.userAgent,
+      // Always framed: a DELETE with an unframed body is misread by the server.
+      'Content-Length': payload?.length ?? 0,
+    };
+    if (payload !== undefined) headers['Content-Type'] = spec.contentType ?? 'application/json';
+    if (token !== undefined && token !== '') headers['Authorization'] = `Bearer ${token}`;
+    const url = this.url(spec.path, spec.query);
+    const { signal } = spec;
+    signal?.throwIfAborted();
+    return new Promise((resolve, reject) => {
+      const send = this.secure ? httpsRequest : httpRequest;
+      const req = send(url, { method: spec.method, agent: this.agent, headers });
+      const onAbort = (): void => {
+        req.destroy(signal === undefined ? undefined : (abortError(signal) as Error));
+      };
+      const release = (): void => {
+        signal?.removeEventListener('abort', onAbort);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      req.once('close', release);
+      if (!streaming) {
+        req.setTimeout(this.timeoutMs, () => {
+          req.destroy(new Error(`${spec.method} ${url.pathname}: no response within ${this.timeoutMs} ms`));
+        });
+      }
+      req.once('error', (error) => {
+        release();
+        reject(error);
+      });
+      req.once('response', (res) => {
+        resolve({ res, release });
+      });
+      req.end(payload);
+    });
+  }
+
+  private async readBody(res: IncomingMessage): Promise<string> {
+    res.setEncoding('utf8');
+    let body = '';
+    for await (const chunk of res) body += chunk as string;
+    return body;
+  }
+
+  private retryDelayMs(res: IncomingMessage): number | undefined {
+    const status = res.statusCode ?? 0;
+    const header = res.headers['retry-after'];
+    if (status !== 429 && !(status >= 500 && header !== undefined)) return undefined;
+    const seconds = header === undefined ? 1 : Number(header);
+    return Math.min(MAX_RETRY_DELAY_MS, Math.max(0, Number.isFinite(seconds) ? seconds * 1000 : 1000));
+  }
+
+  private async request(spec: RequestSpec): Promise<unknown> {
+    for (let attempt = 0; ; attempt++) {
+      await this.limiter.take(spec.signal);
+      const { res, release } = await this.open(spec, false);
+      let body: string;
+      try {
+        body = await this.readBody(res);
+      } finally {
+        release();
+      }
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status < 300) return body === '' ? undefined : (JSON.parse(body) as unknown);
+      if (status === 401) this.cachedToken = undefined; // maybe rotated: read the file again next time
+      const delay = this.retryDelayMs(res);
+      if (delay !== undefined && attempt < this.maxRetries) {
+        await this.clock.sleep(delay, spec.signal);
+        continue;
+      }
+      throw statusToError(status, body);
+    }
+  }
+
+  private watch<T>(path: string, options: WatchOptions): AsyncIterable<WatchEvent<T>> {
+    const iterate = async function* (this: RestCluster): AsyncGenerator<WatchEvent<T>, void, undefined> {
+      const { signal } = options;
+      if (isAborted(signal)) return;
+      let res: IncomingMessage;
+      let release: () => void;
+      try {
+        await this.limiter.take(signal);
+        ({ res, release } = await this.open(
+          {
+            method: 'GET',
+            path,
+            query: {
+              watch: 1,
+              resourceVersion: options.resourceVersion,
+              allowWatchBookmarks: options.allowBookmarks === true ? 'true' : undefined,
+              labelSelector: options.labelSelector || undefined,
+              timeoutSeconds: options.timeoutSeconds,
+            },
+            signal,
+          },
+          true,
+        ));
+      } catch (error) {
+        if (isAborted(signal)) return;
+        throw error;
+      }
+      try {
+        const status = res.statusCode ?? 0;
+        if (status !== 200) {
+          if (status === 401) this.cachedToken = undefined;
+          throw statusToError(status, await this.readBody(res));
+        }
+        res.setEncoding('utf8');
+        let buffer = '';
+        for await (const chunk of res) {
+          buffer += chunk as string;
+          let newline: number;
+          while ((newline = buffer.indexOf('\n')) >= 0) {
+            const line = buffer.slice(0, newline).trim();
+            buffer = buffer.slice(newline + 1);
+            if (line === '') continue;
+            const event = parseWatchLine<T>(line);
+            if (event !== undefined) yield event;
+            if (isAborted(signal)) return;
+          }
+        }
+        const rest = buffer.trim();
+        if (rest !== '' && !isAborted(signal)) {
+          const event = parseWatchLine<T>(rest);
+          if (event !== undefined) yield event;
+        }
+      } catch (error) {
+        if (isAborted(signal)) return;
+        throw error;
+      } finally {
+        release();
+        res.destroy();
+      }
+    };
+    return { [Symbol.asyncIterator]: () => iterate.call(this) };
+  }
+}
+
+/** One line of a watch stream; ERROR events (e.g. 410 Expired) become a thrown KubeApiError. */
+function parseWatchLine<T>(line: string): WatchEvent<T> | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch {
+    throw new KubeApiError(500, 'InternalError', `malformed watch event: ${line.slice(0, 200)}`);
+  }
+  if (!isRecord(parsed)) return undefined;
+  const { type, object } = parsed;
+  switch (type) {
+    case 'ADDED':
+    case 'MODIFIED':
+    case 'DELETED':
+      return { type, object: object as T };
+    case 'BOOKMARK': {
+      const metadata = isRecord(object) ? object['metadata'] : undefined;
+      const resourceVersion = isRecord(metadata) ? metadata['resourceVersion'] : undefined;
+      return { type: 'BOOKMARK', resourceVersion: typeof resourceVersion === 'string' ? resourceVersion : '' };
+    }
+    case 'ERROR':
+      throw statusToError(500, object);
+    default:
+      return undefined;
+  }
+}

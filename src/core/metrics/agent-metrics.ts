@@ -1,0 +1,88 @@
+// The agent's metrics. Names and labels of upstream's series are kept (sig-storage-local-static-
+// provisioner pkg/metrics); the capacity gauge's meaning is fixed (docs/migration-from-upstream.md).
+import type { Counter, Gauge, Histogram } from './registry.js';
+import { MetricsRegistry } from './registry.js';
+
+const P = 'local_volume_provisioner';
+
+export interface AgentMetrics {
+  readonly registry: MetricsRegistry;
+  readonly discoveryTotal: Counter;
+  readonly discoveryDuration: Histogram;
+  readonly capacityBytes: Gauge;
+  readonly apiRequests: Counter;
+  readonly apiRequestsFailed: Counter;
+  readonly apiRequestDuration: Histogram;
+  readonly skippedEntries: Gauge;
+  readonly discoveryPassDuration: Histogram;
+  readonly discoveryPasses: Counter;
+  readonly managedVolumes: Gauge;
+  readonly adoptedVolumes: Counter;
+}
+
+export function createAgentMetrics(
+  registry = new MetricsRegistry(),
+  options: { startTimeSeconds?: number } = {},
+): AgentMetrics {
+  const start = options.startTimeSeconds ?? Date.now() / 1000;
+  registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', [], (g) => {
+    g.set({}, process.memoryUsage.rss());
+  });
+  registry.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', [], (g) => {
+    g.set({}, start);
+  });
+  registry.gauge('process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.', [], (g) => {
+    const u = process.cpuUsage();
+    g.set({}, (u.user + u.system) / 1e6);
+  });
+  return {
+    registry,
+    discoveryTotal: registry.counter(
+      `${P}_persistentvolume_discovery_total`,
+      'Total number of PersistentVolumes created by discovery.',
+      ['mode'],
+    ),
+    discoveryDuration: registry.histogram(
+      `${P}_persistentvolume_discovery_duration_seconds`,
+      'Time from finding a volume to its PersistentVolume being created.',
+      ['mode'],
+    ),
+    capacityBytes: registry.gauge(
+      `${P}_persistentvolume_capacity_bytes`,
+      'Capacity of the PersistentVolumes this agent manages, per storage class and volume mode.',
+      ['storageclass', 'mode'],
+    ),
+    apiRequests: registry.counter(`${P}_apiserver_requests_total`, 'PersistentVolume API requests.', ['method']),
+    apiRequestsFailed: registry.counter(
+      `${P}_apiserver_requests_failed_total`,
+      'Failed PersistentVolume API requests.',
+      ['method'],
+    ),
+    apiRequestDuration: registry.histogram(
+      `${P}_apiserver_requests_duration_seconds`,
+      'PersistentVolume API request latency.',
+      ['method'],
+    ),
+    skippedEntries: registry.gauge(
+      `${P}_discovery_skipped_entries`,
+      'Discovery directory entries not published in the last pass, by reason.',
+      ['storageclass', 'reason'],
+    ),
+    discoveryPassDuration: registry.histogram(
+      `${P}_discovery_pass_duration_seconds`,
+      'Duration of one discovery pass.',
+      [],
+    ),
+    discoveryPasses: registry.counter(`${P}_discovery_passes_total`, 'Discovery passes, by result.', ['result']),
+    managedVolumes: registry.gauge(
+      `${P}_managed_persistentvolumes`,
+      'PersistentVolumes of this node, by storage class and phase.',
+      ['storageclass', 'phase'],
+    ),
+    adoptedVolumes: registry.counter(
+      `${P}_adopted_persistentvolumes_total`,
+      'Upstream-created PersistentVolumes labelled for this agent.',
+      [],
+    ),
+  };
+}

@@ -1,0 +1,395 @@
+// An in-memory node for fast tests and `simulate`: a tree of directories, block devices, other
+// files and symlinks, a mount table and per-filesystem capacities. Its answers follow LinuxVolumes
+// (checked by the shared contract in test/contract/node-volumes-contract.ts):
+// - paths are absolute; symlinks are followed in every component (relative targets resolve from
+//   the link's directory, `..` after a link climbs from the link's target, 40 links at most → ELOOP);
+// - entryInfo is 'missing' for ENOENT/ENOTDIR/ELOOP, with isSymlink telling a dangling link apart;
+// - mount points are real paths (symlinks resolved when mounting, as mount(8) does) and are
+//   compared as exact strings; the table lists mounts in mount order;
+// - filesystemCapacity answers for the filesystem on top at the path (the last mounted one
+//   whose mount point contains it).
+// What it does not model: a mount does not hide or alias directory contents (a bind mount's target
+// is its own directory tree), permissions, and file contents.
+
+import { posix } from 'node:path';
+
+import { encodeMountInfoField } from './mountinfo.js';
+import { NodeVolumeError, type NodeVolumeOperation } from './volume-error.js';
+import type { EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
+
+interface DirectoryNode {
+  readonly type: 'directory';
+  readonly children: Map<string, FsNode>;
+}
+interface BlockDeviceNode {
+  readonly type: 'block-device';
+  size: number;
+  readonly device: string;
+}
+interface OtherNode {
+  readonly type: 'other';
+}
+interface SymlinkNode {
+  readonly type: 'symlink';
+  readonly target: string;
+}
+type FsNode = DirectoryNode | BlockDeviceNode | OtherNode | SymlinkNode;
+
+export interface MemoryMountOptions {
+  /** Default `tmpfs`. */
+  readonly fsType?: string;
+  /** Default: the fsType. */
+  readonly source?: string;
+  /** Root of the mount within its filesystem; default `/`. */
+  readonly root?: string;
+  /** `major:minor` of the filesystem; default a fresh anonymous device `0:N`. */
+  readonly device?: string;
+  /** Capacity in bytes of the filesystem; default the node's defaultCapacity (kept when the device is already known). */
+  readonly capacity?: number;
+}
+
+export interface MemoryVolumesOptions {
+  /** Capacity of filesystems mounted without one, and of `/`; default 100 GiB. */
+  readonly defaultCapacity?: number;
+  /** Whether `/` is mounted (as on every real node); default true. */
+  readonly rootMount?: boolean;
+}
+
+/** The most symlinks one lookup follows before ELOOP (Linux's MAXSYMLINKS). */
+const MAX_SYMLINKS = 40;
+const GiB = 1024 ** 3;
+
+type Lookup = { ok: true; node: FsNode; path: string } | { ok: false; code: 'ENOENT' | 'ENOTDIR' | 'ELOOP' };
+
+function components(path: string): string[] {
+  return path.split('/').filter((c) => c !== '' && c !== '.');
+}
+
+function isWithin(path: string, mountPoint: string): boolean {
+  return mountPoint === '/' || path === mountPoint || path.startsWith(`${mountPoint}/`);
+}
+
+export class MemoryVolumes implements NodeVolumes {
+  private readonly tree: DirectoryNode = { type: 'directory', children: new Map() };
+  private readonly mounts: MountPoint[] = [];
+  /** Capacity per filesystem device (`major:minor`), so bind mounts share their source's. */
+  private readonly capacities = new Map<string, number>();
+  private nextAnonymousMinor = 100;
+  private nextBlockMinor = 0;
+  private readonly defaultCapacity: number;
+
+  constructor(options: MemoryVolumesOptions = {}) {
+    this.defaultCapacity = options.defaultCapacity ?? 100 * GiB;
+    if (options.rootMount ?? true) {
+      this.mounts.push({ mountPoint: '/', root: '/', fsType: 'ext4', source: '/dev/root', device: '254:0' });
+      this.capacities.set('254:0', this.defaultCapacity);
+    }
+  }
+
+  // ---- NodeVolumes -------------------------------------------------------------------------
+
+  mountPoints(): Promise<readonly MountPoint[]> {
+    return settle(() => this.mounts.map((m) => ({ ...m })));
+  }
+
+  listDirectory(path: string): Promise<readonly string[]> {
+    return settle(() => {
+      const found = this.lookup('listDirectory', path, true);
+      if (!found.ok) throw this.error('listDirectory', path, found.code);
+      if (found.node.type !== 'directory') throw this.error('listDirectory', path, 'ENOTDIR');
+      return [...found.node.children.keys()];
+    });
+  }
+
+  entryInfo(path: string): Promise<EntryInfo> {
+    return settle((): EntryInfo => {
+      const self = this.lookup('entryInfo', path, false);
+      if (!self.ok) return { kind: 'missing', isSymlink: false };
+      const isSymlink = self.node.type === 'symlink';
+      const target = this.lookup('entryInfo', path, true);
+      if (!target.ok) return { kind: 'missing', isSymlink };
+      const kind = target.node.type === 'directory' || target.node.type === 'block-device' ? target.node.type : 'other';
+      return { kind, isSymlink, realPath: target.path };
+    });
+  }
+
+  filesystemCapacity(path: string): Promise<number> {
+    return settle(() => {
+      const found = this.lookup('filesystemCapacity', path, true);
+      if (!found.ok) throw this.error('filesystemCapacity', path, found.code);
+      const mount = this.mountContaining(found.path);
+      if (mount === undefined) throw this.error('filesystemCapacity', path, 'ENOENT', 'no filesystem is mounted there');
+      return this.capacities.get(mount.device) ?? this.defaultCapacity;
+    });
+  }
+
+  blockDeviceCapacity(path: string): Promise<number> {
+    return settle(() => {
+      const found = this.lookup('blockDeviceCapacity', path, true);
+      if (!found.ok) throw this.error('blockDeviceCapacity', path, found.code);
+      if (found.node.type !== 'block-device')
+        throw this.error('blockDeviceCapacity', path, 'ENOTBLK', 'not a block device');
+      return found.node.size;
+    });
+  }
+
+  // ---- Mutations (tests, simulate) ---------------------------------------------------------
+  // Every add* creates missing parent directories (like `mkdir -p`) and throws EEXIST when the
+  // path already holds something (addDirectory accepts an existing directory).
+
+  /** Creates a directory and its missing parents. */
+  addDirectory(path: string): this {
+    this.makeDirectories(path);
+    return this;
+  }
+
+  /** Creates a file that is neither a directory nor a block device (a regular file, a socket...). */
+  addFile(path: string): this {
+    this.create(path, { type: 'other' });
+    return this;
+  }
+
+  /** Creates a block device node of sizeBytes; device defaults to a fresh `7:N` (a loop device). */
+  addBlockDevice(path: string, sizeBytes: number, options: { device?: string } = {}): this {
+    assertSize(sizeBytes, path);
+    this.create(path, {
+      type: 'block-device',
+      size: sizeBytes,
+      device: options.device ?? `7:${this.nextBlockMinor++}`,
+    });
+    return this;
+  }
+
+  /** Changes the size of an existing block device (path is followed). */
+  setBlockDeviceSize(path: string, sizeBytes: number): this {
+    assertSize(sizeBytes, path);
+    const found = this.lookup('mutate', path, true);
+    if (!found.ok) throw this.error('mutate', path, found.code);
+    if (found.node.type !== 'block-device') throw this.error('mutate', path, 'ENOTBLK', 'not a block device');
+    found.node.size = sizeBytes;
+    return this;
+  }
+
+  /** Creates a symlink at path pointing at target (absolute or relative to the link's directory; need not exist). */
+  addSymlink(path: string, target: string): this {
+    if (target === '') throw this.error('mutate', path, 'ENOENT', 'empty symlink target');
+    this.create(path, { type: 'symlink', target });
+    return this;
+  }
+
+  /**
+   * Mounts a filesystem on path (creating the directory if missing, like `mkdir -p` + `mount`).
+   * The table records the real path, symlinks resolved. Mounting again on the same path stacks.
+   */
+  addMount(path: string, options: MemoryMountOptions = {}): this {
+    const mountPoint = this.mountTarget(path);
+    const fsType = options.fsType ?? 'tmpfs';
+    const device = options.device ?? `0:${this.nextAnonymousMinor++}`;
+    if (options.capacity !== undefined) assertSize(options.capacity, path);
+    if (options.capacity !== undefined || !this.capacities.has(device)) {
+      this.capacities.set(device, options.capacity ?? this.defaultCapacity);
+    }
+    this.mounts.push({ mountPoint, root: options.root ?? '/', fsType, source: options.source ?? fsType, device });
+    return this;
+  }
+
+  /**
+   * Bind-mounts source on target (`mount --bind`): same device, fsType, source and capacity as
+   * the filesystem holding source; root is source's path within that filesystem.
+   */
+  addBindMount(source: string, target: string): this {
+    const found = this.lookup('mutate', source, true);
+    if (!found.ok) throw this.error('mutate', source, found.code);
+    const from = this.mountContaining(found.path);
+    if (from === undefined) throw this.error('mutate', source, 'ENOENT', 'no filesystem is mounted there');
+    const relative = from.mountPoint === '/' ? found.path : found.path.slice(from.mountPoint.length);
+    const root = posix.join(from.root, relative === '' ? '/' : relative);
+    return this.addMount(target, { fsType: from.fsType, source: from.source, device: from.device, root });
+  }
+
+  /** Unmounts the topmost mount at exactly path (symlinks resolved); EINVAL when nothing is mounted there. */
+  removeMount(path: string): this {
+    const found = this.lookup('mutate', path, true);
+    const mountPoint = found.ok ? found.path : posix.resolve(path);
+    const index = this.mounts.findLastIndex((m) => m.mountPoint === mountPoint);
+    if (index < 0) throw this.error('mutate', path, 'EINVAL', 'not a mount point');
+    this.mounts.splice(index, 1);
+    return this;
+  }
+
+  /** Sets the capacity of the filesystem mounted at exactly mountPoint (shared with its bind mounts). */
+  setCapacity(mountPoint: string, bytes: number): this {
+    assertSize(bytes, mountPoint);
+    const found = this.lookup('mutate', mountPoint, true);
+    const real = found.ok ? found.path : posix.resolve(mountPoint);
+    const mount = this.mounts.findLast((m) => m.mountPoint === real);
+    if (mount === undefined) throw this.error('mutate', mountPoint, 'EINVAL', 'not a mount point');
+    this.capacities.set(mount.device, bytes);
+    return this;
+  }
+
+  /**
+   * Removes an entry and everything under it (`rm -rf`; a symlink itself, not its target).
+   * ENOENT when missing; EBUSY when a mount point is at or under it (as rmdir fails on Linux).
+   */
+  remove(path: string): this {
+    const parent = this.lookup('mutate', posix.dirname(posix.resolve(path)), true);
+    const name = posix.basename(posix.resolve(path));
+    if (!parent.ok) throw this.error('mutate', path, parent.code);
+    if (parent.node.type !== 'directory') throw this.error('mutate', path, 'ENOTDIR');
+    if (name === '' || !parent.node.children.has(name)) throw this.error('mutate', path, 'ENOENT');
+    const real = posix.join(parent.path, name);
+    if (parent.node.children.get(name)?.type === 'directory' && this.mounts.some((m) => isWithin(m.mountPoint, real))) {
+      throw this.error('mutate', path, 'EBUSY', 'a filesystem is mounted at or under it');
+    }
+    parent.node.children.delete(name);
+    return this;
+  }
+
+  /**
+   * The mount table as /proc/self/mountinfo text (mount IDs from 21, options invented), so the
+   * same table can be fed to LinuxVolumes through its mountInfoPath.
+   */
+  mountInfoText(): string {
+    return this.mounts
+      .map((m, i) => {
+        const parent = this.mounts.findLastIndex(
+          (p, j) => j < i && p.mountPoint !== m.mountPoint && isWithin(m.mountPoint, p.mountPoint),
+        );
+        const fields = [
+          String(21 + i),
+          String(parent < 0 ? 1 : 21 + parent),
+          m.device,
+          encodeMountInfoField(m.root),
+          encodeMountInfoField(m.mountPoint),
+          'rw,relatime',
+          '-',
+          encodeMountInfoField(m.fsType),
+          encodeMountInfoField(m.source),
+          'rw',
+        ];
+        return `${fields.join(' ')}\n`;
+      })
+      .join('');
+  }
+
+  // ---- Internals ---------------------------------------------------------------------------
+
+  private error(operation: NodeVolumeOperation, path: string, code: string, detail?: string): NodeVolumeError {
+    return new NodeVolumeError(operation, path, code, detail ?? DESCRIPTIONS[code] ?? code);
+  }
+
+  /**
+   * The mount a path lookup lands on: the last mounted one whose mount point contains the real
+   * path. The containing mounts all sit on the path's ancestor chain, so the last one is on top
+   * (a later mount on an ancestor shadows an earlier, deeper one, as on Linux).
+   */
+  private mountContaining(realPath: string): MountPoint | undefined {
+    return this.mounts.findLast((mount) => isWithin(realPath, mount.mountPoint));
+  }
+
+  /**
+   * Path walk with Linux semantics. followLast: whether a symlink in the last component is
+   * followed (stat) or returned (lstat). The returned path is the real path of the node found.
+   */
+  private lookup(operation: NodeVolumeOperation, path: string, followLast: boolean): Lookup {
+    if (!path.startsWith('/')) {
+      throw new NodeVolumeError(operation, path, 'EINVAL', 'the in-memory node only takes absolute paths');
+    }
+    // A trailing slash follows a final symlink, as on Linux.
+    const follow = followLast || path.endsWith('/');
+    const pending = components(path);
+    const stack: { name: string; node: DirectoryNode }[] = [];
+    let current: FsNode = this.tree;
+    let links = 0;
+    while (pending.length > 0) {
+      const name = pending.shift() ?? '';
+      if (current.type !== 'directory') return { ok: false, code: 'ENOTDIR' };
+      if (name === '..') {
+        current = stack.pop()?.node ?? this.tree;
+        continue;
+      }
+      const child = current.children.get(name);
+      if (child === undefined) return { ok: false, code: 'ENOENT' };
+      if (child.type === 'symlink' && (pending.length > 0 || follow)) {
+        if (++links > MAX_SYMLINKS) return { ok: false, code: 'ELOOP' };
+        if (child.target.startsWith('/')) {
+          stack.length = 0;
+          current = this.tree;
+        }
+        pending.unshift(...components(child.target));
+        continue;
+      }
+      stack.push({ name, node: current });
+      current = child;
+    }
+    // A trailing slash or `/.` demands a directory, as on Linux.
+    if (current.type !== 'directory' && /\/\.?$/.test(path) && path !== '/') return { ok: false, code: 'ENOTDIR' };
+    return { ok: true, node: current, path: `/${stack.map((s) => s.name).join('/')}` };
+  }
+
+  /** mkdir -p; returns the directory. */
+  private makeDirectories(path: string): DirectoryNode {
+    if (!path.startsWith('/'))
+      throw this.error('mutate', path, 'EINVAL', 'the in-memory node only takes absolute paths');
+    let walked = '';
+    let current: DirectoryNode = this.tree;
+    for (const name of components(posix.resolve(path))) {
+      walked = `${walked}/${name}`;
+      let child = current.children.get(name);
+      if (child?.type === 'symlink') {
+        const found = this.lookup('mutate', walked, true);
+        if (!found.ok) throw this.error('mutate', path, found.code);
+        child = found.node;
+      }
+      if (child === undefined) {
+        child = { type: 'directory', children: new Map() };
+        current.children.set(name, child);
+      }
+      if (child.type !== 'directory') throw this.error('mutate', path, 'ENOTDIR', `${walked} is not a directory`);
+      current = child;
+    }
+    return current;
+  }
+
+  private create(path: string, node: FsNode): void {
+    const resolved = posix.resolve(path);
+    const name = posix.basename(resolved);
+    if (!path.startsWith('/') || name === '') throw this.error('mutate', path, 'EINVAL', 'not an absolute file path');
+    const parent = this.makeDirectories(posix.dirname(resolved));
+    if (parent.children.has(name)) throw this.error('mutate', path, 'EEXIST');
+    parent.children.set(name, node);
+  }
+
+  private mountTarget(path: string): string {
+    const found = this.lookup('mutate', path, true);
+    if (found.ok) return found.path;
+    if (found.code !== 'ENOENT') throw this.error('mutate', path, found.code);
+    this.makeDirectories(path);
+    const created = this.lookup('mutate', path, true);
+    if (!created.ok) throw this.error('mutate', path, created.code);
+    return created.path;
+  }
+}
+
+const DESCRIPTIONS: Readonly<Record<string, string>> = {
+  ENOENT: 'no such file or directory',
+  ENOTDIR: 'not a directory',
+  ELOOP: 'too many levels of symbolic links',
+  EEXIST: 'file already exists',
+};
+
+/** Runs a synchronous query as a promise: its result resolves, its error rejects. */
+function settle<T>(query: () => T): Promise<T> {
+  try {
+    return Promise.resolve(query());
+  } catch (error) {
+    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+  }
+}
+
+function assertSize(bytes: number, path: string): void {
+  if (!Number.isSafeInteger(bytes) || bytes < 0) {
+    throw new NodeVolumeError('mutate', path, 'EINVAL', `size ${bytes} is not a non-negative integer`);
+  }
+}

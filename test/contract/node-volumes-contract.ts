@@ -1,0 +1,317 @@
+/**
+ * The behaviour every NodeVolumes implementation shares. Registered by
+ * test/unit/node/memory-volumes.test.ts (MemoryVolumes) and
+ * test/integration/node/linux-volumes.test.ts (LinuxVolumes on real tmpfs mounts and loop devices),
+ * so the in-memory node used by fast tests and `simulate` cannot drift from the real one.
+ */
+import assert from 'node:assert/strict';
+import { posix } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import { NodeVolumeError } from '../../src/core/node/volume-error.js';
+import type { NodeVolumes } from '../../src/core/node/volumes.js';
+
+export const MiB = 1024 * 1024;
+/** Size of the filesystems the contract mounts (a page multiple, so tmpfs reports it exactly). */
+export const FS_BYTES = 16 * MiB;
+/** Size of the block devices the contract creates (a sector multiple). */
+export const DEVICE_BYTES = 64 * MiB;
+/** A name with a space, a tab, a newline, a backslash and non-ASCII characters. */
+export const AWKWARD_NAME = 'vol 1\tä\nö 日本 🙂 back\\slash';
+
+/** One node under test plus the means to shape it. All paths are absolute. */
+export interface NodeVolumesFixture {
+  readonly volumes: NodeVolumes;
+  /** A fresh empty directory to work under, as a real path (no symlinks in it). */
+  readonly root: string;
+  /** Creates a directory and its missing parents. */
+  makeDirectory(path: string): Promise<void>;
+  /** Creates the directory path and mounts a fresh filesystem of fsType `tmpfs` and capacityBytes on it. */
+  mountFilesystem(path: string, capacityBytes: number): Promise<void>;
+  /** Unmounts the topmost filesystem mounted at path. */
+  unmount(path: string): Promise<void>;
+  /** Creates a block device node of sizeBytes at path (the parent exists). */
+  makeBlockDevice(path: string, sizeBytes: number): Promise<void>;
+  /** Creates a regular file (the parent exists). */
+  makeFile(path: string): Promise<void>;
+  /** Creates a symlink at path to target, which need not exist (the parent exists). */
+  makeSymlink(path: string, target: string): Promise<void>;
+  /** Removes an entry and everything under it; a symlink itself, not its target. */
+  remove(path: string): Promise<void>;
+  /** Undoes everything the fixture created. */
+  dispose(): Promise<void>;
+}
+
+function volumeError(operation: string, path: string, code: string): (error: unknown) => boolean {
+  return (error) => {
+    assert.ok(error instanceof NodeVolumeError, `expected a NodeVolumeError, got ${String(error)}`);
+    assert.equal(error.operation, operation);
+    assert.equal(error.path, path);
+    assert.equal(error.code, code);
+    assert.ok(error.message.includes(JSON.stringify(path)), `the message names the path: ${error.message}`);
+    return true;
+  };
+}
+
+/**
+ * Registers the contract tests under `describe(name)`. setup runs once (before all); each test
+ * works in its own fresh directory under the fixture's root.
+ */
+export function nodeVolumesContract(
+  name: string,
+  setup: () => Promise<NodeVolumesFixture>,
+  options: { skip?: string | false } = {},
+): void {
+  describe(name, { skip: options.skip ?? false }, () => {
+    let fixture: NodeVolumesFixture | undefined;
+    let counter = 0;
+
+    before(async () => {
+      fixture = await setup();
+    });
+    after(async () => {
+      await fixture?.dispose();
+    });
+
+    /** The fixture and a fresh directory for one test. */
+    async function fresh(): Promise<{ fx: NodeVolumesFixture; volumes: NodeVolumes; dir: string }> {
+      assert.ok(fixture !== undefined, 'fixture set up');
+      const dir = posix.join(fixture.root, `t${++counter}`);
+      await fixture.makeDirectory(dir);
+      return { fx: fixture, volumes: fixture.volumes, dir };
+    }
+
+    describe('listDirectory', () => {
+      it('lists first-level names only, hidden and awkward ones included, symlinks by their own name', async () => {
+        const { fx, volumes, dir } = await fresh();
+        await fx.makeDirectory(posix.join(dir, 'a', 'nested'));
+        await fx.makeDirectory(posix.join(dir, '.hidden'));
+        await fx.makeDirectory(posix.join(dir, AWKWARD_NAME));
+        await fx.makeFile(posix.join(dir, 'file'));
+        await fx.makeSymlink(posix.join(dir, 'link'), posix.join(dir, 'a'));
+        await fx.makeSymlink(posix.join(dir, 'dangling'), posix.join(dir, 'nowhere'));
+        const names = [...(await volumes.listDirectory(dir))].sort();
+        assert.deepEqual(names, ['.hidden', 'a', AWKWARD_NAME, 'dangling', 'file', 'link'].sort());
+      });
+
+      it('lists an empty directory as empty', async () => {
+        const { volumes, dir } = await fresh();
+        assert.deepEqual(await volumes.listDirectory(dir), []);
+      });
+
+      it('follows a symlink to a directory', async () => {
+        const { fx, volumes, dir } = await fresh();
+        await fx.makeDirectory(posix.join(dir, 'target', 'x'));
+        await fx.makeSymlink(posix.join(dir, 'link'), 'target');
+        assert.deepEqual(await volumes.listDirectory(posix.join(dir, 'link')), ['x']);
+      });
+
+      it('fails with ENOENT for a missing directory and ENOTDIR for a file, naming the path', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const missing = posix.join(dir, 'missing');
+        await assert.rejects(volumes.listDirectory(missing), volumeError('listDirectory', missing, 'ENOENT'));
+        const file = posix.join(dir, 'file');
+        await fx.makeFile(file);
+        await assert.rejects(volumes.listDirectory(file), volumeError('listDirectory', file, 'ENOTDIR'));
+      });
+    });
+
+    describe('entryInfo', () => {
+      it('reports a directory with its real path', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const path = posix.join(dir, AWKWARD_NAME);
+        await fx.makeDirectory(path);
+        assert.deepEqual(await volumes.entryInfo(path), { kind: 'directory', isSymlink: false, realPath: path });
+      });
+
+      it("reports a regular file as 'other'", async () => {
+        const { fx, volumes, dir } = await fresh();
+        const path = posix.join(dir, 'file');
+        await fx.makeFile(path);
+        assert.deepEqual(await volumes.entryInfo(path), { kind: 'other', isSymlink: false, realPath: path });
+      });
+
+      it('reports a block device, and one behind a chain of relative and absolute symlinks', async () => {
+        const { fx, volumes, dir } = await fresh();
+        await fx.makeDirectory(posix.join(dir, 'dev'));
+        await fx.makeDirectory(posix.join(dir, 'by-id'));
+        const device = posix.join(dir, 'dev', 'disk0');
+        await fx.makeBlockDevice(device, DEVICE_BYTES);
+        await fx.makeSymlink(posix.join(dir, 'by-id', 'disk-a'), '../dev/disk0');
+        const link = posix.join(dir, 'ssd1');
+        await fx.makeSymlink(link, posix.join(dir, 'by-id', 'disk-a'));
+        assert.deepEqual(await volumes.entryInfo(device), { kind: 'block-device', isSymlink: false, realPath: device });
+        assert.deepEqual(await volumes.entryInfo(link), { kind: 'block-device', isSymlink: true, realPath: device });
+      });
+
+      it('follows a symlink to a directory and resolves symlinks in parent components', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const real = posix.join(dir, 'real');
+        await fx.makeDirectory(posix.join(real, 'sub'));
+        await fx.makeSymlink(posix.join(dir, 'alias'), 'real');
+        assert.deepEqual(await volumes.entryInfo(posix.join(dir, 'alias')), {
+          kind: 'directory',
+          isSymlink: true,
+          realPath: real,
+        });
+        assert.deepEqual(await volumes.entryInfo(posix.join(dir, 'alias', 'sub')), {
+          kind: 'directory',
+          isSymlink: false,
+          realPath: posix.join(real, 'sub'),
+        });
+        // `..` after a symlink climbs from the link's target, not from the link.
+        await fx.makeDirectory(posix.join(dir, 'deep', 'er'));
+        await fx.makeSymlink(posix.join(dir, 'jump'), posix.join(dir, 'deep', 'er'));
+        assert.equal((await volumes.entryInfo(`${dir}/jump/../er`)).realPath, posix.join(dir, 'deep', 'er'));
+      });
+
+      it("reports 'missing' for a missing path, a path under a file, a dangling link and a link loop", async () => {
+        const { fx, volumes, dir } = await fresh();
+        assert.deepEqual(await volumes.entryInfo(posix.join(dir, 'missing')), { kind: 'missing', isSymlink: false });
+        await fx.makeFile(posix.join(dir, 'file'));
+        assert.deepEqual(await volumes.entryInfo(posix.join(dir, 'file', 'child')), {
+          kind: 'missing',
+          isSymlink: false,
+        });
+        await fx.makeSymlink(posix.join(dir, 'dangling'), posix.join(dir, 'nowhere'));
+        assert.deepEqual(await volumes.entryInfo(posix.join(dir, 'dangling')), { kind: 'missing', isSymlink: true });
+        await fx.makeSymlink(posix.join(dir, 'loop-a'), 'loop-b');
+        await fx.makeSymlink(posix.join(dir, 'loop-b'), 'loop-a');
+        assert.deepEqual(await volumes.entryInfo(posix.join(dir, 'loop-a')), { kind: 'missing', isSymlink: true });
+      });
+
+      it("reports a vanished block device behind a symlink as 'missing'", async () => {
+        const { fx, volumes, dir } = await fresh();
+        const device = posix.join(dir, 'disk0');
+        const link = posix.join(dir, AWKWARD_NAME);
+        await fx.makeBlockDevice(device, DEVICE_BYTES);
+        await fx.makeSymlink(link, device);
+        assert.equal((await volumes.entryInfo(link)).kind, 'block-device');
+        await fx.remove(device);
+        assert.deepEqual(await volumes.entryInfo(link), { kind: 'missing', isSymlink: true });
+        await assert.rejects(volumes.blockDeviceCapacity(link), volumeError('blockDeviceCapacity', link, 'ENOENT'));
+      });
+
+      it('reports a mount point as a directory', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const mnt = posix.join(dir, 'mnt');
+        await fx.mountFilesystem(mnt, FS_BYTES);
+        assert.deepEqual(await volumes.entryInfo(mnt), { kind: 'directory', isSymlink: false, realPath: mnt });
+      });
+    });
+
+    describe('mountPoints', () => {
+      it('lists a mount at its exact path, awkward characters decoded, and forgets it once unmounted', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const mnt = posix.join(dir, AWKWARD_NAME);
+        const spaced = posix.join(dir, 'disk with spaces');
+        await fx.mountFilesystem(mnt, FS_BYTES);
+        await fx.mountFilesystem(spaced, FS_BYTES);
+        await fx.makeDirectory(posix.join(dir, 'plain'));
+        const table = await volumes.mountPoints();
+        const ours = table.filter((m) => m.mountPoint.startsWith(`${dir}/`));
+        assert.deepEqual(
+          ours.map((m) => m.mountPoint),
+          [mnt, spaced],
+        );
+        for (const m of ours) {
+          assert.equal(m.fsType, 'tmpfs');
+          assert.equal(m.root, '/');
+          assert.match(m.device, /^\d+:\d+$/);
+        }
+        assert.notEqual(ours[0]?.device, ours[1]?.device, 'two filesystems, two devices');
+        assert.ok(
+          table.some((m) => m.mountPoint === '/'),
+          'the root filesystem is listed',
+        );
+        await fx.unmount(mnt);
+        const after = (await volumes.mountPoints()).filter((m) => m.mountPoint.startsWith(`${dir}/`));
+        assert.deepEqual(
+          after.map((m) => m.mountPoint),
+          [spaced],
+        );
+      });
+
+      it('records the real path when mounting through a symlink', async () => {
+        const { fx, volumes, dir } = await fresh();
+        await fx.makeDirectory(posix.join(dir, 'real', 'mnt'));
+        await fx.makeSymlink(posix.join(dir, 'alias'), 'real');
+        await fx.mountFilesystem(posix.join(dir, 'alias', 'mnt'), FS_BYTES);
+        const ours = (await volumes.mountPoints()).filter((m) => m.mountPoint.startsWith(`${dir}/`));
+        assert.deepEqual(
+          ours.map((m) => m.mountPoint),
+          [posix.join(dir, 'real', 'mnt')],
+        );
+      });
+
+      it('lists stacked mounts on one path in mount order', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const mnt = posix.join(dir, 'mnt');
+        await fx.mountFilesystem(mnt, FS_BYTES);
+        await fx.mountFilesystem(mnt, 2 * FS_BYTES);
+        const ours = (await volumes.mountPoints()).filter((m) => m.mountPoint === mnt);
+        assert.equal(ours.length, 2);
+        assert.equal(await volumes.filesystemCapacity(mnt), 2 * FS_BYTES, 'the top mount answers');
+        await fx.unmount(mnt);
+        assert.equal((await volumes.mountPoints()).filter((m) => m.mountPoint === mnt).length, 1);
+        assert.equal(await volumes.filesystemCapacity(mnt), FS_BYTES);
+      });
+    });
+
+    describe('filesystemCapacity', () => {
+      it('is the size of the filesystem mounted at the path, or of the one holding it', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const mnt = posix.join(dir, 'disk with spaces');
+        await fx.mountFilesystem(mnt, FS_BYTES);
+        await fx.makeDirectory(posix.join(mnt, 'sub'));
+        await fx.makeSymlink(posix.join(dir, 'link'), mnt);
+        assert.equal(await volumes.filesystemCapacity(mnt), FS_BYTES);
+        assert.equal(await volumes.filesystemCapacity(posix.join(mnt, 'sub')), FS_BYTES);
+        assert.equal(await volumes.filesystemCapacity(posix.join(dir, 'link')), FS_BYTES, 'symlinks are followed');
+      });
+
+      it('matches mount points by whole path components, not string prefixes', async () => {
+        const { fx, volumes, dir } = await fresh();
+        await fx.mountFilesystem(posix.join(dir, 'mnt'), FS_BYTES);
+        await fx.makeDirectory(posix.join(dir, 'mnt2'));
+        assert.notEqual(await volumes.filesystemCapacity(posix.join(dir, 'mnt2')), FS_BYTES);
+      });
+
+      it('fails with ENOENT for a missing path, naming it', async () => {
+        const { volumes, dir } = await fresh();
+        const missing = posix.join(dir, 'missing');
+        await assert.rejects(volumes.filesystemCapacity(missing), volumeError('filesystemCapacity', missing, 'ENOENT'));
+      });
+    });
+
+    describe('blockDeviceCapacity', () => {
+      it('is the size of the device, also through symlinks', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const device = posix.join(dir, 'disk0');
+        await fx.makeBlockDevice(device, DEVICE_BYTES);
+        await fx.makeSymlink(posix.join(dir, 'ssd'), 'disk0');
+        assert.equal(await volumes.blockDeviceCapacity(device), DEVICE_BYTES);
+        assert.equal(await volumes.blockDeviceCapacity(posix.join(dir, 'ssd')), DEVICE_BYTES);
+      });
+
+      it('fails with ENOTBLK for a directory or a file and ENOENT for a missing or dangling path', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const file = posix.join(dir, 'file');
+        await fx.makeFile(file);
+        await assert.rejects(volumes.blockDeviceCapacity(dir), volumeError('blockDeviceCapacity', dir, 'ENOTBLK'));
+        await assert.rejects(volumes.blockDeviceCapacity(file), volumeError('blockDeviceCapacity', file, 'ENOTBLK'));
+        const missing = posix.join(dir, 'missing');
+        await assert.rejects(
+          volumes.blockDeviceCapacity(missing),
+          volumeError('blockDeviceCapacity', missing, 'ENOENT'),
+        );
+        const dangling = posix.join(dir, 'dangling');
+        await fx.makeSymlink(dangling, posix.join(dir, 'nowhere'));
+        await assert.rejects(
+          volumes.blockDeviceCapacity(dangling),
+          volumeError('blockDeviceCapacity', dangling, 'ENOENT'),
+        );
+      });
+    });
+  });
+}

@@ -1,0 +1,205 @@
+/**
+ * LinuxVolumes on a real node: tmpfs mounts, bind mounts, loop devices from sparse files and
+ * device nodes, all under a fresh temp dir and all undone in `after` hooks, also on failure.
+ * Needs root; skips with a message otherwise.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import { LinuxVolumes, decodeDeviceNumber } from '../../../src/core/node/linux-volumes.js';
+import { NodeVolumeError } from '../../../src/core/node/volume-error.js';
+import {
+  AWKWARD_NAME,
+  DEVICE_BYTES,
+  FS_BYTES,
+  nodeVolumesContract,
+  type NodeVolumesFixture,
+} from '../../contract/node-volumes-contract.js';
+import {
+  Cleanup,
+  TEST_TMPFS_SOURCE,
+  attachLoopDevice,
+  bindMount,
+  detachLoopDevice,
+  loopBackingFile,
+  loopDevicesBackedBy,
+  makeBlockDeviceNode,
+  makeTempDir,
+  mountTmpfs,
+  mountsUnder,
+  skipUnlessRoot,
+  unmount,
+} from '../../support/real-node.js';
+
+const skip = skipUnlessRoot();
+
+function realFixture(): Promise<NodeVolumesFixture> {
+  const cleanup = new Cleanup();
+  try {
+    const root = makeTempDir(cleanup, 'lvp-contract-');
+    let devices = 0;
+    return Promise.resolve({
+      volumes: new LinuxVolumes(),
+      root,
+      makeDirectory: (path) => {
+        mkdirSync(path, { recursive: true });
+        return Promise.resolve();
+      },
+      mountFilesystem: (path, capacity) => {
+        mountTmpfs(cleanup, path, capacity);
+        return Promise.resolve();
+      },
+      unmount: (path) => {
+        unmount(path);
+        return Promise.resolve();
+      },
+      makeBlockDevice: (path, size) => {
+        // A loop device over a sparse file, reached through a private device node (so removing
+        // the node simulates a vanished disk without touching /dev).
+        const loop = attachLoopDevice(cleanup, join(root, `.backing-${++devices}`), size);
+        makeBlockDeviceNode(cleanup, path, loop.major, loop.minor);
+        return Promise.resolve();
+      },
+      makeFile: (path) => {
+        writeFileSync(path, '', { flag: 'wx' });
+        return Promise.resolve();
+      },
+      makeSymlink: (path, target) => {
+        symlinkSync(target, path);
+        return Promise.resolve();
+      },
+      remove: (path) => {
+        rmSync(path, { recursive: true });
+        return Promise.resolve();
+      },
+      dispose: () => {
+        cleanup.run();
+        return Promise.resolve();
+      },
+    });
+  } catch (error) {
+    cleanup.run();
+    throw error;
+  }
+}
+
+nodeVolumesContract('LinuxVolumes on a real node (NodeVolumes contract)', realFixture, { skip });
+
+describe('LinuxVolumes on a real node', { skip }, () => {
+  const cleanup = new Cleanup();
+  const volumes = new LinuxVolumes();
+  let dir = '';
+
+  before(() => {
+    dir = makeTempDir(cleanup);
+  });
+  after(() => {
+    cleanup.run();
+  });
+
+  it('reads a 16 MiB tmpfs at a path with a space: exact path, device, source and capacity', async () => {
+    const mnt = join(dir, 'disk one');
+    const entry = mountTmpfs(cleanup, mnt, FS_BYTES);
+    const table = await volumes.mountPoints();
+    const ours = table.filter((m) => m.mountPoint === mnt);
+    assert.equal(ours.length, 1);
+    const [mount] = ours;
+    assert.ok(mount !== undefined);
+    assert.equal(mount.fsType, 'tmpfs');
+    assert.equal(mount.source, TEST_TMPFS_SOURCE);
+    assert.equal(mount.root, '/');
+    assert.equal(mount.device, entry.device);
+    // The mount's device is the one stat reports for files on it.
+    const { major, minor } = decodeDeviceNumber(statSync(mnt, { bigint: true }).dev);
+    assert.equal(mount.device, `${major}:${minor}`);
+    assert.equal(await volumes.filesystemCapacity(mnt), 16 * 1024 * 1024);
+  });
+
+  it('shows a bind mount of a subdirectory with the sub-path as root and the same device', async () => {
+    const mnt = join(dir, 'bind-src');
+    mountTmpfs(cleanup, mnt, FS_BYTES);
+    mkdirSync(join(mnt, 'sub dir'));
+    const target = join(dir, 'bind target');
+    bindMount(cleanup, join(mnt, 'sub dir'), target);
+    const table = await volumes.mountPoints();
+    const source = table.findLast((m) => m.mountPoint === mnt);
+    const bind = table.findLast((m) => m.mountPoint === target);
+    assert.ok(source !== undefined && bind !== undefined);
+    assert.equal(bind.root, '/sub dir');
+    assert.equal(bind.device, source.device);
+    assert.equal(bind.fsType, 'tmpfs');
+    assert.equal(await volumes.filesystemCapacity(target), FS_BYTES);
+    assert.deepEqual(await volumes.listDirectory(target), [], 'the bind target shows the source sub-directory');
+    writeFileSync(join(mnt, 'sub dir', 'seen'), '');
+    assert.deepEqual(await volumes.listDirectory(target), ['seen']);
+  });
+
+  it('decodes a mount point with a newline, a tab, a backslash and non-ASCII characters', async () => {
+    const mnt = join(dir, AWKWARD_NAME);
+    mountTmpfs(cleanup, mnt, FS_BYTES);
+    assert.ok((await volumes.mountPoints()).some((m) => m.mountPoint === mnt));
+    assert.equal(await volumes.filesystemCapacity(mnt), FS_BYTES);
+  });
+
+  it('sizes a loop device through a symlink to /dev/loopN from sysfs (64 MiB), without spawning', async () => {
+    const loop = attachLoopDevice(cleanup, join(dir, 'backing-64m'), DEVICE_BYTES);
+    const link = join(dir, 'ssd-link');
+    symlinkSync(loop.path, link);
+    assert.deepEqual(await volumes.entryInfo(link), { kind: 'block-device', isSymlink: true, realPath: loop.path });
+    assert.equal(await volumes.blockDeviceCapacity(link), 64 * 1024 * 1024);
+    assert.equal(await volumes.blockDeviceCapacity(loop.path), DEVICE_BYTES);
+  });
+
+  it('reads a detached loop device as size 0 (sysfs keeps the node, with no backing file)', async (t) => {
+    const loop = attachLoopDevice(cleanup, join(dir, 'backing-detach'), DEVICE_BYTES);
+    assert.equal(await volumes.blockDeviceCapacity(loop.path), DEVICE_BYTES);
+    detachLoopDevice(loop);
+    assert.deepEqual(loopDevicesBackedBy(loop.backingFile), []);
+    // /dev/loopN stays (it belongs to the loop driver), so the entry is still a block device.
+    assert.equal((await volumes.entryInfo(loop.path)).kind, 'block-device');
+    // Another process (a parallel test file) may attach the free device at any moment; only a
+    // reading taken while it stayed detached says anything.
+    const before = loopBackingFile(loop.name);
+    const size = await volumes.blockDeviceCapacity(loop.path);
+    if (before === undefined && loopBackingFile(loop.name) === undefined) {
+      assert.equal(size, 0);
+    } else {
+      t.diagnostic(`${loop.path} was re-attached by another process; size check skipped`);
+    }
+  });
+
+  it('names both the device and the sysfs file when sysfs has no size for the device', async () => {
+    const loop = attachLoopDevice(cleanup, join(dir, 'backing-nosys'), DEVICE_BYTES);
+    const fakeSys = join(dir, 'fake-sys');
+    mkdirSync(fakeSys);
+    const withoutSysfs = new LinuxVolumes({ sysRoot: fakeSys });
+    await assert.rejects(withoutSysfs.blockDeviceCapacity(loop.path), (error) => {
+      assert.ok(error instanceof NodeVolumeError);
+      assert.equal(error.code, 'ENOENT');
+      assert.equal(error.path, loop.path);
+      assert.ok(error.message.includes(join(fakeSys, 'dev', 'block', `${loop.major}:${loop.minor}`, 'size')));
+      return true;
+    });
+    // A fake sysfs answers instead of the real one: the size file is all that is read.
+    mkdirSync(join(fakeSys, 'dev', 'block', `${loop.major}:${loop.minor}`), { recursive: true });
+    writeFileSync(join(fakeSys, 'dev', 'block', `${loop.major}:${loop.minor}`, 'size'), '3\n');
+    assert.equal(await withoutSysfs.blockDeviceCapacity(loop.path), 3 * 512);
+  });
+
+  it('leaves nothing mounted under its temp dir once cleaned up (self-check of the helpers)', () => {
+    const local = new Cleanup();
+    const scratch = makeTempDir(local);
+    mountTmpfs(local, join(scratch, 'a'), FS_BYTES);
+    mountTmpfs(local, join(scratch, 'a', 'nested'), FS_BYTES);
+    bindMount(local, join(scratch, 'a'), join(scratch, 'b'));
+    attachLoopDevice(local, join(scratch, 'backing'), DEVICE_BYTES);
+    assert.equal(mountsUnder(scratch).length, 3);
+    local.run();
+    assert.deepEqual(mountsUnder(scratch), []);
+    assert.deepEqual(loopDevicesBackedBy(scratch), []);
+    assert.throws(() => statSync(scratch), { code: 'ENOENT' });
+    assert.equal(local.pending, 0);
+  });
+});

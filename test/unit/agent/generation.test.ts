@@ -1,0 +1,242 @@
+// The sync loop against the in-memory cluster and node: publishing, scope, change detection,
+// adoption, startup taint, events, and a clean stop.
+import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
+import { describe, it } from 'node:test';
+import { adoptNodeVolumes } from '../../../src/core/agent/adoption.js';
+import { Generation, nodeIdentity } from '../../../src/core/agent/generation.js';
+import { systemClock } from '../../../src/core/clock.js';
+import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import type { LoadedConfig } from '../../../src/core/config/source.js';
+import { EventRecorder } from '../../../src/core/kube/events.js';
+import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import type { Node, PersistentVolume } from '../../../src/core/kube/objects.js';
+import { MemoryLogger } from '../../../src/core/log.js';
+import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';
+import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
+
+const GiB = 2 ** 30;
+
+async function eventually(check: () => boolean | Promise<boolean>, what: string, ms = 3000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await delay(10);
+  }
+  assert.fail(`timed out waiting for: ${what}`);
+}
+
+function load(text: string): LoadedConfig {
+  return parseConfigSnapshot(snapshotFromFileText('c.yaml', text));
+}
+
+async function setup(
+  configText = 'storageClassMap:\n  fast:\n    hostDir: /mnt/fast\n    mountDir: /mnt/fast\n',
+  node?: Partial<Node['metadata']> & { taints?: NonNullable<Node['spec']>['taints'] },
+) {
+  const cluster = new MemoryCluster();
+  await cluster.storageClasses.create({
+    metadata: { name: 'fast' },
+    provisioner: 'kubernetes.io/no-provisioner',
+    reclaimPolicy: 'Delete',
+  });
+  const nodeObject = await cluster.nodes.create({
+    metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'node-a-host', ...node?.labels } },
+    ...(node?.taints ? { spec: { taints: node.taints } } : {}),
+  });
+  const volumes = new MemoryVolumes();
+  volumes.addDirectory('/mnt/fast');
+  volumes.addMount('/mnt/fast/disk1', { capacity: 20 * GiB });
+  const logger = new MemoryLogger();
+  const metrics = createAgentMetrics();
+  const events = new EventRecorder({ cluster, clock: systemClock, logger, component: 'test', host: 'node-a' });
+  const loaded = load(configText);
+  const start = (settings: { discoveryPeriodMs?: number; changePollMs?: number } = {}): Generation => {
+    const g = new Generation(
+      1,
+      loaded.config,
+      loaded.hash,
+      nodeIdentity(nodeObject),
+      { cluster, volumes, clock: systemClock, logger, metrics, events },
+      {
+        discoveryPeriodMs: settings.discoveryPeriodMs ?? 3_600_000,
+        changePollMs: settings.changePollMs ?? 0,
+        createConcurrency: 4,
+      },
+    );
+    g.start();
+    return g;
+  };
+  return { cluster, volumes, logger, metrics, events, start, nodeObject };
+}
+
+describe('a sync-loop generation', () => {
+  it('publishes the volumes it finds, labelled for this node, and becomes ready', async () => {
+    const t = await setup();
+    const g = t.start();
+    try {
+      await g.whenReady;
+      const pv = await t.cluster.persistentVolumes.get(persistentVolumeName('disk1', 'node-a', 'fast'));
+      assert.equal(pv.spec.local?.path, '/mnt/fast/disk1');
+      assert.equal(pv.spec.capacity?.['storage'], '20Gi');
+      assert.equal(pv.metadata.labels?.[NODE_LABEL], 'node-a');
+      assert.deepEqual(pv.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.[0]?.values, [
+        'node-a-host',
+      ]);
+      const s = g.status();
+      assert.equal(s.ready, true);
+      assert.deepEqual(s.lastPass?.created, [pv.metadata.name]);
+      assert.equal(t.metrics.discoveryTotal.get({ mode: 'Filesystem' }), 1);
+      assert.equal(t.metrics.capacityBytes.get({ storageclass: 'fast', mode: 'Filesystem' }), 20 * GiB);
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('publishes a new mount at once through the change detector, not after the discovery period', async () => {
+    const t = await setup();
+    const g = t.start({ changePollMs: 20 });
+    try {
+      await g.whenReady;
+      t.volumes.addMount('/mnt/fast/disk2', { capacity: 11 * GiB });
+      const name = persistentVolumeName('disk2', 'node-a', 'fast');
+      await eventually(
+        async () => (await t.cluster.persistentVolumes.list()).items.some((p) => p.metadata.name === name),
+        'disk2 published',
+      );
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it("caches only this node's PVs", async () => {
+    const t = await setup();
+    const other: PersistentVolume = {
+      metadata: { name: 'other-node-pv', labels: { [NODE_LABEL]: 'node-b' } },
+      spec: {
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        local: { path: '/mnt/fast/disk1' },
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['node-b'] }] },
+            ],
+          },
+        },
+      },
+    };
+    await t.cluster.persistentVolumes.create(other);
+    const g = t.start();
+    try {
+      await g.whenReady;
+      assert.equal(g.persistentVolumes.get('other-node-pv'), undefined);
+      assert.equal(g.persistentVolumes.size, 1, 'only its own, just created');
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('reports a skipped entry once (log, Node event, metric), not on every pass', async () => {
+    const t = await setup();
+    t.volumes.addDirectory('/mnt/fast/not-mounted');
+    const g = t.start({ discoveryPeriodMs: 20 });
+    try {
+      await g.whenReady;
+      await eventually(() => g.status().passes >= 4, 'four passes');
+      await t.events.flush();
+      const events = (await t.cluster.events.list({ namespace: 'default' })).items.filter(
+        (e) => e.reason === 'VolumeDiscoverySkipped',
+      );
+      assert.equal(events.length, 1);
+      assert.equal(events[0]?.involvedObject.kind, 'Node');
+      assert.match(
+        events[0].message,
+        /\/mnt\/fast\/not-mounted: path "\/mnt\/fast\/not-mounted" is not a valid mount point/u,
+      );
+      assert.equal(t.logger.messages('warn').filter((m) => m === 'discovery skipped an entry').length, 1);
+      assert.equal(t.metrics.skippedEntries.get({ storageclass: 'fast', reason: 'not-a-mount-point' }), 1);
+      assert.deepEqual(
+        g.status().lastPass?.skipped.map((s) => s.reason),
+        ['not-a-mount-point'],
+      );
+      assert.equal(g.status().ready, true, 'a bad entry does not make the agent unready');
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('removes the startup taint once discovery is ready (upstream never does)', async () => {
+    const t = await setup(
+      'storageClassMap:\n  fast:\n    hostDir: /mnt/fast\n    mountDir: /mnt/fast\nremoveNodeNotReadyTaint: true\nprovisionerNotReadyNodeTaintKey: example.com/agent-not-ready\n',
+      {
+        taints: [
+          { key: 'example.com/agent-not-ready', effect: 'NoSchedule' },
+          { key: 'other', effect: 'NoSchedule' },
+        ],
+      },
+    );
+    const g = t.start();
+    try {
+      await g.whenReady;
+      await eventually(() => g.status().taintRemoved, 'taint removed');
+      const node = await t.cluster.nodes.get('node-a');
+      // The apiserver's admission adds node.kubernetes.io/not-ready on create; only ours goes.
+      const keys = node.spec?.taints?.map((x) => x.key) ?? [];
+      assert.ok(!keys.includes('example.com/agent-not-ready'), keys.join(','));
+      assert.ok(keys.includes('other'), keys.join(','));
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('stops everything it started: no watch is left open', async () => {
+    const t = await setup();
+    const g = t.start({ changePollMs: 10, discoveryPeriodMs: 10 });
+    await g.whenReady;
+    assert.ok(t.cluster.activeWatches >= 2);
+    await g.stop();
+    assert.equal(t.cluster.activeWatches, 0);
+  });
+});
+
+describe('adoption of upstream PVs', () => {
+  it("labels this node's PVs (either annotation form) and touches nothing else", async () => {
+    const t = await setup();
+    const base = (name: string, by: string): PersistentVolume => ({
+      metadata: { name, annotations: { 'pv.kubernetes.io/provisioned-by': by }, labels: { keep: 'me' } },
+      spec: {
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        persistentVolumeReclaimPolicy: 'Delete',
+        storageClassName: 'fast',
+        local: { path: `/mnt/fast/${name}` },
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['node-a-host'] }] },
+            ],
+          },
+        },
+      },
+    });
+    const uid = t.nodeObject.metadata.uid ?? '';
+    await t.cluster.persistentVolumes.create(base('up-1', `local-volume-provisioner-node-a-${uid}`));
+    await t.cluster.persistentVolumes.create(base('up-2', 'local-volume-provisioner-node-a'));
+    await t.cluster.persistentVolumes.create(base('theirs', 'local-volume-provisioner-node-b'));
+    const before = await t.cluster.persistentVolumes.get('up-1');
+    const result = await adoptNodeVolumes({ cluster: t.cluster, logger: t.logger }, nodeIdentity(t.nodeObject), {
+      pageSize: 1,
+    });
+    assert.deepEqual([...result.adopted].sort(), ['up-1', 'up-2']);
+    assert.equal(result.pages, 3, 'paginated');
+    const after = await t.cluster.persistentVolumes.get('up-1');
+    assert.deepEqual(after.metadata.labels, { keep: 'me', [NODE_LABEL]: 'node-a' });
+    assert.deepEqual(after.spec, before.spec);
+    assert.deepEqual(after.metadata.annotations, before.metadata.annotations);
+    assert.equal((await t.cluster.persistentVolumes.get('theirs')).metadata.labels?.[NODE_LABEL], undefined);
+    const again = await adoptNodeVolumes({ cluster: t.cluster, logger: t.logger }, nodeIdentity(t.nodeObject));
+    assert.deepEqual(again.adopted, [], 'the scan only lists unlabelled PVs');
+  });
+});

@@ -1,0 +1,163 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import type { ProvisionerConfig } from '../../../src/core/config/model.js';
+import { planDiscovery } from '../../../src/core/discovery/plan.js';
+import type { DiscoveryPlan } from '../../../src/core/discovery/plan.js';
+import type { PersistentVolume, StorageClass } from '../../../src/core/kube/objects.js';
+import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import type { NodeIdentity } from '../../../src/core/pv/naming.js';
+import { persistentVolumeName } from '../../../src/core/pv/naming.js';
+
+const GiB = 2 ** 30;
+const NODE: NodeIdentity = { name: 'node-a', uid: 'u1', hostname: 'node-a', labels: {} };
+
+function config(text: string): ProvisionerConfig {
+  return parseConfigSnapshot(snapshotFromFileText('c.yaml', text)).config;
+}
+
+const TWO_CLASSES = config(
+  'storageClassMap:\n  fast:\n    hostDir: /mnt/fast\n    mountDir: /discovery/fast\n  block:\n    hostDir: /dev/disk/local\n    mountDir: /discovery/block\n    volumeMode: Block\n    namePattern: "nvme-*,scsi-*"\n',
+);
+
+function storageClasses(...items: StorageClass[]): (name: string) => StorageClass | undefined {
+  return (name) => items.find((s) => s.metadata.name === name);
+}
+const SC_FAST: StorageClass = {
+  metadata: { name: 'fast' },
+  provisioner: 'kubernetes.io/no-provisioner',
+  reclaimPolicy: 'Retain',
+  mountOptions: ['noatime'],
+};
+const SC_BLOCK: StorageClass = { metadata: { name: 'block' }, provisioner: 'kubernetes.io/no-provisioner' };
+
+function node(): MemoryVolumes {
+  const v = new MemoryVolumes();
+  v.addDirectory('/discovery/fast').addDirectory('/discovery/block');
+  v.addMount('/discovery/fast/disk1', { capacity: 13 * GiB - 1 });
+  v.addDirectory('/discovery/fast/plain');
+  v.addFile('/discovery/fast/stray.txt');
+  v.addMount('/discovery/fast/with space é', { capacity: 20 * GiB });
+  v.addMount('/discovery/fast/bad\nname', { capacity: 20 * GiB });
+  v.addDirectory('/elsewhere/dir');
+  v.addSymlink('/discovery/fast/link-to-dir', '/elsewhere/dir');
+  v.addBlockDevice('/dev/loop7', 64 * 2 ** 20);
+  v.addSymlink('/discovery/block/nvme-0', '/dev/loop7');
+  v.addSymlink('/discovery/block/nvme-gone', '/dev/loop99');
+  v.addSymlink('/discovery/block/sda', '/dev/loop7');
+  v.addMount('/discovery/block/scsi-dir', { capacity: 20 * GiB });
+  return v;
+}
+
+function reasons(plan: DiscoveryPlan): Record<string, string> {
+  return Object.fromEntries(plan.skipped.map((s) => [`${s.className}/${s.entry}`, s.reason]));
+}
+
+describe('a discovery pass (plan)', () => {
+  it("publishes mounted directories and block devices, skipping everything else with upstream's reasons", async () => {
+    const plan = await planDiscovery({
+      config: TWO_CLASSES,
+      node: NODE,
+      volumes: node(),
+      persistentVolumes: [],
+      storageClass: storageClasses(SC_FAST, SC_BLOCK),
+    });
+    assert.deepEqual(plan.classProblems, []);
+    assert.deepEqual(
+      plan.create.map((c) => [
+        c.className,
+        c.entry,
+        c.detectedMode,
+        c.capacityBytes,
+        c.persistentVolume.spec.local?.path,
+      ]),
+      [
+        ['block', 'nvme-0', 'Block', 64 * 2 ** 20, '/dev/disk/local/nvme-0'],
+        ['fast', 'disk1', 'Filesystem', 12 * GiB, '/mnt/fast/disk1'],
+        ['fast', 'with space é', 'Filesystem', 20 * GiB, '/mnt/fast/with space é'],
+      ],
+    );
+    assert.deepEqual(reasons(plan), {
+      'fast/bad\nname': 'unsafe-name',
+      'fast/link-to-dir': 'symlink-to-directory',
+      'fast/plain': 'not-a-mount-point',
+      'fast/stray.txt': 'not-a-volume',
+      'block/nvme-gone': 'vanished',
+      'block/sda': 'name-pattern',
+      'block/scsi-dir': 'mode-mismatch',
+    });
+    const plain = plan.skipped.find((s) => s.entry === 'plain');
+    assert.equal(plain?.message, 'path "/discovery/fast/plain" is not a valid mount point');
+    const fast = plan.create[1]?.persistentVolume;
+    assert.equal(fast?.spec.persistentVolumeReclaimPolicy, 'Retain');
+    assert.deepEqual(fast.spec.mountOptions, ['noatime']);
+    assert.equal(
+      plan.create[0]?.persistentVolume.spec.persistentVolumeReclaimPolicy,
+      'Delete',
+      'no reclaimPolicy → Delete',
+    );
+    assert.equal(plan.entries, 10);
+  });
+
+  it('never publishes an entry twice: known PV name, or its path used by another PV', async () => {
+    const known: PersistentVolume = {
+      metadata: { name: persistentVolumeName('disk1', 'node-a', 'fast') },
+      spec: { local: { path: '/mnt/fast/disk1' } },
+    };
+    const squatter: PersistentVolume = {
+      metadata: { name: 'renamed-class-pv' },
+      spec: { local: { path: '/mnt/fast/with space é' } },
+    };
+    const plan = await planDiscovery({
+      config: TWO_CLASSES,
+      node: NODE,
+      volumes: node(),
+      persistentVolumes: [known, squatter],
+      storageClass: storageClasses(SC_FAST, SC_BLOCK),
+    });
+    assert.deepEqual(
+      plan.create.map((c) => c.entry),
+      ['nvme-0'],
+    );
+    const r = reasons(plan);
+    assert.equal(r['fast/disk1'], 'already-published');
+    assert.equal(r['fast/with space é'], 'path-in-use');
+    assert.equal(plan.skipped.find((s) => s.entry === 'with space é')?.persistentVolume, 'renamed-class-pv');
+  });
+
+  it('waits for a cleanup in progress before publishing the volume again', async () => {
+    const pvName = persistentVolumeName('disk1', 'node-a', 'fast');
+    const plan = await planDiscovery({
+      config: TWO_CLASSES,
+      node: NODE,
+      volumes: node(),
+      persistentVolumes: [],
+      storageClass: storageClasses(SC_FAST, SC_BLOCK),
+      cleanupInProgress: (name) => name === pvName,
+    });
+    assert.equal(reasons(plan)['fast/disk1'], 'cleanup-in-progress');
+  });
+
+  it('reports a missing StorageClass, an unsupported reclaim policy and a missing mountDir per class', async () => {
+    const volumes = new MemoryVolumes();
+    const plan = await planDiscovery({
+      config: config(
+        'storageClassMap:\n  a:\n    hostDir: /a\n    mountDir: /a\n  b:\n    hostDir: /b\n    mountDir: /b\n  c:\n    hostDir: /c\n    mountDir: /c\n',
+      ),
+      node: NODE,
+      volumes,
+      persistentVolumes: [],
+      storageClass: storageClasses(
+        { metadata: { name: 'b' }, provisioner: 'x', reclaimPolicy: 'Recycle' },
+        { metadata: { name: 'c' }, provisioner: 'x' },
+      ),
+    });
+    assert.deepEqual(
+      plan.classProblems.map((p) => p.className),
+      ['a', 'b', 'c'],
+    );
+    assert.match(plan.classProblems[0]?.message ?? '', /StorageClass a not found/u);
+    assert.match(plan.classProblems[1]?.message ?? '', /reclaimPolicy Recycle/u);
+    assert.match(plan.classProblems[2]?.message ?? '', /cannot read discovery directory \/c/u);
+  });
+});
