@@ -17,6 +17,8 @@ import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
 import type { PersistentVolume } from '../src/core/kube/objects.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { silentLogger } from '../src/core/log.js';
+import { MemoryCleaner } from '../src/core/cleanup/cleaner.js';
+import { CleanupTable } from '../src/core/cleanup/table.js';
 import { createAgentMetrics } from '../src/core/metrics/agent-metrics.js';
 import { LinuxVolumes } from '../src/core/node/linux-volumes.js';
 import { MemoryVolumes } from '../src/core/node/memory-volumes.js';
@@ -74,11 +76,19 @@ async function publishRun(
       logger: silentLogger,
       metrics: createAgentMetrics(),
       events: discardEvents,
+      table: new CleanupTable({
+        cleaner: new MemoryCleaner(),
+        clock: systemClock,
+        logger: silentLogger,
+        concurrency: 1,
+      }),
     },
     {
       discoveryPeriodMs: 3_600_000,
       changePollMs: 0,
       createConcurrency: settings.concurrency,
+      namespace: 'default',
+      jobImage: undefined,
     },
   );
   const started = performance.now();

@@ -4,12 +4,15 @@ import { Agent } from '../core/agent/agent.js';
 import type { AgentOptions } from '../core/agent/agent.js';
 import { systemClock } from '../core/clock.js';
 import { LinuxVolumes } from '../core/node/linux-volumes.js';
+import { ProcessCleaner } from '../core/cleanup/cleaner.js';
 import { installSignalHandlers, withDeadline } from './lifecycle.js';
 import { connectCluster } from './cluster-connection.js';
 import { StderrLogger } from './logger.js';
 
 export interface RunAgentProcessOptions {
   readonly agent: AgentOptions;
+  /** The process environment, passed on to cleaner commands. */
+  readonly environment: Readonly<Record<string, string | undefined>>;
   readonly kubeconfig: string | undefined;
   readonly inCluster: { readonly host: string | undefined; readonly port: string | undefined };
   readonly qps: number;
@@ -42,6 +45,7 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
     const agent = await Agent.start(options.agent, {
       cluster,
       volumes: new LinuxVolumes(),
+      cleaner: new ProcessCleaner(options.environment),
       clock: systemClock,
       logger,
     });

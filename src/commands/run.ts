@@ -41,6 +41,11 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       default: 16,
       min: 1,
     }),
+    'cleanup-concurrency': Flags.integer({
+      description: 'In-process volume cleanups running at once (more wait their turn).',
+      default: 8,
+      min: 1,
+    }),
     'kube-api-qps': Flags.integer({
       description: 'Client-side rate limit of API requests per second.',
       default: 200,
@@ -83,7 +88,10 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
         discoveryPeriodMs: duration('discovery-period', flags['discovery-period'], parseGoDuration),
         changePollMs: duration('change-poll-interval', flags['change-poll-interval'], parseGoDuration),
         createConcurrency: flags['create-concurrency'],
+        cleanupConcurrency: flags['cleanup-concurrency'],
+        jobImage: process.env['JOB_CONTAINER_IMAGE'],
       },
+      environment: process.env,
       kubeconfig: flags.kubeconfig,
       inCluster: {
         host: process.env['KUBERNETES_SERVICE_HOST'],

@@ -563,6 +563,38 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
         }
       });
 
+      void it('listMetadata returns the same objects as list, with their metadata only', async () => {
+        for (const suffix of ['m1', 'm2', 'm3']) {
+          const pv = localPv(n(`meta-${suffix}`), { meta: 'y' });
+          pv.metadata.annotations = { 'pv.kubernetes.io/provisioned-by': `owner-${suffix}` };
+          await cluster.persistentVolumes.create(pv);
+        }
+        const selector2 = `${selector()},meta=y`;
+        const full = await cluster.persistentVolumes.list({ labelSelector: selector2 });
+        const seen: { metadata: { name: string; annotations?: Record<string, string>; uid?: string } }[] = [];
+        let token: string | undefined;
+        do {
+          const page = await cluster.persistentVolumes.listMetadata({
+            labelSelector: selector2,
+            limit: 2,
+            ...(token === undefined ? {} : { continue: token }),
+          });
+          seen.push(...page.items);
+          token =
+            page.metadata.continue === undefined || page.metadata.continue === '' ? undefined : page.metadata.continue;
+        } while (token !== undefined);
+        assert.deepEqual(
+          seen
+            .map((i) => [i.metadata.name, i.metadata.uid, i.metadata.annotations?.['pv.kubernetes.io/provisioned-by']])
+            .sort(),
+          full.items
+            .map((i) => [i.metadata.name, i.metadata.uid, i.metadata.annotations?.['pv.kubernetes.io/provisioned-by']])
+            .sort(),
+        );
+        for (const item of seen)
+          assert.equal((item as { spec?: unknown }).spec, undefined, 'no spec in a metadata list');
+      });
+
       void it('an invalid label selector is a 400 BadRequest', async () => {
         for (const bad of ['a in (x', 'a=b=c', 'Bad Key=x', '!', 'a,', 'a>x', 'x/y/z']) {
           await assert.rejects(cluster.persistentVolumes.list({ labelSelector: bad }), apiError(400, 'BadRequest'));

@@ -25,7 +25,7 @@ export async function adoptNodeVolumes(
   let pages = 0;
   let continueToken: string | undefined;
   do {
-    const page = await deps.cluster.persistentVolumes.list({
+    const page = await deps.cluster.persistentVolumes.listMetadata({
       labelSelector: `!${NODE_LABEL}`,
       limit: options.pageSize ?? 500,
       ...(continueToken !== undefined ? { continue: continueToken } : {}),

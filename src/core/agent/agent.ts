@@ -11,6 +11,10 @@ import type { Logger } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import type { NodeVolumes } from '../node/volumes.js';
+import type { VolumeCleaner } from '../cleanup/cleaner.js';
+import { CleanupTable } from '../cleanup/table.js';
+import { reportCleanupFailures } from '../cleanup/reclaim.js';
+import type { BackoffPolicy } from '../cleanup/table.js';
 import { provisionerName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { adoptNodeVolumes } from './adoption.js';
@@ -28,6 +32,11 @@ export interface AgentOptions {
   readonly discoveryPeriodMs: number;
   readonly changePollMs: number;
   readonly createConcurrency: number;
+  /** In-process cleanups running at once. */
+  readonly cleanupConcurrency: number;
+  /** JOB_CONTAINER_IMAGE: the image of cleanup Jobs. */
+  readonly jobImage: string | undefined;
+  readonly cleanupBackoff?: BackoffPolicy;
 }
 
 export interface AgentDeps {
@@ -35,6 +44,7 @@ export interface AgentDeps {
   readonly volumes: NodeVolumes;
   readonly clock: Clock;
   readonly logger: Logger;
+  readonly cleaner: VolumeCleaner;
   readonly metrics?: AgentMetrics;
   readonly loadConfig?: (path: string) => Promise<LoadedConfig>;
 }
@@ -76,6 +86,7 @@ export class Agent {
     readonly node: NodeIdentity,
     private readonly http: RunningHttpServer,
     private readonly events: EventRecorder,
+    readonly cleanups: CleanupTable,
     private current: Generation,
     private readonly adopted: number,
     private readonly startedAt: number,
@@ -113,16 +124,36 @@ export class Agent {
     } catch (err) {
       throw new StartupError(`cannot listen on ${options.listenAddress}: ${message(err)}`);
     }
+    const reportFailures = reportCleanupFailures({ events, metrics: deps.metrics });
+    // Process-level: survives every reload; a finished cleanup wakes the current generation.
+    const cleanups = new CleanupTable({
+      cleaner: deps.cleaner,
+      clock: deps.clock,
+      logger: deps.logger,
+      concurrency: options.cleanupConcurrency,
+      ...(options.cleanupBackoff ? { backoff: options.cleanupBackoff } : {}),
+      onChange: (entry) => {
+        reportFailures(entry);
+        if (entry.state === 'succeeded' || entry.state === 'failed') holder.agent?.current.trigger();
+      },
+    });
+    deps.metrics.cleanupStats = () => ({
+      running: cleanups.count('running'),
+      succeeded: cleanups.succeededTotal,
+      failed: cleanups.failedTotal,
+    });
     const generation = new Generation(
       1,
       loaded.config,
       loaded.hash,
       node,
-      { ...deps, events },
+      { ...deps, events, table: cleanups },
       {
         discoveryPeriodMs: options.discoveryPeriodMs,
         changePollMs: options.changePollMs,
         createConcurrency: options.createConcurrency,
+        namespace: options.namespace,
+        jobImage: options.jobImage,
       },
     );
     const agent = new Agent(
@@ -132,6 +163,7 @@ export class Agent {
       node,
       http,
       events,
+      cleanups,
       generation,
       adoption.adopted.length,
       deps.clock.now(),
@@ -177,6 +209,7 @@ export class Agent {
 
   async stop(): Promise<void> {
     await this.current.stop();
+    await this.cleanups.stop();
     await this.events.flush();
     await this.http.close();
     this.deps.logger.log('info', 'agent stopped', { generations: this.generationCounter });

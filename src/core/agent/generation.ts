@@ -20,6 +20,12 @@ import type { NodeVolumes } from '../node/volumes.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { removeStartupTaint } from './taint.js';
+import { Reclaimer } from '../cleanup/reclaim.js';
+import type { JobLookup, ReclaimSummary } from '../cleanup/reclaim.js';
+import type { CleanupTable } from '../cleanup/table.js';
+import { HOSTNAME_LABEL } from '../pv/naming.js';
+import { isNotFound, KubeApiError } from '../kube/cluster.js';
+import type { Job } from '../kube/objects.js';
 
 export interface GenerationDeps {
   readonly cluster: Cluster;
@@ -28,6 +34,8 @@ export interface GenerationDeps {
   readonly logger: Logger;
   readonly metrics: AgentMetrics;
   readonly events: EventSink;
+  /** The process-level cleanup table: outlives this generation. */
+  readonly table: CleanupTable;
   readonly random?: () => number;
 }
 
@@ -36,6 +44,10 @@ export interface GenerationSettings {
   /** How often the cheap change detector (mount table + directory listings) runs; 0 disables it. */
   readonly changePollMs: number;
   readonly createConcurrency: number;
+  /** Namespace of cleanup Jobs (MY_NAMESPACE). */
+  readonly namespace: string;
+  /** JOB_CONTAINER_IMAGE. */
+  readonly jobImage: string | undefined;
 }
 
 export interface PassSummary {
@@ -46,6 +58,7 @@ export interface PassSummary {
   readonly failed: readonly { readonly name: string; readonly path: string; readonly error: string }[];
   readonly skipped: readonly SkippedEntry[];
   readonly classProblems: readonly ClassProblem[];
+  readonly reclaim: ReclaimSummary;
 }
 
 export interface GenerationStatus {
@@ -72,6 +85,10 @@ export function nodeIdentity(node: Node): NodeIdentity {
 export class Generation {
   readonly persistentVolumes: Reflector<PersistentVolume>;
   readonly storageClasses: Reflector<StorageClass>;
+  /** Cleanup Jobs of this node, watched only while job cleaning is on. */
+  readonly jobs: Reflector<Job> | undefined;
+  private readonly reclaimer: Reclaimer;
+  private jobsForbiddenLogged = false;
   private readonly abort = new AbortController();
   private readonly tasks: Promise<void>[] = [];
   private wake: (() => void) | undefined;
@@ -103,7 +120,30 @@ export class Generation {
       labelSelector: `${NODE_LABEL}=${nodeLabelValue(node.name)}`,
       relistPeriodMs: resync,
       ...(deps.random ? { random: deps.random } : {}),
+      onChange: (type, pv) => {
+        // A claim was released: reclaim it now rather than at the next period.
+        if (type !== 'DELETED' && pv.status?.phase === 'Released') this.trigger();
+      },
     });
+    this.jobs = config.useJobForCleaning
+      ? new Reflector<Job>({
+          client: deps.cluster.jobs,
+          clock: deps.clock,
+          logger: deps.logger,
+          resource: 'jobs',
+          namespace: settings.namespace,
+          labelSelector: `${HOSTNAME_LABEL}=${node.name}`,
+          relistPeriodMs: resync,
+          ...(deps.random ? { random: deps.random } : {}),
+          onChange: () => {
+            this.trigger();
+          },
+        })
+      : undefined;
+    this.reclaimer = new Reclaimer(
+      { config, node, namespace: settings.namespace, jobImage: settings.jobImage },
+      { ...deps, jobs: this.jobLookup() },
+    );
     this.storageClasses = new Reflector<StorageClass>({
       client: deps.cluster.storageClasses,
       clock: deps.clock,
@@ -117,6 +157,30 @@ export class Generation {
     });
   }
 
+  /** Jobs from the watch when job cleaning is on; otherwise one GET (Jobs left by an earlier config). */
+  private jobLookup(): JobLookup {
+    return {
+      get: async (name) => {
+        if (this.jobs) return this.jobs.get(name);
+        try {
+          return await this.deps.cluster.jobs.get(name, { namespace: this.settings.namespace });
+        } catch (err) {
+          if (isNotFound(err)) return undefined;
+          if (err instanceof KubeApiError && err.status === 403) {
+            if (!this.jobsForbiddenLogged) {
+              this.jobsForbiddenLogged = true;
+              this.deps.logger.log('warn', 'no permission to read cleanup Jobs; assuming none exist', {
+                error: err.message,
+              });
+            }
+            return undefined;
+          }
+          throw err;
+        }
+      },
+    };
+  }
+
   get signal(): AbortSignal {
     return this.abort.signal;
   }
@@ -124,6 +188,7 @@ export class Generation {
   start(): void {
     const signal = this.abort.signal;
     this.tasks.push(this.persistentVolumes.run(signal), this.storageClasses.run(signal), this.loop(signal));
+    if (this.jobs) this.tasks.push(this.jobs.run(signal));
     if (this.settings.changePollMs > 0) this.tasks.push(this.watchForChanges(signal));
   }
 
@@ -176,7 +241,7 @@ export class Generation {
 
   private async loop(signal: AbortSignal): Promise<void> {
     await Promise.race([
-      Promise.all([this.persistentVolumes.synced, this.storageClasses.synced]),
+      Promise.all([this.persistentVolumes.synced, this.storageClasses.synced, this.jobs?.synced]),
       new Promise((resolve) => {
         signal.addEventListener('abort', resolve, { once: true });
       }),
@@ -219,12 +284,15 @@ export class Generation {
     const { clock, metrics, logger } = this.deps;
     const started = clock.now();
     const cpuStart = process.cpuUsage();
+    // Upstream's order: reclaim released volumes, then discover.
+    const reclaim = await this.reclaimer.pass(this.persistentVolumes.list());
     const plan = await planDiscovery({
       config: this.config,
       node: this.node,
       volumes: this.deps.volumes,
       persistentVolumes: this.persistentVolumes.list(),
       storageClass: (name) => this.storageClasses.get(name),
+      cleanupInProgress: (name) => this.deps.table.inProgress(name),
     });
     const published = await publishVolumes(
       plan.create,
@@ -249,6 +317,7 @@ export class Generation {
       failed: published.failed,
       skipped: plan.skipped.filter((s) => !ROUTINE_SKIPS.has(s.reason)),
       classProblems: plan.classProblems,
+      reclaim,
     };
     metrics.discoveryPassDuration.observe({}, durationMs / 1000);
     metrics.discoveryPasses.inc({

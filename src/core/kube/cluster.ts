@@ -1,7 +1,7 @@
 // The cluster port: the few API operations the agent uses, with a real implementation over the
 // Kubernetes REST API (rest-cluster.ts) and an in-memory one (memory-cluster.ts) that a shared
 // contract suite (test/contract/cluster-contract.ts) holds to the real apiserver's behaviour.
-import type { CoreEvent, Job, Node, ObjectList, PersistentVolume, StorageClass } from './objects.js';
+import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
 
 /** A failed API call, with the HTTP status and the Status reason the apiserver returned. */
 export class KubeApiError extends Error {
@@ -65,6 +65,8 @@ export interface DeleteOptions extends NamespaceOption {
 export interface ResourceClient<T> {
   get(name: string, options?: NamespaceOption): Promise<T>;
   list(options?: ListOptions): Promise<ObjectList<T>>;
+  /** Like list, but only each object's metadata (PartialObjectMetadataList): scans stay small. */
+  listMetadata(options?: ListOptions): Promise<ObjectList<{ metadata: ObjectMeta }>>;
   /** Streams changes after options.resourceVersion until the signal aborts or the server ends it. */
   watch(options: WatchOptions): AsyncIterable<WatchEvent<T>>;
   create(object: T, options?: NamespaceOption & { readonly dryRun?: boolean }): Promise<T>;

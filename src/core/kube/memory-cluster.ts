@@ -33,7 +33,7 @@ import {
   type JsonObject,
   type KindStrategy,
 } from './memory-strategies.js';
-import type { CoreEvent, Job, Node, ObjectList, PersistentVolume, StorageClass } from './objects.js';
+import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
 import {
   aggregate,
   fieldError,
@@ -270,6 +270,11 @@ export class MemoryCluster implements Cluster {
     return {
       get: (name, options) => Promise.resolve().then(() => out(this.get(strategy, name, options))),
       list: (options) => Promise.resolve().then(() => this.list(strategy, options) as unknown as ObjectList<T>),
+      listMetadata: (options) =>
+        Promise.resolve().then(() => {
+          const full = this.list(strategy, options) as unknown as ObjectList<{ metadata: ObjectMeta }>;
+          return { metadata: full.metadata, items: full.items.map((item) => ({ metadata: item.metadata })) };
+        }),
       watch: (options) => this.watch(strategy, options) as AsyncIterable<WatchEvent<T>>,
       create: (object, options) => Promise.resolve().then(() => out(this.create(strategy, input(object), options))),
       update: (object, options) =>

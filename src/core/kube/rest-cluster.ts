@@ -16,7 +16,7 @@ import {
   type WatchOptions,
 } from './cluster.js';
 import type { ConnectionSettings, ReadTextFile } from './kubeconfig.js';
-import type { CoreEvent, Job, Node, ObjectList, PersistentVolume, StorageClass } from './objects.js';
+import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
 import { readFile as fsReadFile } from 'node:fs/promises';
 
 export interface RestClusterOptions {
@@ -185,6 +185,7 @@ interface RequestSpec {
   readonly query?: Query;
   readonly body?: unknown;
   readonly contentType?: string;
+  readonly accept?: string;
   readonly signal?: AbortSignal;
 }
 
@@ -288,6 +289,22 @@ export class RestCluster implements Cluster {
           },
           ...(options?.signal === undefined ? {} : { signal: options.signal }),
         })) as ObjectList<T>,
+      listMetadata: async (options?: ListOptions) => {
+        const list = (await this.request({
+          method: 'GET',
+          path: collection(options),
+          // Server-side projection to metadata, as client-go's metadata informers ask for it.
+          accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json',
+          query: {
+            labelSelector: options?.labelSelector || undefined,
+            limit: options?.limit,
+            continue: options?.continue || undefined,
+          },
+          ...(options?.signal === undefined ? {} : { signal: options.signal }),
+        })) as { metadata: ObjectList<unknown>['metadata']; items?: { metadata: ObjectMeta }[] | null };
+        // An empty PartialObjectMetadataList comes with `items: null`.
+        return { metadata: list.metadata, items: list.items ?? [] };
+      },
       watch: (options) => this.watch<T>(collection(options), options),
       create: (object, options) =>
         json({
@@ -368,7 +385,7 @@ export class RestCluster implements Cluster {
         ? undefined
         : Buffer.from(typeof spec.body === 'string' ? spec.body : JSON.stringify(spec.body));
     const headers: OutgoingHttpHeaders = {
-      Accept: 'application/json',
+      Accept: spec.accept ?? 'application/json',
       'User-Agent': this.userAgent,
       // Always framed: a DELETE with an unframed body is misread by the server.
       'Content-Length': payload?.length ?? 0,

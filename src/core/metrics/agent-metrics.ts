@@ -18,6 +18,11 @@ export interface AgentMetrics {
   readonly discoveryPasses: Counter;
   readonly managedVolumes: Gauge;
   readonly adoptedVolumes: Counter;
+  readonly deleteTotal: Counter;
+  readonly deleteFailed: Counter;
+  readonly deleteDuration: Histogram;
+  /** Where the proctable gauges read their values (the process-level cleanup table). */
+  cleanupStats: () => { running: number; succeeded: number; failed: number };
 }
 
 export function createAgentMetrics(
@@ -25,6 +30,28 @@ export function createAgentMetrics(
   options: { startTimeSeconds?: number } = {},
 ): AgentMetrics {
   const start = options.startTimeSeconds ?? Date.now() / 1000;
+  const holder: { metrics?: AgentMetrics } = {};
+  const stats = (): { running: number; succeeded: number; failed: number } =>
+    holder.metrics?.cleanupStats() ?? { running: 0, succeeded: 0, failed: 0 };
+  registry.gauge('local_volume_provisioner_proctable_running', 'In-process cleanups running.', [], (g) => {
+    g.set({}, stats().running);
+  });
+  registry.gauge(
+    'local_volume_provisioner_proctable_succeeded',
+    'Cleanups that succeeded since the start (cumulative, as upstream).',
+    [],
+    (g) => {
+      g.set({}, stats().succeeded);
+    },
+  );
+  registry.gauge(
+    'local_volume_provisioner_proctable_failed',
+    'Cleanups that failed since the start (cumulative, as upstream).',
+    [],
+    (g) => {
+      g.set({}, stats().failed);
+    },
+  );
   registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', [], (g) => {
     g.set({}, process.memoryUsage.rss());
   });
@@ -35,7 +62,7 @@ export function createAgentMetrics(
     const u = process.cpuUsage();
     g.set({}, (u.user + u.system) / 1e6);
   });
-  return {
+  const metrics: AgentMetrics = {
     registry,
     discoveryTotal: registry.counter(
       `${P}_persistentvolume_discovery_total`,
@@ -79,10 +106,28 @@ export function createAgentMetrics(
       'PersistentVolumes of this node, by storage class and phase.',
       ['storageclass', 'phase'],
     ),
+    deleteTotal: registry.counter(
+      `${P}_persistentvolume_delete_total`,
+      'PersistentVolumes deleted after a successful cleanup.',
+      ['mode', 'type'],
+    ),
+    deleteFailed: registry.counter(`${P}_persistentvolume_delete_failed_total`, 'Failed cleanups or PV deletions.', [
+      'mode',
+      'type',
+    ]),
+    deleteDuration: registry.histogram(
+      `${P}_persistentvolume_delete_duration_seconds`,
+      'From the start of a cleanup to the deletion of its PersistentVolume.',
+      ['mode', 'type', 'capacity', 'cleanup_command'],
+      [1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 14400],
+    ),
+    cleanupStats: () => ({ running: 0, succeeded: 0, failed: 0 }),
     adoptedVolumes: registry.counter(
       `${P}_adopted_persistentvolumes_total`,
       'Upstream-created PersistentVolumes labelled for this agent.',
       [],
     ),
   };
+  holder.metrics = metrics;
+  return metrics;
 }

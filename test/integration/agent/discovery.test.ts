@@ -16,6 +16,7 @@ import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
+import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { CLI } from '../../support/cli.js';
 import {
@@ -77,8 +78,16 @@ describe('discovery on a real node against the real apiserver', { skip: skipUnle
         discoveryPeriodMs: 200,
         changePollMs: 50,
         createConcurrency: 8,
+        cleanupConcurrency: 4,
+        jobImage: undefined,
       },
-      { cluster, volumes: new LinuxVolumes(), clock: systemClock, logger: new MemoryLogger() },
+      {
+        cluster,
+        volumes: new LinuxVolumes(),
+        cleaner: new MemoryCleaner(),
+        clock: systemClock,
+        logger: new MemoryLogger(),
+      },
     );
   }
 

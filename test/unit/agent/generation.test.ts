@@ -9,6 +9,8 @@ import { systemClock } from '../../../src/core/clock.js';
 import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
 import type { LoadedConfig } from '../../../src/core/config/source.js';
 import { EventRecorder } from '../../../src/core/kube/events.js';
+import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
+import { CleanupTable } from '../../../src/core/cleanup/table.js';
 import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
 import type { Node, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
@@ -52,17 +54,21 @@ async function setup(
   const metrics = createAgentMetrics();
   const events = new EventRecorder({ cluster, clock: systemClock, logger, component: 'test', host: 'node-a' });
   const loaded = load(configText);
+  const cleaner = new MemoryCleaner();
+  const table = new CleanupTable({ cleaner, clock: systemClock, logger, concurrency: 2 });
   const start = (settings: { discoveryPeriodMs?: number; changePollMs?: number } = {}): Generation => {
     const g = new Generation(
       1,
       loaded.config,
       loaded.hash,
       nodeIdentity(nodeObject),
-      { cluster, volumes, clock: systemClock, logger, metrics, events },
+      { cluster, volumes, clock: systemClock, logger, metrics, events, table },
       {
         discoveryPeriodMs: settings.discoveryPeriodMs ?? 3_600_000,
         changePollMs: settings.changePollMs ?? 0,
         createConcurrency: 4,
+        namespace: 'default',
+        jobImage: undefined,
       },
     );
     g.start();

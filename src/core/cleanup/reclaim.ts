@@ -1,0 +1,356 @@
+// The reclaim half of a sync-loop pass (upstream's DeletePVs, reference §3): Released PVs with
+// reclaim policy Delete are cleaned — in-process or by a Job — and deleted only after their cleanup
+// completed. A cleanup in flight is always finished by the method it started with, whatever the
+// config says now, so a reload never cleans a volume twice (the seed's four transitions).
+import type { Clock } from '../clock.js';
+import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
+import { isAlreadyExists, isNotFound } from '../kube/cluster.js';
+import type { Cluster } from '../kube/cluster.js';
+import type { EventSink } from '../kube/events.js';
+import type { Job, ObjectReference, PersistentVolume } from '../kube/objects.js';
+import { parseQuantity } from '../kube/quantity.js';
+import type { Logger } from '../log.js';
+import type { AgentMetrics } from '../metrics/agent-metrics.js';
+import type { NodeVolumes } from '../node/volumes.js';
+import type { NodeIdentity } from '../pv/naming.js';
+import { buildCleanupJob, cleanupJobName, jobFailureMessage, jobOutcome } from './jobs.js';
+import type { CleanupEntry, CleanupMethod, CleanupSpec, CleanupTable } from './table.js';
+
+export interface JobLookup {
+  /** The cleanup Job of this name in the agent's namespace, if any. */
+  get(name: string): Promise<Job | undefined>;
+}
+
+export interface ReclaimDeps {
+  readonly cluster: Cluster;
+  readonly volumes: NodeVolumes;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: AgentMetrics;
+  readonly events: EventSink;
+  readonly table: CleanupTable;
+  readonly jobs: JobLookup;
+}
+
+export interface ReclaimSettings {
+  readonly config: ProvisionerConfig;
+  readonly node: NodeIdentity;
+  readonly namespace: string;
+  readonly jobImage: string | undefined;
+}
+
+export interface ReclaimSummary {
+  readonly deleted: readonly string[];
+  readonly started: readonly string[];
+  readonly orphaned: readonly { readonly pv: string; readonly reason: string }[];
+}
+
+const GiB = 2 ** 30;
+
+/** Upstream's CapacityBreakDown label: 500G buckets. */
+function capacityBucket(bytes: number): string {
+  return `${Math.floor(bytes / (500 * GiB)) * 500}G`;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function pvRef(pv: PersistentVolume): ObjectReference {
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    name: pv.metadata.name,
+    ...(pv.metadata.uid !== undefined ? { uid: pv.metadata.uid } : {}),
+  };
+}
+
+/**
+ * The cleanup table's change hook: every failed cleanup — in-process, Job, or one that could not
+ * start — is counted once and reported once as a VolumeFailedDelete event on its PV.
+ */
+export function reportCleanupFailures(deps: {
+  readonly events: EventSink;
+  readonly metrics: AgentMetrics;
+}): (entry: CleanupEntry) => void {
+  return (entry) => {
+    if (entry.state !== 'failed') return;
+    deps.metrics.deleteFailed.inc({ mode: entry.mode, type: entry.method });
+    deps.events.record(
+      { apiVersion: 'v1', kind: 'PersistentVolume', name: entry.pvName, uid: entry.pvUid },
+      'Warning',
+      'VolumeFailedDelete',
+      `Error cleaning PV "${entry.pvName}": ${entry.lastError ?? 'unknown error'}`,
+    );
+  };
+}
+
+export class Reclaimer {
+  /** Problems already logged in this generation (events are rate-limited by the recorder). */
+  private readonly reported = new Set<string>();
+
+  constructor(
+    private readonly settings: ReclaimSettings,
+    private readonly deps: ReclaimDeps,
+  ) {}
+
+  private reportOnce(key: string, pv: PersistentVolume, reason: string, text: string): void {
+    if (this.reported.has(key)) return;
+    this.reported.add(key);
+    this.deps.logger.log('warn', text, { pv: pv.metadata.name, reason });
+    this.deps.events.record(pvRef(pv), 'Warning', reason, text);
+  }
+
+  private failure(pv: PersistentVolume, spec: CleanupSpec, method: CleanupMethod, error: string): void {
+    // The table's change hook (reportCleanupFailures) emits the event and the metric.
+    this.deps.table.recordFailure(spec, method, error);
+    this.deps.logger.log('error', 'cleanup could not start', { pv: pv.metadata.name, error });
+  }
+
+  /** mountDir + rel(hostDir, pv path); undefined when the PV's path is not under hostDir. */
+  private containerPath(pv: PersistentVolume, hostDir: string, mountDir: string): string | undefined {
+    const path = pv.spec.local?.path;
+    if (path === undefined) return undefined;
+    const prefix = hostDir === '/' ? '/' : `${hostDir}/`;
+    if (!path.startsWith(prefix)) return undefined;
+    const rest = path.slice(prefix.length);
+    if (rest === '' || rest.split('/').includes('..')) return undefined;
+    return mountDir === '/' ? `/${rest}` : `${mountDir}/${rest}`;
+  }
+
+  async pass(persistentVolumes: readonly PersistentVolume[]): Promise<ReclaimSummary> {
+    const deleted: string[] = [];
+    const started: string[] = [];
+    const orphaned: { pv: string; reason: string }[] = [];
+    const present = new Set(persistentVolumes.map((pv) => pv.metadata.name));
+    // Entries of PVs that are gone (deleted by someone) and not running are forgotten.
+    for (const entry of this.deps.table.list()) {
+      if (!present.has(entry.pvName) && entry.state !== 'running' && entry.state !== 'queued')
+        this.deps.table.remove(entry.pvName);
+    }
+    for (const pv of persistentVolumes) {
+      if (pv.status?.phase !== 'Released' || pv.metadata.deletionTimestamp !== undefined) continue;
+      const policy = pv.spec.persistentVolumeReclaimPolicy ?? 'Delete';
+      if (policy === 'Retain') continue;
+      if (policy === 'Recycle') {
+        this.reportOnce(
+          `recycle:${pv.metadata.name}`,
+          pv,
+          'VolumeUnsupportedReclaimPolicy',
+          `Volume has unsupported PersistentVolumeReclaimPolicy: ${policy}`,
+        );
+        continue;
+      }
+      if (policy !== 'Delete') {
+        this.reportOnce(
+          `policy:${pv.metadata.name}`,
+          pv,
+          'VolumeUnknownReclaimPolicy',
+          `Volume has unknown PersistentVolumeReclaimPolicy: ${policy}`,
+        );
+        continue;
+      }
+      try {
+        const outcome = await this.reclaim(pv);
+        if (outcome === 'deleted') deleted.push(pv.metadata.name);
+        else if (outcome === 'started') started.push(pv.metadata.name);
+        else if (outcome !== 'waiting') orphaned.push({ pv: pv.metadata.name, reason: outcome.orphan });
+      } catch (err) {
+        this.deps.logger.log('error', 'reclaiming a PV failed', { pv: pv.metadata.name, error: message(err) });
+      }
+    }
+    return { deleted, started, orphaned };
+  }
+
+  private async reclaim(pv: PersistentVolume): Promise<'deleted' | 'started' | 'waiting' | { orphan: string }> {
+    const { table, clock } = this.deps;
+    const name = pv.metadata.name;
+    const uid = pv.metadata.uid ?? '';
+    let entry = table.get(name);
+    if (entry && entry.pvUid !== uid) {
+      // A record of an earlier PV of the same name never speaks for this one (upstream PR #174).
+      table.remove(name);
+      entry = undefined;
+    }
+    if (entry?.state === 'queued') return 'waiting';
+    if (entry?.state === 'running') {
+      if (entry.method === 'process') return 'waiting';
+      const job = await this.deps.jobs.get(cleanupJobName(name));
+      if (job?.metadata.labels?.['pvuuid'] !== uid) {
+        table.finishJob(name, {
+          ok: false,
+          error: `cleanup Job ${cleanupJobName(name)} disappeared before it finished`,
+        });
+        return 'waiting';
+      }
+      const outcome = jobOutcome(job);
+      if (outcome === 'running') return 'waiting';
+      table.finishJob(name, outcome === 'succeeded' ? { ok: true } : { ok: false, error: jobFailureMessage(job) });
+      entry = table.get(name);
+    }
+    if (entry?.state === 'succeeded') return (await this.deleteAfterCleanup(pv, entry)) ? 'deleted' : 'waiting';
+    if (entry?.state === 'failed' && (entry.retryAt ?? 0) > clock.now()) return 'waiting';
+
+    // No cleanup in flight for this PV in this process. A Job may still exist: started by an
+    // earlier agent process or before a reload turned job cleaning off. Follow it to the end.
+    const existing = await this.deps.jobs.get(cleanupJobName(name));
+    const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
+    if (existing && existing.metadata.labels?.['pvuuid'] === uid && entry?.state !== 'failed') {
+      const mode: VolumeMode = 'Block';
+      const spec: CleanupSpec = {
+        pvName: name,
+        pvUid: uid,
+        className: pv.spec.storageClassName ?? '',
+        mode,
+        path: existing.metadata.annotations?.['device'] ?? '',
+        command: existing.spec?.template.spec.containers[0]?.command ?? [],
+        capacityBytes: parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
+      };
+      const startTime = Date.parse(existing.metadata.annotations?.['start-time'] ?? '');
+      table.trackJob(spec, Number.isNaN(startTime) ? clock.now() : startTime);
+      return 'waiting';
+    }
+    if (existing) {
+      // A finished Job of an earlier PV of this name, or a failed one whose backoff is over.
+      await this.deps.cluster.jobs
+        .delete(existing.metadata.name, { namespace: this.settings.namespace, propagationPolicy: 'Background' })
+        .catch((err: unknown) => {
+          if (!isNotFound(err)) throw err;
+        });
+    }
+
+    if (!classConfig) {
+      const reason = `storage class ${pv.spec.storageClassName ?? '(none)'} is not configured: the volume is not cleaned and the PV is kept`;
+      this.reportOnce(`orphan:${name}`, pv, 'VolumeFailedDelete', reason);
+      return { orphan: reason };
+    }
+    const path = this.containerPath(pv, classConfig.hostDir, classConfig.mountDir);
+    if (path === undefined) {
+      const reason = `PV path ${pv.spec.local?.path ?? '(none)'} is not under hostDir ${classConfig.hostDir}: the volume is not cleaned and the PV is kept`;
+      this.reportOnce(`orphan:${name}`, pv, 'VolumeFailedDelete', reason);
+      return { orphan: reason };
+    }
+    const spec: CleanupSpec = {
+      pvName: name,
+      pvUid: uid,
+      className: pv.spec.storageClassName ?? '',
+      mode: 'Filesystem',
+      path,
+      command: classConfig.blockCleanerCommand,
+      capacityBytes: parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
+    };
+    const info = await this.deps.volumes.entryInfo(path);
+    if (info.kind === 'missing' || info.kind === 'other') {
+      // Never delete a PV whose volume cannot be cleaned (upstream FAQ; issue #6 stays a manual decision).
+      this.failure(
+        pv,
+        spec,
+        'process',
+        info.kind === 'missing'
+          ? `volume path ${path} does not exist; the PV is kept`
+          : `volume path ${path} is neither a directory nor a block device`,
+      );
+      return 'waiting';
+    }
+    const mode: VolumeMode = info.kind === 'block-device' ? 'Block' : 'Filesystem';
+    const withMode = { ...spec, mode };
+    if (mode === 'Block' && this.settings.config.useJobForCleaning) {
+      if (this.settings.jobImage === undefined || this.settings.jobImage === '') {
+        this.failure(
+          pv,
+          withMode,
+          'job',
+          'cannot run cleanup job without specifying job image name in the environment variable JOB_CONTAINER_IMAGE',
+        );
+        return 'waiting';
+      }
+      const startTime = new Date(clock.now()).toISOString();
+      const job = buildCleanupJob({
+        pvName: name,
+        pvUid: uid,
+        nodeName: this.settings.node.name,
+        namespace: this.settings.namespace,
+        image: this.settings.jobImage,
+        classConfig,
+        config: this.settings.config,
+        devicePath: path,
+        startTime,
+      });
+      try {
+        await this.deps.cluster.jobs.create(job, { namespace: this.settings.namespace });
+      } catch (err) {
+        // The Job name is a mutex between duplicate agents: someone else is cleaning it.
+        if (isAlreadyExists(err)) return 'waiting';
+        this.failure(pv, withMode, 'job', `could not create cleanup Job: ${message(err)}`);
+        return 'waiting';
+      }
+      this.deps.table.trackJob(withMode, clock.now());
+      this.deps.logger.log('info', 'cleanup Job created', { pv: name, job: job.metadata.name });
+      return 'started';
+    }
+    if (mode === 'Block') {
+      this.deps.events.record(
+        pvRef(pv),
+        'Normal',
+        'VolumeDelete',
+        `Starting cleanup of Block PV "${name}", this may take a while`,
+      );
+    }
+    this.deps.table.startProcess(withMode);
+    return 'started';
+  }
+
+  private async deleteAfterCleanup(pv: PersistentVolume, entry: CleanupEntry): Promise<boolean> {
+    const { cluster, metrics, clock, logger, table } = this.deps;
+    const name = pv.metadata.name;
+    if (entry.method === 'process') {
+      const info = await this.deps.volumes.entryInfo(entry.path);
+      if (info.kind === 'missing') {
+        logger.log('error', 'volume path vanished after its cleanup; the PV is kept', { pv: name, path: entry.path });
+        return false;
+      }
+    }
+    const started = clock.now();
+    metrics.apiRequests.inc({ method: 'delete' });
+    try {
+      await cluster.persistentVolumes.delete(name, { uid: entry.pvUid });
+    } catch (err) {
+      if (!isNotFound(err)) {
+        metrics.apiRequestsFailed.inc({ method: 'delete' });
+        metrics.deleteFailed.inc({ mode: entry.mode, type: entry.method });
+        this.deps.events.record(
+          pvRef(pv),
+          'Warning',
+          'VolumeFailedDelete',
+          `Error deleting PV "${name}": ${message(err)}`,
+        );
+        return false;
+      }
+    }
+    metrics.apiRequestDuration.observe({ method: 'delete' }, (clock.now() - started) / 1000);
+    metrics.deleteTotal.inc({ mode: entry.mode, type: entry.method });
+    metrics.deleteDuration.observe(
+      {
+        mode: entry.mode,
+        type: entry.method,
+        capacity: capacityBucket(entry.capacityBytes),
+        cleanup_command: entry.command[0] ?? '',
+      },
+      (clock.now() - entry.startedAt) / 1000,
+    );
+    table.remove(name);
+    logger.log('info', 'deleted PV after successful cleanup', { pv: name, method: entry.method });
+    if (entry.method === 'job') {
+      await cluster.jobs
+        .delete(cleanupJobName(name), { namespace: this.settings.namespace, propagationPolicy: 'Background' })
+        .catch((err: unknown) => {
+          if (!isNotFound(err))
+            logger.log('warn', 'could not delete finished cleanup Job', {
+              job: cleanupJobName(name),
+              error: message(err),
+            });
+        });
+    }
+    return true;
+  }
+}

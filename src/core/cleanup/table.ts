@@ -1,0 +1,213 @@
+// The process-level cleanup table (upstream's ProcTable, made safer). It outlives sync-loop
+// generations so a reload never forgets or repeats a cleanup in flight, runs in-process cleanups
+// with bounded concurrency, and records outcomes with the PV's UID so a stale success can never
+// let a later PV of the same name be deleted uncleaned (upstream PR #174).
+import type { Clock } from '../clock.js';
+import type { VolumeMode } from '../config/model.js';
+import type { Logger } from '../log.js';
+import type { VolumeCleaner } from './cleaner.js';
+
+export type CleanupMethod = 'process' | 'job';
+export type CleanupState = 'queued' | 'running' | 'succeeded' | 'failed';
+
+export interface CleanupSpec {
+  readonly pvName: string;
+  readonly pvUid: string;
+  readonly className: string;
+  readonly mode: VolumeMode;
+  /** Path of the volume inside the agent's container. */
+  readonly path: string;
+  /** blockCleanerCommand for Block volumes. */
+  readonly command: readonly string[];
+  readonly capacityBytes: number;
+}
+
+export interface CleanupEntry extends CleanupSpec {
+  readonly method: CleanupMethod;
+  readonly state: CleanupState;
+  readonly startedAt: number;
+  readonly finishedAt?: number;
+  readonly attempts: number;
+  readonly lastError?: string;
+  /** After a failure: not retried before this time (exponential backoff). */
+  readonly retryAt?: number;
+}
+
+export interface BackoffPolicy {
+  readonly initialMs: number;
+  readonly maxMs: number;
+}
+
+export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 5_000, maxMs: 300_000 };
+
+export interface CleanupTableOptions {
+  readonly cleaner: VolumeCleaner;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly concurrency: number;
+  readonly backoff?: BackoffPolicy;
+  /** Called whenever an entry changes state (e.g. to trigger a pass that deletes the PV). */
+  readonly onChange?: (entry: CleanupEntry) => void;
+}
+
+export class CleanupTable {
+  private readonly entries = new Map<string, CleanupEntry>();
+  private readonly queue: CleanupSpec[] = [];
+  private running = 0;
+  private readonly tasks = new Set<Promise<void>>();
+  private readonly abort = new AbortController();
+  succeededTotal = 0;
+  failedTotal = 0;
+
+  constructor(private readonly options: CleanupTableOptions) {}
+
+  get(pvName: string): CleanupEntry | undefined {
+    return this.entries.get(pvName);
+  }
+
+  list(): CleanupEntry[] {
+    return [...this.entries.values()];
+  }
+
+  /** Queued or running: the volume must not be published again or cleaned a second time. */
+  inProgress(pvName: string): boolean {
+    const s = this.entries.get(pvName)?.state;
+    return s === 'queued' || s === 'running';
+  }
+
+  count(state: CleanupState): number {
+    return this.list().filter((e) => e.state === state).length;
+  }
+
+  remove(pvName: string): void {
+    this.entries.delete(pvName);
+  }
+
+  private set(entry: CleanupEntry): void {
+    this.entries.set(entry.pvName, entry);
+    this.options.onChange?.(entry);
+  }
+
+  private backoffFor(attempts: number): number {
+    const b = this.options.backoff ?? DEFAULT_BACKOFF;
+    return Math.min(b.maxMs, b.initialMs * 2 ** Math.max(0, attempts - 1));
+  }
+
+  /** Queues an in-process cleanup. */
+  startProcess(spec: CleanupSpec): void {
+    const previous = this.entries.get(spec.pvName);
+    const attempts = (previous?.pvUid === spec.pvUid ? previous.attempts : 0) + 1;
+    this.set({ ...spec, method: 'process', state: 'queued', startedAt: this.options.clock.now(), attempts });
+    this.queue.push(spec);
+    this.pump();
+  }
+
+  /** Records a cleanup carried out by a Job (created by this agent or found running). */
+  trackJob(spec: CleanupSpec, startedAt: number): void {
+    const previous = this.entries.get(spec.pvName);
+    if (previous?.pvUid === spec.pvUid && previous.method === 'job' && previous.state === 'running') return;
+    const attempts = (previous?.pvUid === spec.pvUid ? previous.attempts : 0) + 1;
+    this.set({ ...spec, method: 'job', state: 'running', startedAt, attempts });
+  }
+
+  /** Outcome of a Job-based cleanup, read from the Job's status. */
+  finishJob(pvName: string, outcome: { ok: true } | { ok: false; error: string }): void {
+    const entry = this.entries.get(pvName);
+    if (entry?.state !== 'running') return;
+    this.finish(entry, outcome);
+  }
+
+  /** Records a failure that happened before any cleanup could run (missing path, no Job image…). */
+  recordFailure(spec: CleanupSpec, method: CleanupMethod, error: string): CleanupEntry {
+    const previous = this.entries.get(spec.pvName);
+    const attempts = (previous?.pvUid === spec.pvUid ? previous.attempts : 0) + 1;
+    const now = this.options.clock.now();
+    const entry: CleanupEntry = {
+      ...spec,
+      method,
+      state: 'failed',
+      startedAt: now,
+      finishedAt: now,
+      attempts,
+      lastError: error,
+      retryAt: now + this.backoffFor(attempts),
+    };
+    this.failedTotal += 1;
+    this.set(entry);
+    return entry;
+  }
+
+  private finish(entry: CleanupEntry, outcome: { ok: true } | { ok: false; error: string }): void {
+    const now = this.options.clock.now();
+    if (outcome.ok) {
+      this.succeededTotal += 1;
+      this.set({ ...entry, state: 'succeeded', finishedAt: now });
+    } else {
+      this.failedTotal += 1;
+      this.set({
+        ...entry,
+        state: 'failed',
+        finishedAt: now,
+        lastError: outcome.error,
+        retryAt: now + this.backoffFor(entry.attempts),
+      });
+    }
+  }
+
+  private pump(): void {
+    while (this.running < this.options.concurrency && !this.abort.signal.aborted) {
+      const spec = this.queue.shift();
+      if (!spec) return;
+      const entry = this.entries.get(spec.pvName);
+      if (entry?.pvUid !== spec.pvUid || entry.state !== 'queued') continue;
+      this.running += 1;
+      const task = this.runOne(entry).finally(() => {
+        this.running -= 1;
+        this.tasks.delete(task);
+        this.pump();
+      });
+      this.tasks.add(task);
+    }
+  }
+
+  private async runOne(queued: CleanupEntry): Promise<void> {
+    const { cleaner, logger } = this.options;
+    const entry: CleanupEntry = { ...queued, state: 'running', startedAt: this.options.clock.now() };
+    this.set(entry);
+    logger.log('info', 'cleanup started', {
+      pv: entry.pvName,
+      mode: entry.mode,
+      path: entry.path,
+      attempt: entry.attempts,
+    });
+    try {
+      const signal = this.abort.signal;
+      const onOutput = (line: string, stream: 'stdout' | 'stderr'): void => {
+        logger.log('info', 'cleaner output', { pv: entry.pvName, stream, line });
+      };
+      if (entry.mode === 'Block') {
+        await cleaner.cleanBlock(entry.path, entry.command, { signal, onOutput });
+      } else {
+        const result = await cleaner.cleanFilesystem(entry.path, { signal, onOutput });
+        for (const m of result.skippedMounts) {
+          logger.log('warn', 'cleanup left a nested mount point untouched', { pv: entry.pvName, mount: m });
+        }
+      }
+      if (this.abort.signal.aborted) return;
+      logger.log('info', 'cleanup succeeded', { pv: entry.pvName });
+      this.finish(entry, { ok: true });
+    } catch (err) {
+      if (this.abort.signal.aborted) return;
+      const error = err instanceof Error ? err.message : String(err);
+      logger.log('error', 'cleanup failed', { pv: entry.pvName, error, attempt: entry.attempts });
+      this.finish(entry, { ok: false, error });
+    }
+  }
+
+  /** Process shutdown: stops running cleaners (a restarted agent cleans those volumes again from the start). */
+  async stop(): Promise<void> {
+    this.abort.abort(new Error('agent stopping'));
+    this.queue.length = 0;
+    await Promise.allSettled([...this.tasks]);
+  }
+}

@@ -1,0 +1,408 @@
+// Reclaiming released PVs against the in-memory cluster, node and cleaner: what is cleaned, how,
+// when the PV is deleted, backoff, and the seed's four cleanup transitions across a reload.
+import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
+import { describe, it } from 'node:test';
+import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
+import { Reclaimer, reportCleanupFailures } from '../../../src/core/cleanup/reclaim.js';
+import type { JobLookup } from '../../../src/core/cleanup/reclaim.js';
+import { CleanupTable } from '../../../src/core/cleanup/table.js';
+import { systemClock } from '../../../src/core/clock.js';
+import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import type { ProvisionerConfig } from '../../../src/core/config/model.js';
+import { isNotFound } from '../../../src/core/kube/cluster.js';
+import { EventRecorder } from '../../../src/core/kube/events.js';
+import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import type { Job, PersistentVolume } from '../../../src/core/kube/objects.js';
+import { MemoryLogger } from '../../../src/core/log.js';
+import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';
+import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import type { NodeIdentity } from '../../../src/core/pv/naming.js';
+
+const NODE: NodeIdentity = { name: 'node-a', uid: 'uid-a', hostname: 'node-a', labels: {} };
+const PROCESS =
+  'storageClassMap:\n  fast:\n    hostDir: /mnt/fast\n    mountDir: /mnt/fast\n  raw:\n    hostDir: /dev/lvp\n    mountDir: /dev/lvp\n    volumeMode: Block\n    blockCleanerCommand: ["/scripts/shred.sh", "2"]\n';
+const JOBS = `${PROCESS}useJobForCleaning: "yes"\n`;
+
+function config(text: string): ProvisionerConfig {
+  return parseConfigSnapshot(snapshotFromFileText('c.yaml', text)).config;
+}
+
+async function eventually(check: () => boolean | Promise<boolean>, what: string, ms = 3000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await delay(5);
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+function world() {
+  const cluster = new MemoryCluster();
+  const volumes = new MemoryVolumes();
+  volumes.addDirectory('/mnt/fast').addDirectory('/dev/lvp');
+  volumes.addMount('/mnt/fast/disk1');
+  volumes.addBlockDevice('/dev/loop9', 2 ** 30);
+  volumes.addSymlink('/dev/lvp/nvme-1', '/dev/loop9');
+  const cleaner = new MemoryCleaner();
+  const logger = new MemoryLogger();
+  const metrics = createAgentMetrics();
+  const events = new EventRecorder({ cluster, clock: systemClock, logger, component: 'test', host: 'node-a' });
+  const table = new CleanupTable({
+    cleaner,
+    clock: systemClock,
+    logger,
+    concurrency: 2,
+    backoff: { initialMs: 30, maxMs: 60 },
+    onChange: reportCleanupFailures({ events, metrics }),
+  });
+  const jobs: JobLookup = {
+    get: async (name) => {
+      try {
+        return await cluster.jobs.get(name, { namespace: 'default' });
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    },
+  };
+  const reclaimer = (text: string, jobImage: string | null = 'provisioner:test'): Reclaimer =>
+    new Reclaimer(
+      { config: config(text), node: NODE, namespace: 'default', jobImage: jobImage ?? undefined },
+      { cluster, volumes, clock: systemClock, logger, metrics, events, table, jobs },
+    );
+  async function released(name: string, path: string, className: string, policy = 'Delete'): Promise<PersistentVolume> {
+    await cluster.persistentVolumes.create({
+      metadata: { name },
+      spec: {
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        persistentVolumeReclaimPolicy: policy,
+        storageClassName: className,
+        local: { path },
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['node-a'] }] },
+            ],
+          },
+        },
+      },
+    });
+    const pv = await cluster.persistentVolumes.get(name);
+    return cluster.persistentVolumes.updateStatus({ ...pv, status: { phase: 'Released' } });
+  }
+  const list = async (): Promise<PersistentVolume[]> => (await cluster.persistentVolumes.list()).items;
+  /** A deleted PV keeps the pv-protection finalizer on a bare apiserver: it is gone once marked for deletion. */
+  const gone = async (name: string): Promise<boolean> => {
+    try {
+      return (await cluster.persistentVolumes.get(name)).metadata.deletionTimestamp !== undefined;
+    } catch (err) {
+      return isNotFound(err);
+    }
+  };
+  async function markJob(name: string, outcome: 'succeeded' | 'failed'): Promise<void> {
+    const job = await cluster.jobs.get(name, { namespace: 'default' });
+    const now = new Date().toISOString();
+    const status: NonNullable<Job['status']> =
+      outcome === 'succeeded'
+        ? { succeeded: 1, startTime: now, completionTime: now, conditions: [{ type: 'Complete', status: 'True' }] }
+        : {
+            failed: 7,
+            startTime: now,
+            conditions: [
+              {
+                type: 'Failed',
+                status: 'True',
+                reason: 'BackoffLimitExceeded',
+                message: 'Job has reached the specified backoff limit',
+              },
+            ],
+          };
+    await cluster.jobs.updateStatus({ ...job, status }, { namespace: 'default' });
+  }
+  return { cluster, volumes, cleaner, logger, metrics, events, table, reclaimer, released, list, gone, markJob };
+}
+
+describe('reclaiming released PVs', () => {
+  it('cleans a filesystem volume in-process and deletes its PV only after the cleanup succeeded', async () => {
+    const w = world();
+    await w.released('pv-fs', '/mnt/fast/disk1', 'fast');
+    let finish = (): void => undefined;
+    w.cleaner.hold('/mnt/fast/disk1', new Promise((r) => (finish = r)));
+    const r = w.reclaimer(PROCESS);
+    assert.deepEqual((await r.pass(await w.list())).started, ['pv-fs']);
+    await eventually(() => w.table.get('pv-fs')?.state === 'running', 'running');
+    await r.pass(await w.list());
+    assert.equal(await w.gone('pv-fs'), false, 'not deleted while the cleanup runs');
+    finish();
+    await eventually(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
+    assert.deepEqual((await r.pass(await w.list())).deleted, ['pv-fs']);
+    assert.equal(await w.gone('pv-fs'), true);
+    assert.deepEqual(w.cleaner.calls, [{ kind: 'filesystem', path: '/mnt/fast/disk1' }]);
+    assert.equal(w.metrics.deleteTotal.get({ mode: 'Filesystem', type: 'process' }), 1);
+    assert.equal(w.table.get('pv-fs'), undefined);
+  });
+
+  it('runs the Block cleaner command for a block volume, with a VolumeDelete event', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    const r = w.reclaimer(PROCESS);
+    await r.pass(await w.list());
+    await eventually(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
+    await r.pass(await w.list());
+    assert.deepEqual(w.cleaner.calls, [
+      { kind: 'block', path: '/dev/lvp/nvme-1', command: ['/scripts/shred.sh', '2'] },
+    ]);
+    assert.equal(await w.gone('pv-raw'), true);
+    await w.events.flush();
+    const events = (await w.cluster.events.list({ namespace: 'default' })).items;
+    assert.ok(
+      events.some((e) => e.reason === 'VolumeDelete' && e.type === 'Normal' && e.involvedObject.name === 'pv-raw'),
+    );
+  });
+
+  it('leaves Retain alone and warns once about Recycle and unknown policies', async () => {
+    const w = world();
+    await w.released('pv-retain', '/mnt/fast/disk1', 'fast', 'Retain');
+    await w.released('pv-recycle', '/mnt/fast/disk1', 'fast', 'Recycle');
+    const r = w.reclaimer(PROCESS);
+    for (let i = 0; i < 3; i++) await r.pass(await w.list());
+    assert.deepEqual(w.cleaner.calls, []);
+    assert.equal(await w.gone('pv-retain'), false);
+    await w.events.flush();
+    const reasons = (await w.cluster.events.list({ namespace: 'default' })).items.map((e) => e.reason);
+    assert.deepEqual(reasons, ['VolumeUnsupportedReclaimPolicy']);
+  });
+
+  it('backs off after a failing cleaner, reports it, and succeeds once the cause is fixed', async () => {
+    const w = world();
+    await w.released('pv-fs', '/mnt/fast/disk1', 'fast');
+    w.cleaner.fail('/mnt/fast/disk1', 'device busy');
+    const r = w.reclaimer(PROCESS);
+    await r.pass(await w.list());
+    await eventually(() => w.table.get('pv-fs')?.state === 'failed', 'failed');
+    const failed = w.table.get('pv-fs');
+    assert.equal(failed?.lastError, 'device busy');
+    assert.ok((failed.retryAt ?? 0) > Date.now(), 'a retry time in the future');
+    await r.pass(await w.list());
+    assert.equal(w.cleaner.calls.length, 1, 'no retry before the backoff expires');
+    assert.equal(w.metrics.deleteFailed.get({ mode: 'Filesystem', type: 'process' }), 1);
+    await w.events.flush();
+    assert.ok(
+      (await w.cluster.events.list({ namespace: 'default' })).items.some(
+        (e) => e.reason === 'VolumeFailedDelete' && e.message === 'Error cleaning PV "pv-fs": device busy',
+      ),
+    );
+    w.cleaner.clear('/mnt/fast/disk1');
+    await delay(40);
+    await r.pass(await w.list());
+    await eventually(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
+    assert.equal(w.table.get('pv-fs')?.attempts, 2);
+    await r.pass(await w.list());
+    assert.equal(await w.gone('pv-fs'), true);
+    assert.equal(w.cleaner.calls.length, 2);
+  });
+
+  it('never deletes a PV whose volume path is missing', async () => {
+    const w = world();
+    await w.released('pv-lost', '/mnt/fast/vanished', 'fast');
+    const r = w.reclaimer(PROCESS);
+    for (let i = 0; i < 3; i++) await r.pass(await w.list());
+    assert.equal(await w.gone('pv-lost'), false);
+    assert.deepEqual(w.cleaner.calls, []);
+    assert.match(w.table.get('pv-lost')?.lastError ?? '', /does not exist; the PV is kept/u);
+    assert.equal(
+      w.metrics.deleteFailed.get({ mode: 'Filesystem', type: 'process' }),
+      1,
+      'backoff: one failure recorded, not one per pass',
+    );
+  });
+
+  it("never lets an earlier PV's finished cleanup delete a new PV of the same name (upstream PR #174)", async () => {
+    const w = world();
+    w.table.startProcess({
+      pvName: 'pv-fs',
+      pvUid: 'an-older-uid',
+      className: 'fast',
+      mode: 'Filesystem',
+      path: '/mnt/fast/disk1',
+      command: [],
+      capacityBytes: 1,
+    });
+    await eventually(() => w.table.get('pv-fs')?.state === 'succeeded', 'old cleanup succeeded');
+    await w.released('pv-fs', '/mnt/fast/disk1', 'fast');
+    const r = w.reclaimer(PROCESS);
+    const first = await r.pass(await w.list());
+    assert.deepEqual(first.deleted, [], 'not deleted on the strength of the old record');
+    assert.deepEqual(first.started, ['pv-fs']);
+  });
+
+  it('leaves a PV of an unconfigured class alone, reported once as orphaned', async () => {
+    const w = world();
+    await w.released('pv-old', '/mnt/old/disk', 'old-class');
+    const r = w.reclaimer(PROCESS);
+    const s = await r.pass(await w.list());
+    await r.pass(await w.list());
+    assert.match(s.orphaned[0]?.reason ?? '', /storage class old-class is not configured/u);
+    assert.equal(await w.gone('pv-old'), false);
+    assert.equal(w.logger.messages('warn').filter((m) => m.includes('old-class')).length, 1);
+  });
+});
+
+describe('job-based cleaning', () => {
+  it('creates an upstream-compatible Job and deletes the PV (then the Job) only after the Job succeeded', async () => {
+    const w = world();
+    const pv = await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    const r = w.reclaimer(JOBS);
+    await r.pass(await w.list());
+    const job = await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' });
+    assert.deepEqual(job.metadata.labels, {
+      'kubernetes.io/hostname': 'node-a',
+      pv: 'pv-raw',
+      pvuuid: pv.metadata.uid,
+    });
+    assert.equal(job.metadata.annotations?.['device'], '/dev/lvp/nvme-1');
+    assert.ok(!Number.isNaN(Date.parse(job.metadata.annotations['start-time'] ?? '')));
+    const pod = job.spec?.template.spec;
+    assert.ok(pod);
+    assert.deepEqual(pod.nodeSelector, { 'kubernetes.io/hostname': 'node-a' });
+    assert.equal(pod.restartPolicy, 'OnFailure');
+    const [container] = pod.containers;
+    assert.ok(container);
+    assert.deepEqual(container.command, ['/scripts/shred.sh', '2']);
+    assert.deepEqual(container.env, [{ name: 'LOCAL_PV_BLKDEVICE', value: '/dev/lvp/nvme-1' }]);
+    assert.equal(container.image, 'provisioner:test');
+    assert.deepEqual(
+      pod.volumes?.map((v) => v.hostPath?.path),
+      ['/dev/lvp', '/dev'],
+    );
+    await r.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), false, 'not deleted while the Job runs');
+    await w.markJob('cleanup-pv-raw', 'succeeded');
+    assert.deepEqual((await r.pass(await w.list())).deleted, ['pv-raw']);
+    assert.equal(await w.gone('pv-raw'), true);
+    await assert.rejects(w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' }), isNotFound);
+    assert.deepEqual(w.cleaner.calls, [], 'nothing cleaned in-process');
+  });
+
+  it('reports a failed Job, keeps it for inspection during the backoff, then replaces it', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    const r = w.reclaimer(JOBS);
+    await r.pass(await w.list());
+    const firstUid = (await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' })).metadata.uid;
+    await w.markJob('cleanup-pv-raw', 'failed');
+    await r.pass(await w.list());
+    assert.equal(w.table.get('pv-raw')?.state, 'failed');
+    assert.match(w.table.get('pv-raw')?.lastError ?? '', /BackoffLimitExceeded/u);
+    assert.equal(
+      (await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' })).metadata.uid,
+      firstUid,
+      'kept during backoff',
+    );
+    await delay(40);
+    await r.pass(await w.list());
+    const second = await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' });
+    assert.notEqual(second.metadata.uid, firstUid, 'a new Job after the backoff');
+    assert.equal(await w.gone('pv-raw'), false);
+    await w.events.flush();
+    assert.ok(
+      (await w.cluster.events.list({ namespace: 'default' })).items.some(
+        (e) => e.reason === 'VolumeFailedDelete' && e.message.includes('BackoffLimitExceeded'),
+      ),
+    );
+  });
+
+  it('without JOB_CONTAINER_IMAGE: a clear failure, no Job, no deletion', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    await w.reclaimer(JOBS, null).pass(await w.list());
+    assert.match(w.table.get('pv-raw')?.lastError ?? '', /JOB_CONTAINER_IMAGE/u);
+    assert.equal((await w.cluster.jobs.list({ namespace: 'default' })).items.length, 0);
+  });
+});
+
+describe("the seed's four cleanup transitions across a reload: each volume cleaned exactly once", () => {
+  it('in-process → in-process', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    let finish = (): void => undefined;
+    w.cleaner.hold('/dev/lvp/nvme-1', new Promise((r) => (finish = r)));
+    await w.reclaimer(PROCESS).pass(await w.list());
+    const next = w.reclaimer(PROCESS.replace('"2"', '"3"')); // reload with a new cleaner command
+    await next.pass(await w.list());
+    finish();
+    await eventually(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
+    await next.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), true);
+    assert.equal(w.cleaner.calls.length, 1);
+  });
+
+  it('in-process → Job', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    let finish = (): void => undefined;
+    w.cleaner.hold('/dev/lvp/nvme-1', new Promise((r) => (finish = r)));
+    await w.reclaimer(PROCESS).pass(await w.list());
+    const next = w.reclaimer(JOBS);
+    await next.pass(await w.list());
+    assert.equal(
+      (await w.cluster.jobs.list({ namespace: 'default' })).items.length,
+      0,
+      'no Job for a volume being cleaned in-process',
+    );
+    finish();
+    await eventually(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
+    await next.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), true);
+    assert.equal(w.cleaner.calls.length, 1);
+  });
+
+  it('Job → in-process (upstream cleaned twice here)', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    await w.reclaimer(JOBS).pass(await w.list());
+    const next = w.reclaimer(PROCESS);
+    await next.pass(await w.list());
+    await next.pass(await w.list());
+    assert.deepEqual(w.cleaner.calls, [], 'the Job is followed, not redone in-process');
+    assert.equal(await w.gone('pv-raw'), false);
+    await w.markJob('cleanup-pv-raw', 'succeeded');
+    await next.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), true);
+    assert.deepEqual(w.cleaner.calls, []);
+  });
+
+  it('Job → Job', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    await w.reclaimer(JOBS).pass(await w.list());
+    const uid = (await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' })).metadata.uid;
+    const next = w.reclaimer(JOBS.replace('"2"', '"3"'));
+    await next.pass(await w.list());
+    assert.equal(
+      (await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' })).metadata.uid,
+      uid,
+      'the same Job',
+    );
+    await w.markJob('cleanup-pv-raw', 'succeeded');
+    await next.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), true);
+    assert.equal((await w.cluster.jobs.list({ namespace: 'default' })).items.length, 0);
+  });
+
+  it('after a process restart (empty table) a running Job is found and followed, not duplicated', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    await w.reclaimer(JOBS).pass(await w.list());
+    for (const e of w.table.list()) w.table.remove(e.pvName);
+    const restarted = w.reclaimer(JOBS);
+    await restarted.pass(await w.list());
+    assert.equal(w.table.get('pv-raw')?.method, 'job');
+    assert.equal((await w.cluster.jobs.list({ namespace: 'default' })).items.length, 1);
+    await w.markJob('cleanup-pv-raw', 'succeeded');
+    await restarted.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), true);
+  });
+});
