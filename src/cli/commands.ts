@@ -2,11 +2,13 @@
 // imports; oclif finds the commands here through its "explicit" discovery strategy. Heavy
 // modules stay behind `await import()` inside each command and become separate chunks.
 import DiffConfig from '../commands/diff-config.js';
+import Reload from '../commands/reload.js';
 import Run from '../commands/run.js';
 
 export { execute } from '@oclif/core';
 
 export const COMMANDS = {
   'diff-config': DiffConfig,
+  reload: Reload,
   run: Run,
 };

@@ -2,15 +2,23 @@
 // agent and keeps the process alive until a shutdown signal, then stops it within a deadline.
 import { Agent } from '../core/agent/agent.js';
 import type { AgentOptions } from '../core/agent/agent.js';
-import { systemClock } from '../core/clock.js';
-import { LinuxVolumes } from '../core/node/linux-volumes.js';
+import { ensureStorageClasses, prepareSandbox, SANDBOX_NODE, sandboxCluster } from '../core/agent/sandbox.js';
 import { ProcessCleaner } from '../core/cleanup/cleaner.js';
+import { systemClock } from '../core/clock.js';
+import type { Cluster } from '../core/kube/cluster.js';
+import { LinuxVolumes } from '../core/node/linux-volumes.js';
+import { SandboxVolumes } from '../core/node/sandbox-volumes.js';
+import type { NodeVolumes } from '../core/node/volumes.js';
 import { installSignalHandlers, withDeadline } from './lifecycle.js';
 import { connectCluster } from './cluster-connection.js';
 import { StderrLogger } from './logger.js';
 
 export interface RunAgentProcessOptions {
   readonly agent: AgentOptions;
+  /** `--sandbox DIR`: in-memory cluster, config and disks under DIR. */
+  readonly sandbox: string | undefined;
+  /** Whether --admin-socket was chosen by the user (else the sandbox puts it under DIR). */
+  readonly adminSocketExplicit: boolean;
   /** The process environment, passed on to cleaner commands. */
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly kubeconfig: string | undefined;
@@ -24,13 +32,46 @@ export interface RunAgentProcessOptions {
 
 export async function runAgentProcess(options: RunAgentProcessOptions): Promise<void> {
   const logger = new StderrLogger(options.logLevel, options.logFormat);
-  const cluster = await connectCluster({
-    kubeconfig: options.kubeconfig,
-    inCluster: options.inCluster,
-    qps: options.qps,
-    burst: options.burst,
-    clock: systemClock,
-  });
+  let agentOptions = options.agent;
+  let cluster: Cluster;
+  let close = (): void => undefined;
+  let volumes: NodeVolumes = new LinuxVolumes();
+  const holder: { agent?: Agent } = {};
+  if (options.sandbox !== undefined) {
+    const layout = await prepareSandbox(options.sandbox);
+    const memory = await sandboxCluster();
+    cluster = memory;
+    agentOptions = {
+      ...agentOptions,
+      configPath: layout.configDir,
+      nodeName: SANDBOX_NODE,
+      ...(options.adminSocketExplicit ? {} : { adminSocket: layout.adminSocket }),
+    };
+    // A sandbox has no operator: create the StorageClasses its config names, now and on every reload.
+    const { parseConfigSnapshot, readConfigSnapshot } = await import('../core/config/source.js');
+    const initial = parseConfigSnapshot(await readConfigSnapshot(layout.configDir)).config;
+    await ensureStorageClasses(memory, initial);
+    volumes = new SandboxVolumes(new LinuxVolumes(), () =>
+      Object.values((holder.agent?.appliedConfig().config ?? initial).storageClassMap).map((c) => c.mountDir),
+    );
+    logger.log('info', 'sandbox: in-memory cluster, edit the config and add volumes as directories', {
+      config: layout.configDir,
+      disks: layout.disksDir,
+      adminSocket: agentOptions.adminSocket,
+    });
+  } else {
+    const rest = await connectCluster({
+      kubeconfig: options.kubeconfig,
+      inCluster: options.inCluster,
+      qps: options.qps,
+      burst: options.burst,
+      clock: systemClock,
+    });
+    cluster = rest;
+    close = () => {
+      rest.close();
+    };
+  }
   let stopRequested: (signal: NodeJS.Signals) => void = () => undefined;
   const stopped = new Promise<NodeJS.Signals>((resolve) => {
     stopRequested = resolve;
@@ -40,21 +81,35 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
     shutdown: (signal) => {
       stopRequested(signal);
     },
+    reload: () => {
+      void holder.agent?.reload({ trigger: 'signal' });
+    },
   });
   try {
-    const agent = await Agent.start(options.agent, {
+    const agent = await Agent.start(agentOptions, {
       cluster,
-      volumes: new LinuxVolumes(),
+      volumes,
       cleaner: new ProcessCleaner(options.environment),
       clock: systemClock,
       logger,
     });
+    holder.agent = agent;
+    if (
+      options.sandbox !== undefined &&
+      cluster instanceof (await import('../core/kube/memory-cluster.js')).MemoryCluster
+    ) {
+      const memory = cluster;
+      agent.subscribe((event) => {
+        if (event.type === 'reload' && event.result.outcome === 'applied')
+          void ensureStorageClasses(memory, agent.appliedConfig().config);
+      });
+    }
     const signal = await stopped;
     logger.log('info', 'stopping', { signal });
     const result = await withDeadline(agent.stop(), options.shutdownTimeoutMs);
     if (result === 'timeout') logger.log('warn', 'graceful stop timed out', { timeoutMs: options.shutdownTimeoutMs });
   } finally {
     uninstall();
-    cluster.close();
+    close();
   }
 }

@@ -1,7 +1,13 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand, useColor } from '../cli/base-command.js';
-import { formatIssue } from '../core/errors.js';
+import { ConfigSourceError, formatIssue, ProvisionerError } from '../core/errors.js';
+import type { AgentConfigSide } from '../core/config/compare.js';
 import type { ImpactClass } from '../core/config/effects.js';
+import { DEFAULT_ADMIN_SOCKET } from './reload.js';
+
+const DEFAULT_FROM = '/etc/provisioner/config';
+/** How long diff-config waits for the running agent's config before giving up. */
+const AGENT_TIMEOUT_MS = 5000;
 
 /** --fail-on vocabulary: short aliases and the impact class names themselves. */
 const FAIL_ON: Readonly<Record<string, readonly ImpactClass[]>> = {
@@ -21,7 +27,7 @@ const FAIL_ON: Readonly<Record<string, readonly ImpactClass[]>> = {
 export default class DiffConfig extends ProvisionerCommand {
   static override summary = 'Show what changes between two provisioner configs and what each change does to PVs.';
 
-  static override description = `Each side is a mounted ConfigMap directory (kubelet's ..data layout), a YAML file of config keys, or a ConfigMap manifest. Both are normalized (defaults filled in, keys sorted) before comparing, so formatting and layout never show up as changes.
+  static override description = `Each side is a mounted ConfigMap directory (kubelet's ..data layout), a YAML file of config keys, or a ConfigMap manifest. Without --from, the current config is the one the agent running on this node applies (asked through --admin-socket); when no agent answers there, it is ${DEFAULT_FROM}. Both are normalized (defaults filled in, keys sorted) before comparing, so formatting and layout never show up as changes.
 
 Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a listed impact class), 2 usage error, 3 invalid config, 4 config source unreadable.`;
 
@@ -33,8 +39,12 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
 
   static override flags = {
     from: Flags.string({
-      description: 'The current config (directory, YAML file or ConfigMap manifest).',
-      default: '/etc/provisioner/config',
+      description: `The current config (directory, YAML file or ConfigMap manifest). Default: the running agent's applied config, else ${DEFAULT_FROM}.`,
+    }),
+    'admin-socket': Flags.string({
+      description: 'Admin socket of the running agent, asked for the current config when --from is not given.',
+      default: DEFAULT_ADMIN_SOCKET,
+      env: 'PROVISIONER_ADMIN_SOCKET',
     }),
     to: Flags.string({
       description: 'The candidate config (directory, YAML file or ConfigMap manifest).',
@@ -59,11 +69,20 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
     this.machineOutput = flags.output === 'json';
     const { compareConfigs } = await import('../core/config/compare.js');
     const render = await import('../render/diff-config.js');
+    const from = flags.from ?? (await this.runningAgentConfig(flags['admin-socket']));
     const comparison = await compareConfigs({
-      from: flags.from,
+      from,
       to: flags.to,
       failOn: (flags['fail-on'] ?? []).flatMap((name) => FAIL_ON[name] ?? []),
       context: flags.context,
+    }).catch((err: unknown) => {
+      if (flags.from === undefined && err instanceof ConfigSourceError && err.source === DEFAULT_FROM) {
+        throw new ConfigSourceError(
+          err.source,
+          `${err.message} (and no agent answered on ${flags['admin-socket']}); pass --from`,
+        );
+      }
+      throw err;
     });
     if (this.machineOutput) {
       this.writeOut(JSON.stringify(render.toDiffConfigJson(comparison), null, 2));
@@ -73,5 +92,29 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
     }
     const code = render.diffConfigExitCode(comparison);
     if (code !== 0) this.exit(code);
+  }
+
+  /** The running agent's applied config, or the default path when no agent answers on the socket. */
+  private async runningAgentConfig(socketPath: string): Promise<AgentConfigSide | string> {
+    const { AdminClient, AgentUnreachableError } = await import('../core/agent/admin-client.js');
+    try {
+      const applied = await new AdminClient(socketPath, { timeoutMs: AGENT_TIMEOUT_MS }).config();
+      return { kind: 'agent', path: socketPath, hash: applied.hash, config: applied.config };
+    } catch (err) {
+      if (err instanceof AgentUnreachableError) {
+        // A missing socket is the normal case off a node; say so only when an agent may be there.
+        if (err.reason !== 'missing' && !this.machineOutput) {
+          this.writeErr(`note: no agent answered on ${socketPath} (${err.detail}); comparing ${DEFAULT_FROM}`);
+        }
+        return DEFAULT_FROM;
+      }
+      if (err instanceof ProvisionerError) {
+        throw new ConfigSourceError(
+          socketPath,
+          `cannot read the running agent's config: ${err.message}; pass --from to compare a file instead`,
+        );
+      }
+      throw err;
+    }
   }
 }

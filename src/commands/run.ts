@@ -2,11 +2,9 @@ import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
 
-function duration(
-  flag: string,
-  text: string,
-  parse: (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string },
-): number {
+type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
+
+function duration(flag: string, text: string, parse: ParseDuration): number {
   const r = parse(text);
   if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
   if (r.nanos <= 0n) throw new UsageError(`--${flag}: must be positive, found ${text}`);
@@ -14,12 +12,24 @@ function duration(
 }
 
 export default class Run extends ProvisionerCommand {
-  static override summary = 'Run the node agent: discover local volumes and publish them as PersistentVolumes.';
+  static override summary =
+    'Run the node agent: publish local volumes as PersistentVolumes, reload the config on change.';
 
-  static override description = `The container entrypoint. Reads the config (a mounted ConfigMap directory), connects to the cluster (in-cluster service account, or KUBECONFIG), labels PVs of this node that upstream created, then discovers volumes every --discovery-period and whenever the mount table or a discovery directory changes. Serves /metrics, /healthz and /ready on --listen-address.
+  static override description = `The container entrypoint. Reads the config (a mounted ConfigMap directory), connects to the cluster (in-cluster service account, or KUBECONFIG), labels PVs of this node that upstream created, then discovers volumes every --discovery-period and whenever the mount table or a discovery directory changes, and cleans released volumes.
 
-Environment: MY_NODE_NAME (required), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE.
+The config is watched: a ConfigMap update (kubelet's ..data swap), a SIGHUP or \`provisioner reload\` restarts the sync loop on the new config without restarting the process. An invalid config is rejected and the running one stays.
+
+Serves /metrics, /healthz and /ready on --listen-address, and the admin endpoint (status, events, reload) on --admin-socket.
+
+Try it without a cluster: \`provisioner run --sandbox ./sandbox\` runs the real agent against an in-memory cluster; every directory under sandbox/disks/<class>/ counts as a volume.
+
+Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE.
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at start-up, 4 config unreadable, 5 start-up failed.`;
+
+  static override examples = [
+    '<%= config.bin %> <%= command.id %>',
+    '<%= config.bin %> <%= command.id %> --sandbox ./sandbox --listen-address 127.0.0.1:8080',
+  ];
 
   static override flags = {
     'config-dir': Flags.string({
@@ -28,9 +38,30 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     }),
     'listen-address': Flags.string({ description: 'Address of the metrics and health server.', default: ':8080' }),
     'metrics-path': Flags.string({ description: 'Path of the Prometheus metrics.', default: '/metrics' }),
+    'admin-socket': Flags.string({
+      description: 'Unix socket of the admin endpoint (mode 0600).',
+      default: '/run/provisioner/admin.sock',
+      env: 'PROVISIONER_ADMIN_SOCKET',
+    }),
     'discovery-period': Flags.string({
       description: 'Time between full discovery passes (Go duration).',
       default: '10s',
+    }),
+    'config-sync-period': Flags.string({
+      description: 'Content-hash poll of the config, the safety net of the file watcher (Go duration).',
+      default: '5s',
+    }),
+    'config-debounce': Flags.string({
+      description: 'Quiet time that ends a burst of config file events (Go duration).',
+      default: '100ms',
+    }),
+    'drain-timeout': Flags.string({
+      description: 'Longest wait for the old sync loop to stop on a reload (Go duration).',
+      default: '10s',
+    }),
+    'start-timeout': Flags.string({
+      description: "Longest wait for a new sync loop's caches to sync before rolling back (Go duration).",
+      default: '30s',
     }),
     'change-poll-interval': Flags.string({
       description: 'How often the mount table and discovery directories are checked for changes (Go duration).',
@@ -56,6 +87,9 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       description: 'Kubeconfig file (default: in-cluster service account).',
       env: 'KUBECONFIG',
     }),
+    sandbox: Flags.string({
+      description: 'Run against an in-memory cluster with config and disks under this directory (no cluster, no root).',
+    }),
     'shutdown-timeout': Flags.string({
       description: 'Longest graceful stop before exiting anyway (Go duration).',
       default: '20s',
@@ -75,8 +109,11 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
   async run(): Promise<void> {
     const { flags } = await this.parse(Run);
     const { parseGoDuration } = await import('../core/config/duration.js');
+    const ms = (flag: keyof typeof flags & string): number => duration(flag, String(flags[flag]), parseGoDuration);
+    const sandbox = flags.sandbox;
     const nodeName = process.env['MY_NODE_NAME'] ?? '';
-    if (nodeName === '') throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
+    if (nodeName === '' && sandbox === undefined)
+      throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
     const { runAgentProcess } = await import('../cli/run-agent.js');
     await runAgentProcess({
       agent: {
@@ -85,21 +122,26 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
         namespace: process.env['MY_NAMESPACE'] ?? 'default',
         listenAddress: flags['listen-address'],
         metricsPath: flags['metrics-path'],
-        discoveryPeriodMs: duration('discovery-period', flags['discovery-period'], parseGoDuration),
-        changePollMs: duration('change-poll-interval', flags['change-poll-interval'], parseGoDuration),
+        discoveryPeriodMs: ms('discovery-period'),
+        changePollMs: ms('change-poll-interval'),
         createConcurrency: flags['create-concurrency'],
         cleanupConcurrency: flags['cleanup-concurrency'],
         jobImage: process.env['JOB_CONTAINER_IMAGE'],
+        drainTimeoutMs: ms('drain-timeout'),
+        startTimeoutMs: ms('start-timeout'),
+        adminSocket: flags['admin-socket'],
+        watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },
+        version: this.config.version,
       },
+      sandbox,
+      adminSocketExplicit:
+        this.argv.some((a) => a.startsWith('--admin-socket')) || process.env['PROVISIONER_ADMIN_SOCKET'] !== undefined,
       environment: process.env,
       kubeconfig: flags.kubeconfig,
-      inCluster: {
-        host: process.env['KUBERNETES_SERVICE_HOST'],
-        port: process.env['KUBERNETES_SERVICE_PORT'],
-      },
+      inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
       qps: flags['kube-api-qps'],
       burst: flags['kube-api-burst'],
-      shutdownTimeoutMs: duration('shutdown-timeout', flags['shutdown-timeout'], parseGoDuration),
+      shutdownTimeoutMs: ms('shutdown-timeout'),
       logLevel: flags['log-level'] as 'debug' | 'info' | 'warn' | 'error',
       logFormat: flags['log-format'] as 'text' | 'json',
     });

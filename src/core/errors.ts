@@ -16,6 +16,13 @@ export const ExitCode = {
   StartupFailed: 5,
   /** A bug: an unexpected error. */
   Internal: 70,
+  // `provisioner reload` has its own table (docs/exit-codes.md); these coincide numerically with the above.
+  /** reload: the config was not applied (rejected, rolled back, failed, or the agent answered with an error). */
+  NotApplied: 1,
+  /** reload: no agent answers on the admin socket. */
+  AgentUnreachable: 2,
+  /** reload: the agent did not answer in time. */
+  AgentTimeout: 3,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 

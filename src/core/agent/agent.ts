@@ -1,27 +1,49 @@
-// The process-level agent (supervisor): owns what outlives a sync-loop generation — the HTTP
-// server, the metrics registry, the event recorder — and the current generation.
+// The process-level agent (supervisor). It owns what outlives a sync-loop generation — the HTTP
+// server, the metrics registry, the event recorder, the cleanup table, the event stream — and the
+// current generation. A reload reads and validates the config, stops the current generation
+// within a drain deadline, starts the next one, and commits when its caches have synced; if the
+// new generation cannot start, the last good config is started again (rollback).
 import type { Clock } from '../clock.js';
-import { loadConfig } from '../config/source.js';
+import { diffConfigs } from '../config/diff.js';
+import { parseConfigSnapshot, readConfigSnapshot } from '../config/source.js';
 import type { LoadedConfig } from '../config/source.js';
-import { StartupError } from '../errors.js';
+import { ConfigSourceError, InvalidConfigError, StartupError } from '../errors.js';
+import type { ConfigIssue } from '../errors.js';
 import type { Cluster } from '../kube/cluster.js';
 import { EventRecorder } from '../kube/events.js';
 import type { Node } from '../kube/objects.js';
-import type { Logger } from '../log.js';
+import type { LogFields, Logger, LogLevel } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
+import { createReloadMetrics, hash48 } from '../metrics/reload-metrics.js';
+import type { ReloadMetrics } from '../metrics/reload-metrics.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import type { VolumeCleaner } from '../cleanup/cleaner.js';
 import { CleanupTable } from '../cleanup/table.js';
+import type { BackoffPolicy, CleanupEntry } from '../cleanup/table.js';
 import { reportCleanupFailures } from '../cleanup/reclaim.js';
-import type { BackoffPolicy } from '../cleanup/table.js';
 import { provisionerName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { adoptNodeVolumes } from './adoption.js';
 import { Generation, nodeIdentity } from './generation.js';
-import type { GenerationStatus } from './generation.js';
+import type { GenerationSettings, PassSummary } from './generation.js';
 import { startHttpServer } from './http.js';
+import { startAdminServer } from './admin-server.js';
+import type { RunningAdminServer } from './admin-server.js';
+import { ConfigWatcher, fingerprintConfigSource } from '../config/watcher.js';
+import { detectSubPathMountOnHost } from '../config/subpath.js';
 import type { RunningHttpServer } from './http.js';
+import type {
+  AdminTarget,
+  AgentEvent,
+  AgentStatusJson,
+  AppliedConfigJson,
+  CleanupStatus,
+  ClassStatus,
+  ReloadOutcome,
+  ReloadRequest,
+  ReloadResult,
+} from './reload-types.js';
 
 export interface AgentOptions {
   readonly configPath: string;
@@ -37,6 +59,16 @@ export interface AgentOptions {
   /** JOB_CONTAINER_IMAGE: the image of cleanup Jobs. */
   readonly jobImage: string | undefined;
   readonly cleanupBackoff?: BackoffPolicy;
+  /** Longest wait for the old generation to stop on a reload (default 10 s). */
+  readonly drainTimeoutMs?: number;
+  /** Longest wait for a new generation's caches to sync before rolling back (default 30 s). */
+  readonly startTimeoutMs?: number;
+  /** Agent version, for the status. */
+  readonly version?: string;
+  /** Unix socket of the admin endpoint; undefined: none. */
+  readonly adminSocket?: string;
+  /** Watch the config source and reload on change; undefined: reload only when asked. */
+  readonly watch?: { readonly pollIntervalMs: number; readonly debounceMs: number; readonly useFsEvents?: boolean };
 }
 
 export interface AgentDeps {
@@ -46,139 +78,259 @@ export interface AgentDeps {
   readonly logger: Logger;
   readonly cleaner: VolumeCleaner;
   readonly metrics?: AgentMetrics;
-  readonly loadConfig?: (path: string) => Promise<LoadedConfig>;
-}
-
-export interface AgentStatus {
-  readonly node: string;
-  readonly startedAt: number;
-  readonly config: { readonly hash: string; readonly source: string };
-  readonly generation: GenerationStatus;
-  readonly adopted: number;
-  readonly httpPort: number;
 }
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-async function fetchNode(deps: AgentDeps, name: string): Promise<Node> {
+/** Forwards records to the real logger and to the agent's event stream. */
+class TeeLogger implements Logger {
+  constructor(
+    private readonly inner: Logger,
+    private readonly emit: (event: AgentEvent) => void,
+    private readonly clock: Clock,
+  ) {}
+  log(level: LogLevel, text: string, fields: LogFields = {}): void {
+    this.inner.log(level, text, fields);
+    if (level !== 'debug') this.emit({ type: 'log', at: this.clock.now(), level, message: text, fields });
+  }
+}
+
+async function fetchNode(cluster: Cluster, clock: Clock, logger: Logger, name: string): Promise<Node> {
   let last: unknown;
   for (let attempt = 1; attempt <= 3; attempt++) {
     try {
-      return await deps.cluster.nodes.get(name);
+      return await cluster.nodes.get(name);
     } catch (err) {
       last = err;
-      deps.logger.log('warn', 'could not get the Node', { node: name, attempt, error: message(err) });
-      if (attempt < 3) await deps.clock.sleep(1000);
+      logger.log('warn', 'could not get the Node', { node: name, attempt, error: message(err) });
+      if (attempt < 3) await clock.sleep(1000);
     }
   }
   throw new StartupError(`cannot get Node ${name}: ${message(last)}`);
 }
 
-export class Agent {
-  private generationCounter = 0;
+async function within<T>(
+  clock: Clock,
+  promise: Promise<T>,
+  ms: number,
+): Promise<{ ok: true; value: T } | { ok: false }> {
+  const timer = new AbortController();
+  try {
+    return await Promise.race([
+      promise.then((value) => ({ ok: true as const, value })),
+      clock.sleep(ms, timer.signal).then(
+        () => ({ ok: false as const }),
+        () => ({ ok: false as const }),
+      ),
+    ]);
+  } finally {
+    timer.abort();
+  }
+}
+
+export class Agent implements AdminTarget {
+  private readonly listeners = new Set<(event: AgentEvent) => void>();
+  private readonly logger: Logger;
+  private readonly metrics: AgentMetrics;
+  private readonly reloadMetrics: ReloadMetrics;
+  private events!: EventRecorder;
+  private http: RunningHttpServer | undefined;
+  private admin: RunningAdminServer | undefined;
+  private watcher: ConfigWatcher | undefined;
+  private subPath = false;
+  private current!: Generation;
+  private applied!: LoadedConfig;
+  private node!: NodeIdentity;
+  private generations = 0;
+  private startedAt = 0;
+  private onDiskHash: string | undefined;
+  private lastReload: ReloadResult | undefined;
+  private rejected: ReloadResult | undefined;
+  private running: Promise<ReloadResult> | undefined;
+  private queued: { trigger: ReloadRequest['trigger']; force: boolean; promise: Promise<ReloadResult> } | undefined;
+  private stopping = false;
+  readonly cleanups: CleanupTable;
+  adopted = 0;
 
   private constructor(
     private readonly options: AgentOptions,
-    private readonly deps: AgentDeps & { readonly metrics: AgentMetrics },
-    private readonly loaded: LoadedConfig,
-    readonly node: NodeIdentity,
-    private readonly http: RunningHttpServer,
-    private readonly events: EventRecorder,
-    readonly cleanups: CleanupTable,
-    private current: Generation,
-    private readonly adopted: number,
-    private readonly startedAt: number,
-  ) {}
-
-  static async start(options: AgentOptions, inputDeps: AgentDeps): Promise<Agent> {
-    const deps = { ...inputDeps, metrics: inputDeps.metrics ?? createAgentMetrics() };
-    const loaded = await (deps.loadConfig ?? loadConfig)(options.configPath);
-    for (const w of loaded.warnings) deps.logger.log('warn', 'config warning', { path: w.path, detail: w.message });
-    const nodeObject = await fetchNode(deps, options.nodeName);
-    const node = nodeIdentity(nodeObject);
-    if (nodeObject.metadata.labels?.['kubernetes.io/hostname'] === undefined) {
-      deps.logger.log('warn', 'the Node has no kubernetes.io/hostname label; PV node affinity uses the node name', {
-        node: node.name,
-      });
-    }
-    const adoption = await adoptNodeVolumes(deps, node);
-    const events = new EventRecorder({
-      cluster: deps.cluster,
-      clock: deps.clock,
-      logger: deps.logger,
-      component: provisionerName(node, loaded.config.useNodeNameOnly),
-      host: node.name,
-    });
-    const holder: { agent?: Agent } = {};
-    let http: RunningHttpServer;
-    try {
-      http = await startHttpServer({
-        listenAddress: options.listenAddress,
-        metricsPath: options.metricsPath,
-        metrics: () => deps.metrics.registry.render(),
-        live: () => ({ ok: true, reason: '' }),
-        ready: () => holder.agent?.readiness() ?? { ok: false, reason: 'starting' },
-      });
-    } catch (err) {
-      throw new StartupError(`cannot listen on ${options.listenAddress}: ${message(err)}`);
-    }
-    const reportFailures = reportCleanupFailures({ events, metrics: deps.metrics });
-    // Process-level: survives every reload; a finished cleanup wakes the current generation.
-    const cleanups = new CleanupTable({
+    private readonly deps: AgentDeps,
+  ) {
+    this.logger = new TeeLogger(
+      deps.logger,
+      (e) => {
+        this.emit(e);
+      },
+      deps.clock,
+    );
+    this.metrics = deps.metrics ?? createAgentMetrics();
+    this.reloadMetrics = createReloadMetrics(this.metrics.registry);
+    const reportFailures = (entry: CleanupEntry): void => {
+      reportCleanupFailures({ events: this.events, metrics: this.metrics })(entry);
+    };
+    this.cleanups = new CleanupTable({
       cleaner: deps.cleaner,
       clock: deps.clock,
-      logger: deps.logger,
+      logger: this.logger,
       concurrency: options.cleanupConcurrency,
       ...(options.cleanupBackoff ? { backoff: options.cleanupBackoff } : {}),
       onChange: (entry) => {
         reportFailures(entry);
-        if (entry.state === 'succeeded' || entry.state === 'failed') holder.agent?.current.trigger();
+        this.emit({ type: 'cleanup', at: deps.clock.now(), cleanup: cleanupStatus(entry) });
+        // A finished cleanup wakes the generation serving now, whichever started it.
+        if (entry.state === 'succeeded' || entry.state === 'failed') this.current.trigger();
       },
     });
-    deps.metrics.cleanupStats = () => ({
-      running: cleanups.count('running'),
-      succeeded: cleanups.succeededTotal,
-      failed: cleanups.failedTotal,
+    this.metrics.cleanupStats = () => ({
+      running: this.cleanups.count('running'),
+      succeeded: this.cleanups.succeededTotal,
+      failed: this.cleanups.failedTotal,
     });
-    const generation = new Generation(
-      1,
-      loaded.config,
-      loaded.hash,
-      node,
-      { ...deps, events, table: cleanups },
-      {
-        discoveryPeriodMs: options.discoveryPeriodMs,
-        changePollMs: options.changePollMs,
-        createConcurrency: options.createConcurrency,
-        namespace: options.namespace,
-        jobImage: options.jobImage,
-      },
+  }
+
+  /** Loads the config (invalid at start-up: the typed error, exit non-zero), starts everything, returns once serving. */
+  static async start(options: AgentOptions, deps: AgentDeps): Promise<Agent> {
+    const agent = new Agent(options, deps);
+    try {
+      await agent.init();
+    } catch (err) {
+      // Whatever started before the failure is stopped: a failed start leaves nothing running.
+      await agent.watcher?.stop();
+      await agent.admin?.close();
+      if (agent.generations > 0) await agent.current.stop();
+      await agent.http?.close();
+      throw err;
+    }
+    return agent;
+  }
+
+  private async init(): Promise<void> {
+    const { deps, options } = this;
+    // The fingerprint first: a change between it and the load below is caught by the watcher.
+    const fingerprint = options.watch
+      ? await fingerprintConfigSource(options.configPath).catch(() => undefined)
+      : undefined;
+    const loaded = parseConfigSnapshot(await readConfigSnapshot(options.configPath));
+    for (const w of loaded.warnings) this.logger.log('warn', 'config warning', { path: w.path, detail: w.message });
+    const nodeObject = await fetchNode(deps.cluster, deps.clock, this.logger, options.nodeName);
+    this.node = nodeIdentity(nodeObject);
+    if (nodeObject.metadata.labels?.['kubernetes.io/hostname'] === undefined) {
+      this.logger.log('warn', 'the Node has no kubernetes.io/hostname label; PV node affinity uses the node name', {
+        node: this.node.name,
+      });
+    }
+    const adoption = await adoptNodeVolumes(
+      { cluster: deps.cluster, logger: this.logger, metrics: this.metrics },
+      this.node,
     );
-    const agent = new Agent(
-      options,
-      deps,
-      loaded,
-      node,
-      http,
-      events,
-      cleanups,
-      generation,
-      adoption.adopted.length,
-      deps.clock.now(),
-    );
-    holder.agent = agent;
-    agent.generationCounter = 1;
-    generation.start();
-    deps.logger.log('info', 'agent started', {
-      node: node.name,
+    this.adopted = adoption.adopted.length;
+    this.events = new EventRecorder({
+      cluster: deps.cluster,
+      clock: deps.clock,
+      logger: this.logger,
+      component: provisionerName(this.node, loaded.config.useNodeNameOnly),
+      host: this.node.name,
+    });
+    try {
+      this.http = await startHttpServer({
+        listenAddress: options.listenAddress,
+        metricsPath: options.metricsPath,
+        metrics: () => this.metrics.registry.render(),
+        live: () => ({ ok: true, reason: '' }),
+        ready: () => this.readiness(),
+      });
+    } catch (err) {
+      throw new StartupError(`cannot listen on ${options.listenAddress}: ${message(err)}`);
+    }
+    this.startedAt = deps.clock.now();
+    this.applied = loaded;
+    this.onDiskHash = loaded.hash;
+    this.current = this.newGeneration(loaded);
+    this.current.start();
+    this.recordApplied();
+    if (options.adminSocket !== undefined) {
+      this.admin = await startAdminServer({ socketPath: options.adminSocket, target: this, logger: this.logger });
+    }
+    const subPath = await detectSubPathMountOnHost(options.configPath);
+    this.subPath = subPath.subPath;
+    if (subPath.subPath)
+      this.logger.log('warn', 'hot reload impossible: the config is a subPath mount', { detail: subPath.reason });
+    if (options.watch) {
+      this.watcher = new ConfigWatcher({
+        path: options.configPath,
+        pollIntervalMs: options.watch.pollIntervalMs,
+        debounceMs: options.watch.debounceMs,
+        ...(options.watch.useFsEvents !== undefined ? { useFsEvents: options.watch.useFsEvents } : {}),
+        ...(fingerprint !== undefined ? { initialFingerprint: fingerprint } : {}),
+        clock: deps.clock,
+        logger: this.logger,
+        onChange: async (source) => {
+          await this.reload({ trigger: source });
+        },
+      });
+      await this.watcher.start();
+    }
+    this.logger.log('info', 'agent started', {
+      node: this.node.name,
       config: loaded.hash,
       classes: Object.keys(loaded.config.storageClassMap).length,
-      listen: `${http.host}:${http.port}`,
+      listen: `${this.http.host}:${String(this.http.port)}`,
       adoptionScan: { scanned: adoption.scanned, pages: adoption.pages, adopted: adoption.adopted.length },
     });
-    return agent;
+  }
+
+  private settings(): GenerationSettings {
+    return {
+      discoveryPeriodMs: this.options.discoveryPeriodMs,
+      changePollMs: this.options.changePollMs,
+      createConcurrency: this.options.createConcurrency,
+      namespace: this.options.namespace,
+      jobImage: this.options.jobImage,
+    };
+  }
+
+  private newGeneration(loaded: LoadedConfig): Generation {
+    this.generations += 1;
+    return new Generation(
+      this.generations,
+      loaded.config,
+      loaded.hash,
+      this.node,
+      {
+        cluster: this.deps.cluster,
+        volumes: this.deps.volumes,
+        clock: this.deps.clock,
+        logger: this.logger,
+        metrics: this.metrics,
+        events: this.events,
+        table: this.cleanups,
+        onPass: (generation, pass) => {
+          this.emitPass(generation, pass);
+        },
+      },
+      this.settings(),
+    );
+  }
+
+  private emitPass(generation: number, pass: PassSummary): void {
+    this.emit({
+      type: 'pass',
+      at: pass.at,
+      generation,
+      created: pass.created,
+      deleted: pass.reclaim.deleted,
+      skipped: pass.skipped.length,
+    });
+  }
+
+  private recordApplied(): void {
+    const m = this.reloadMetrics;
+    m.generation.set({}, this.current.number);
+    m.configHash.set({}, hash48(this.applied.hash));
+    m.configInfo.reset();
+    m.configInfo.set({ hash: this.applied.hash, generation: String(this.current.number) }, 1);
   }
 
   get generation(): Generation {
@@ -186,7 +338,7 @@ export class Agent {
   }
 
   get httpPort(): number {
-    return this.http.port;
+    return this.http?.port ?? 0;
   }
 
   readiness(): { ok: boolean; reason: string } {
@@ -196,22 +348,311 @@ export class Agent {
     return { ok: true, reason: '' };
   }
 
-  status(): AgentStatus {
+  // ---- reload -------------------------------------------------------------------------------
+
+  /**
+   * Reloads the config. One reload runs at a time; requests arriving meanwhile coalesce into a
+   * single pending one (latest content wins, `force` if any asked for it), whose result they all get.
+   */
+  reload(request: ReloadRequest): Promise<ReloadResult> {
+    this.reloadMetrics.watchEvents.inc({ source: request.trigger });
+    if (this.running === undefined) return this.begin(request.trigger, request.force === true);
+    if (this.queued) {
+      this.queued.force ||= request.force === true;
+      return this.queued.promise;
+    }
+    const running = this.running;
+    const entry = {
+      trigger: request.trigger,
+      force: request.force === true,
+      promise: Promise.resolve(undefined as unknown as ReloadResult),
+    };
+    entry.promise = running
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined;
+        this.reloadMetrics.reloadPending.set({}, 0);
+        return this.begin(entry.trigger, entry.force);
+      });
+    this.queued = entry;
+    this.reloadMetrics.reloadPending.set({}, 1);
+    return entry.promise;
+  }
+
+  private begin(trigger: ReloadRequest['trigger'], force: boolean): Promise<ReloadResult> {
+    const run = this.runReload(trigger, force).finally(() => {
+      if (this.running === run) this.running = undefined;
+    });
+    this.running = run;
+    return run;
+  }
+
+  private finishReload(result: ReloadResult): ReloadResult {
+    const m = this.reloadMetrics;
+    m.reloads.inc({ result: result.outcome });
+    this.lastReload = result;
+    if (result.outcome === 'applied' || result.outcome === 'noop') {
+      this.rejected = undefined;
+      m.lastReloadSuccessful.set({}, 1);
+      if (result.outcome === 'applied') m.lastReloadSuccessTimestamp.set({}, result.startedAt / 1000);
+    } else {
+      this.rejected = result;
+      m.lastReloadSuccessful.set({}, 0);
+    }
+    this.emit({ type: 'reload', at: this.deps.clock.now(), result });
+    return result;
+  }
+
+  private result(
+    outcome: ReloadOutcome,
+    fields: {
+      trigger: ReloadRequest['trigger'];
+      force: boolean;
+      startedAt: number;
+      candidateHash?: string;
+      changes?: ReloadResult['changes'];
+      issues?: readonly ConfigIssue[];
+      error?: string;
+    },
+  ): ReloadResult {
     return {
-      node: this.node.name,
-      startedAt: this.startedAt,
-      config: { hash: this.loaded.hash, source: this.options.configPath },
-      generation: this.current.status(),
-      adopted: this.adopted,
-      httpPort: this.http.port,
+      outcome,
+      trigger: fields.trigger,
+      forced: fields.force,
+      generation: this.current.number,
+      appliedHash: this.applied.hash,
+      ...(fields.candidateHash !== undefined ? { candidateHash: fields.candidateHash } : {}),
+      changes: fields.changes ?? [],
+      issues: fields.issues ?? [],
+      ...(fields.error !== undefined ? { error: fields.error } : {}),
+      startedAt: fields.startedAt,
+      durationMs: this.deps.clock.now() - fields.startedAt,
     };
   }
 
+  private async runReload(trigger: ReloadRequest['trigger'], force: boolean): Promise<ReloadResult> {
+    const { clock } = this.deps;
+    const startedAt = clock.now();
+    const base = { trigger, force, startedAt };
+    if (this.stopping) return this.result('failed', { ...base, error: 'the agent is stopping' });
+    let loaded: LoadedConfig;
+    try {
+      loaded = parseConfigSnapshot(await readConfigSnapshot(this.options.configPath));
+    } catch (err) {
+      if (err instanceof InvalidConfigError) {
+        this.onDiskHash = undefined;
+        const errors = err.issues.filter((i) => i.severity === 'error');
+        this.logger.log('error', 'config rejected: the running config stays', {
+          source: this.options.configPath,
+          problems: errors.length,
+          first: errors[0]?.message,
+        });
+        this.events.record(
+          { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid },
+          'Warning',
+          'ConfigRejected',
+          `config in ${this.options.configPath} rejected (${errors.length} problems; first: ${errors[0] ? `${errors[0].path}: ${errors[0].message}` : '?'}); still applying ${this.applied.hash}`,
+        );
+        return this.finishReload(this.result('rejected', { ...base, issues: err.issues }));
+      }
+      const error = err instanceof ConfigSourceError ? err.message : `cannot read the config: ${message(err)}`;
+      this.logger.log('error', 'config reload failed: the running config stays', { error });
+      return this.finishReload(this.result('failed', { ...base, error }));
+    }
+    this.onDiskHash = loaded.hash;
+    if (loaded.hash === this.applied.hash && !force) {
+      return this.finishReload(this.result('noop', { ...base, candidateHash: loaded.hash, issues: loaded.warnings }));
+    }
+    const changes = diffConfigs(this.applied.config, loaded.config).map((c) => ({
+      path: c.path,
+      action: c.action,
+      impact: c.effect.impact,
+      summary: c.effect.summary,
+    }));
+    const restartStarted = clock.now();
+    // Re-read the Node: nodeLabelsForPV copies its labels as they are now.
+    try {
+      this.node = nodeIdentity(await this.deps.cluster.nodes.get(this.options.nodeName));
+    } catch (err) {
+      this.logger.log('warn', 'could not re-read the Node; keeping its last known labels', { error: message(err) });
+    }
+    const old = this.current;
+    const drained = await within(clock, old.stop(), this.options.drainTimeoutMs ?? 10_000);
+    if (!drained.ok)
+      this.logger.log(
+        'warn',
+        'the old generation did not stop within the drain deadline; starting the new one anyway',
+        { generation: old.number },
+      );
+    const next = this.newGeneration(loaded);
+    this.current = next;
+    next.start();
+    const synced = await within(clock, next.whenSynced, this.options.startTimeoutMs ?? 30_000);
+    if (synced.ok) {
+      this.applied = loaded;
+      this.recordApplied();
+      this.reloadMetrics.restartDuration.observe({}, (clock.now() - restartStarted) / 1000);
+      this.logger.log('info', 'config applied', {
+        generation: next.number,
+        config: loaded.hash,
+        changes: changes.length,
+        trigger,
+      });
+      this.events.record(
+        { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid },
+        'Normal',
+        'ConfigApplied',
+        `generation ${String(next.number)} applies config ${loaded.hash} (${String(changes.length)} changes)`,
+      );
+      return this.finishReload(
+        this.result('applied', { ...base, candidateHash: loaded.hash, changes, issues: loaded.warnings }),
+      );
+    }
+    // The new generation cannot start (a missing permission, an unreachable API): roll back.
+    const error = `generation ${String(next.number)} did not sync within ${String(this.options.startTimeoutMs ?? 30_000)} ms: ${next.syncError() ?? 'no error reported'}`;
+    await next.stop();
+    const previous = this.newGeneration(this.applied);
+    this.current = previous;
+    previous.start();
+    this.recordApplied();
+    this.logger.log('error', 'config could not be applied; rolled back to the last good config', {
+      error,
+      config: this.applied.hash,
+    });
+    this.events.record(
+      { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid },
+      'Warning',
+      'ConfigRolledBack',
+      `${error}; rolled back to ${this.applied.hash}`,
+    );
+    return this.finishReload(
+      this.result('rolled-back', { ...base, candidateHash: loaded.hash, changes, issues: loaded.warnings, error }),
+    );
+  }
+
+  // ---- admin target ---------------------------------------------------------------------------
+
+  subscribe(listener: (event: AgentEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  private emit(event: AgentEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A broken listener never breaks the agent.
+      }
+    }
+  }
+
+  appliedConfig(): AppliedConfigJson {
+    return {
+      formatVersion: 1,
+      hash: this.applied.hash,
+      source: this.options.configPath,
+      generation: this.current.number,
+      config: this.applied.config,
+    };
+  }
+
+  status(): AgentStatusJson {
+    const gen = this.current.status();
+    const pvs = this.current.persistentVolumes.list();
+    const classes: ClassStatus[] = Object.entries(this.applied.config.storageClassMap).map(([name, c]) => {
+      const problem = gen.lastPass?.classProblems.find((p) => p.className === name)?.message;
+      return {
+        name,
+        hostDir: c.hostDir,
+        mountDir: c.mountDir,
+        persistentVolumes: pvs
+          .filter((pv) => pv.spec.storageClassName === name)
+          .map((pv) => ({
+            name: pv.metadata.name,
+            path: pv.spec.local?.path ?? '',
+            capacity: pv.spec.capacity?.['storage'] ?? '',
+            phase: pv.metadata.deletionTimestamp !== undefined ? 'Terminating' : (pv.status?.phase ?? 'Pending'),
+            ...(pv.spec.claimRef?.name !== undefined
+              ? { claim: `${pv.spec.claimRef.namespace ?? ''}/${pv.spec.claimRef.name}` }
+              : {}),
+          }))
+          .sort((a, b) => (a.path < b.path ? -1 : 1)),
+        skipped: (gen.lastPass?.skipped ?? [])
+          .filter((s) => s.className === name)
+          .map((s) => ({ entry: s.entry, reason: s.reason, message: s.message })),
+        ...(problem !== undefined ? { problem } : {}),
+      };
+    });
+    return {
+      formatVersion: 1,
+      node: this.node.name,
+      version: this.options.version ?? 'dev',
+      pid: process.pid,
+      startedAt: this.startedAt,
+      now: this.deps.clock.now(),
+      generation: this.current.number,
+      ready: this.readiness().ok,
+      config: {
+        source: this.options.configPath,
+        appliedHash: this.applied.hash,
+        ...(this.onDiskHash !== undefined ? { onDiskHash: this.onDiskHash } : {}),
+        subPath: this.subPath,
+      },
+      ...(this.lastReload ? { lastReload: this.lastReload } : {}),
+      ...(this.rejected ? { rejected: this.rejected } : {}),
+      reloadPending: this.queued !== undefined,
+      classes,
+      cleanups: this.cleanups.list().map(cleanupStatus),
+      ...(gen.lastPass
+        ? {
+            lastPass: {
+              at: gen.lastPass.at,
+              durationMs: gen.lastPass.durationMs,
+              created: gen.lastPass.created.length,
+              deleted: gen.lastPass.reclaim.deleted.length,
+            },
+          }
+        : {}),
+      diagnostics: diagnostics(),
+    };
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------------
+
+  /** Graceful stop: lets a reload in progress finish, then stops the generation, cleanups and servers. */
   async stop(): Promise<void> {
+    this.stopping = true;
+    await this.watcher?.stop();
+    const pending = this.queued?.promise ?? this.running;
+    if (pending) await within(this.deps.clock, pending, this.options.drainTimeoutMs ?? 10_000);
     await this.current.stop();
     await this.cleanups.stop();
+    await this.admin?.close();
     await this.events.flush();
-    await this.http.close();
-    this.deps.logger.log('info', 'agent stopped', { generations: this.generationCounter });
+    await this.http?.close();
+    this.listeners.clear();
+    this.deps.logger.log('info', 'agent stopped', { generations: this.generations });
   }
+}
+
+function diagnostics(): NonNullable<AgentStatusJson['diagnostics']> {
+  const activeResources: Record<string, number> = {};
+  for (const type of process.getActiveResourcesInfo()) activeResources[type] = (activeResources[type] ?? 0) + 1;
+  const memory = process.memoryUsage();
+  return { activeResources, rssBytes: memory.rss, heapUsedBytes: memory.heapUsed };
+}
+
+function cleanupStatus(e: CleanupEntry): CleanupStatus {
+  return {
+    pv: e.pvName,
+    method: e.method,
+    state: e.state,
+    startedAt: e.startedAt,
+    attempts: e.attempts,
+    ...(e.lastError !== undefined ? { lastError: e.lastError } : {}),
+    ...(e.retryAt !== undefined ? { retryAt: e.retryAt } : {}),
+  };
 }

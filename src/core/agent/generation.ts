@@ -37,6 +37,8 @@ export interface GenerationDeps {
   /** The process-level cleanup table: outlives this generation. */
   readonly table: CleanupTable;
   readonly random?: () => number;
+  /** Told about every completed pass (the agent's event stream). */
+  readonly onPass?: (generation: number, summary: PassSummary) => void;
 }
 
 export interface GenerationSettings {
@@ -101,6 +103,9 @@ export class Generation {
   private readyResolve: (() => void) | undefined;
   /** Resolves after the caches synced and the first discovery pass ran. */
   readonly whenReady: Promise<void>;
+  private syncedResolve: (() => void) | undefined;
+  /** Resolves when every informer of this generation has listed (the reload commit point). */
+  readonly whenSynced: Promise<void>;
   private readonly reported = new Set<string>();
 
   constructor(
@@ -121,8 +126,8 @@ export class Generation {
       relistPeriodMs: resync,
       ...(deps.random ? { random: deps.random } : {}),
       onChange: (type, pv) => {
-        // A claim was released: reclaim it now rather than at the next period.
-        if (type !== 'DELETED' && pv.status?.phase === 'Released') this.trigger();
+        // A claim was released: reclaim it now. A PV is gone: publish its volume again now.
+        if (type === 'DELETED' || pv.status?.phase === 'Released') this.trigger();
       },
     });
     this.jobs = config.useJobForCleaning
@@ -154,6 +159,9 @@ export class Generation {
     });
     this.whenReady = new Promise((resolve) => {
       this.readyResolve = resolve;
+    });
+    this.whenSynced = new Promise((resolve) => {
+      this.syncedResolve = resolve;
     });
   }
 
@@ -197,6 +205,16 @@ export class Generation {
     this.abort.abort(new Error('generation stopped'));
     this.wake?.();
     await Promise.allSettled(this.tasks);
+  }
+
+  /** Why the informers have not synced yet, if one of them failed. */
+  syncError(): string | undefined {
+    const failing = [
+      ['persistentvolumes', this.persistentVolumes.lastError],
+      ['storageclasses', this.storageClasses.lastError],
+      ['jobs', this.jobs?.lastError],
+    ].filter(([, e]) => e !== undefined);
+    return failing.length === 0 ? undefined : failing.map(([r, e]) => `${r ?? ''}: ${e ?? ''}`).join('; ');
   }
 
   /** Runs a discovery pass as soon as possible (coalesced). */
@@ -248,6 +266,7 @@ export class Generation {
     ]);
     if (isAborted(signal)) return;
     this.synced = true;
+    this.syncedResolve?.();
     while (!isAborted(signal)) {
       this.pendingTrigger = false;
       try {
@@ -319,6 +338,7 @@ export class Generation {
       classProblems: plan.classProblems,
       reclaim,
     };
+    this.deps.onPass?.(this.number, this.lastPass);
     metrics.discoveryPassDuration.observe({}, durationMs / 1000);
     metrics.discoveryPasses.inc({
       result: plan.classProblems.length > 0 || published.failed.length > 0 ? 'problems' : 'ok',

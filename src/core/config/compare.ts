@@ -7,11 +7,22 @@ import { diffConfigs } from './diff.js';
 import type { ConfigChange } from './diff.js';
 import { IMPACT_CLASSES } from './effects.js';
 import type { ImpactClass } from './effects.js';
+import type { ProvisionerConfig } from './model.js';
 import { loadConfig } from './source.js';
-import type { ConfigSourceInfo, LoadedConfig } from './source.js';
+import type { ConfigSourceInfo, ConfigSourceKind, LoadedConfig } from './source.js';
+
+/** A side loaded elsewhere: the config a running agent applies (GET /v1/config of its admin socket). */
+export interface AgentConfigSide {
+  readonly kind: 'agent';
+  /** The admin socket asked. */
+  readonly path: string;
+  readonly hash: string;
+  readonly config: ProvisionerConfig;
+}
 
 export interface CompareConfigsOptions {
-  readonly from: string;
+  /** A path to load, or the running agent's applied config. */
+  readonly from: string | AgentConfigSide;
   readonly to: string;
   /** Impact classes that make the comparison fail a CI gate. */
   readonly failOn: readonly ImpactClass[];
@@ -19,7 +30,8 @@ export interface CompareConfigsOptions {
   readonly context: number;
 }
 
-export interface ComparedSide extends ConfigSourceInfo {
+export interface ComparedSide extends Omit<ConfigSourceInfo, 'kind'> {
+  readonly kind: ConfigSourceKind | 'agent';
   readonly hash: string;
 }
 
@@ -37,8 +49,29 @@ export interface ConfigComparison {
   readonly gateTripped: readonly string[];
 }
 
-async function loadBoth(from: string, to: string): Promise<[LoadedConfig, LoadedConfig]> {
-  const [a, b] = await Promise.allSettled([loadConfig(from), loadConfig(to)]);
+interface LoadedSide {
+  readonly config: ProvisionerConfig;
+  readonly hash: string;
+  readonly side: ComparedSide;
+  readonly warnings: readonly ConfigIssue[];
+}
+
+function fromLoaded(loaded: LoadedConfig): LoadedSide {
+  return { ...loaded, side: { ...loaded.source, hash: loaded.hash } };
+}
+
+async function loadSide(source: string | AgentConfigSide): Promise<LoadedSide> {
+  if (typeof source === 'string') return fromLoaded(await loadConfig(source));
+  const { config, hash } = source;
+  return { config, hash, side: { path: source.path, kind: 'agent', hash }, warnings: [] };
+}
+
+function label(source: string | AgentConfigSide): string {
+  return typeof source === 'string' ? source : `agent ${source.path}`;
+}
+
+async function loadBoth(from: string | AgentConfigSide, to: string): Promise<[LoadedSide, LoadedSide]> {
+  const [a, b] = await Promise.allSettled([loadSide(from), loadSide(to)]);
   if (a.status === 'fulfilled' && b.status === 'fulfilled') return [a.value, b.value];
   // Report every problem of both sides in one go when both are invalid.
   const invalid = [a, b].flatMap((r) =>
@@ -48,15 +81,11 @@ async function loadBoth(from: string, to: string): Promise<[LoadedConfig, Loaded
   if (other?.status === 'rejected') throw other.reason;
   if (invalid.length === 2) {
     throw new InvalidConfigError(
-      `${from} and ${to}`,
+      `${label(from)} and ${to}`,
       invalid.flatMap((e) => e.issues),
     );
   }
   throw invalid[0] ?? new Error('unreachable: a side failed without an error');
-}
-
-function side(loaded: LoadedConfig): ComparedSide {
-  return { ...loaded.source, hash: loaded.hash };
 }
 
 export async function compareConfigs(options: CompareConfigsOptions): Promise<ConfigComparison> {
@@ -68,7 +97,7 @@ export async function compareConfigs(options: CompareConfigsOptions): Promise<Co
   const unifiedDiff = identical
     ? ''
     : createTwoFilesPatch(
-        `from: ${options.from}`,
+        `from: ${label(options.from)}`,
         `to: ${options.to}`,
         canonicalYaml(from.config),
         canonicalYaml(to.config),
@@ -78,8 +107,8 @@ export async function compareConfigs(options: CompareConfigsOptions): Promise<Co
       ).replace(/^=+\n/u, '');
   const failOn = IMPACT_CLASSES.filter((c) => options.failOn.includes(c));
   return {
-    from: side(from),
-    to: side(to),
+    from: from.side,
+    to: to.side,
     identical,
     changes,
     unifiedDiff,

@@ -31,6 +31,8 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   readonly synced: Promise<void>;
   private lastSyncAt = 0;
   relists = 0;
+  /** The last list or watch error, cleared by a successful list. */
+  lastError: string | undefined;
 
   constructor(private readonly options: ReflectorOptions<T>) {
     this.synced = new Promise((resolve) => {
@@ -108,6 +110,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
         this.options.onChange?.('MODIFIED', item);
     }
     this.relists += 1;
+    this.lastError = undefined;
     this.lastSyncAt = this.options.clock.now();
     this.syncedResolve?.();
     this.syncedResolve = undefined;
@@ -173,6 +176,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
       } catch (err) {
         if (isAborted(signal)) break;
         failures += 1;
+        this.lastError = err instanceof Error ? err.message : String(err);
         const delay = isGone(err) ? 0 : Math.min(30_000, 500 * 2 ** Math.min(failures - 1, 6));
         logger.log(isGone(err) ? 'info' : 'warn', `${resource} watch ended; relisting`, {
           error: err instanceof Error ? err.message : String(err),

@@ -1,0 +1,54 @@
+import { Flags } from '@oclif/core';
+import { ProvisionerCommand } from '../cli/base-command.js';
+import { UsageError } from '../core/errors.js';
+
+export const DEFAULT_ADMIN_SOCKET = '/run/provisioner/admin.sock';
+
+export default class Reload extends ProvisionerCommand {
+  static override summary = 'Make the running agent reload its config now, and print the outcome.';
+
+  static override description = `Asks the agent on this node (\`provisioner run\`) through its admin socket to read its config source and apply it, and waits until the reload finished. The agent also reloads by itself when the ConfigMap changes; use this to apply a change at once, or with --force to restart its sync loop on an unchanged config.
+
+Exit codes: 0 applied or no change, 1 not applied (rejected, rolled back or failed: the previous config keeps serving), 2 no agent reachable (or a usage error), 3 the agent did not answer within --timeout.`;
+
+  static override examples = [
+    '<%= config.bin %> <%= command.id %>',
+    '<%= config.bin %> <%= command.id %> --force -o json',
+    'kubectl -n kube-system exec ds/local-volume-provisioner -- provisioner <%= command.id %>',
+  ];
+
+  static override flags = {
+    'admin-socket': Flags.string({
+      description: "The agent's admin socket.",
+      default: DEFAULT_ADMIN_SOCKET,
+      env: 'PROVISIONER_ADMIN_SOCKET',
+    }),
+    force: Flags.boolean({
+      description: 'Restart the sync loop even when the config is unchanged.',
+      default: false,
+    }),
+    output: Flags.string({ char: 'o', description: 'Output format.', options: ['text', 'json'], default: 'text' }),
+    timeout: Flags.string({
+      description: 'Longest wait for the reload to finish (Go duration).',
+      default: '30s',
+    }),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(Reload);
+    this.machineOutput = flags.output === 'json';
+    const { parseGoDuration } = await import('../core/config/duration.js');
+    const timeout = parseGoDuration(flags.timeout);
+    if (!timeout.ok) throw new UsageError(`--timeout: ${timeout.message}`);
+    if (timeout.nanos < 1_000_000n) throw new UsageError(`--timeout: must be at least 1ms, found ${flags.timeout}`);
+    const { AdminClient } = await import('../core/agent/admin-client.js');
+    const render = await import('../render/reload.js');
+    const client = new AdminClient(flags['admin-socket'], { timeoutMs: Number(timeout.nanos / 1_000_000n) });
+    const result = await client.reload({ force: flags.force });
+    this.writeOut(
+      this.machineOutput ? JSON.stringify(render.toReloadJson(result), null, 2) : render.renderReloadText(result),
+    );
+    const code = render.reloadExitCode(result);
+    if (code !== 0) this.exit(code);
+  }
+}

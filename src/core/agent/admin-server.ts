@@ -1,0 +1,352 @@
+// The agent's admin endpoint: HTTP/1.1 on a Unix socket only root (the agent's user) can open.
+// Serves status, the applied config, synchronous reloads and a live event stream (docs/reload-command.md).
+import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import { dirname } from 'node:path';
+import { StartupError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { AdminTarget, AgentEvent } from './reload-types.js';
+
+export interface AdminServerOptions {
+  readonly socketPath: string;
+  readonly target: AdminTarget;
+  readonly logger: Logger;
+  /** Interval of the status event that keeps /v1/events streams alive; default 15 s. */
+  readonly keepAliveMs?: number;
+}
+
+export interface RunningAdminServer {
+  readonly socketPath: string;
+  /** Ends event streams and open requests, stops listening and removes the socket file. */
+  close(): Promise<void>;
+}
+
+const DEFAULT_KEEP_ALIVE_MS = 15_000;
+const MAX_REQUEST_BODY = 64 * 1024;
+/** A stream client that stops reading is dropped rather than buffered without bound. */
+const MAX_STREAM_BACKLOG = 4 * 1024 * 1024;
+const SOCKET_MODE = 0o600;
+
+type Method = 'GET' | 'POST';
+type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+
+function errnoOf(err: unknown): string | undefined {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent || res.destroyed) return;
+  const text = `${JSON.stringify(body)}\n`;
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+    'cache-control': 'no-store',
+    ...headers,
+  });
+  res.end(text);
+}
+
+function readBody(req: IncomingMessage): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_REQUEST_BODY) {
+        resolve(undefined);
+        req.removeAllListeners('data');
+        req.resume();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.once('end', () => {
+      resolve(Buffer.concat(chunks).toString('utf8'));
+    });
+    req.on('error', reject);
+  });
+}
+
+/** `{}` or `{ "force": boolean }`; an empty body is `{}`. Returns an error message when invalid. */
+export function parseReloadBody(text: string): { force: boolean } | { error: string } {
+  if (text.trim() === '') return { force: false };
+  let value: unknown;
+  try {
+    value = JSON.parse(text) as unknown;
+  } catch (err) {
+    return { error: `the body is not JSON: ${messageOf(err)}` };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { error: 'the body must be a JSON object such as {"force": true}' };
+  }
+  const force: unknown = (value as Record<string, unknown>)['force'];
+  if (force !== undefined && typeof force !== 'boolean') return { error: '"force" must be true or false' };
+  return { force: force === true };
+}
+
+/** Is a process serving this socket? Connecting tells: refused means the file is stale. */
+function probeSocket(path: string): Promise<'live' | 'stale' | 'gone' | { error: string }> {
+  return new Promise((resolve) => {
+    const socket = connect(path);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('live');
+    });
+    socket.once('error', (err) => {
+      socket.destroy();
+      const code = errnoOf(err);
+      if (code === 'ECONNREFUSED') resolve('stale');
+      else if (code === 'ENOENT') resolve('gone');
+      else if (code === 'EAGAIN')
+        resolve('live'); // the listen backlog is full: someone listens
+      else resolve({ error: messageOf(err) });
+    });
+  });
+}
+
+function listenOn(server: Server, path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void => {
+      reject(err);
+    };
+    server.once('error', onError);
+    server.once('listening', () => {
+      server.off('error', onError);
+      resolve();
+    });
+    // The bind is synchronous inside listen(): a restrictive umask around it means the socket is
+    // never, even briefly, connectable by other users. (process.umask cannot be set in a worker.)
+    let previous: number | undefined;
+    try {
+      previous = process.umask(0o177);
+    } catch {
+      previous = undefined;
+    }
+    try {
+      server.listen(path);
+    } finally {
+      if (previous !== undefined) process.umask(previous);
+    }
+  });
+}
+
+/** Deals with a file already at the socket path: a stale socket is removed, anything else refuses start-up. */
+async function clearStaleSocket(path: string, logger: Logger): Promise<void> {
+  const stat = await lstat(path).catch((err: unknown) => {
+    if (errnoOf(err) === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (stat === undefined) return;
+  if (!stat.isSocket()) {
+    throw new StartupError(
+      `admin socket ${path} exists and is not a socket: remove it or choose another --admin-socket`,
+    );
+  }
+  const probe = await probeSocket(path);
+  if (probe === 'live') {
+    throw new StartupError(`another agent is serving ${path}: stop it, or give this one another --admin-socket`);
+  }
+  if (probe === 'gone') return;
+  if (typeof probe === 'object') {
+    throw new StartupError(`cannot tell whether ${path} is in use (${probe.error}): remove it if no agent runs`);
+  }
+  logger.log('warn', 'replacing a stale admin socket left by an agent that is not running', { socket: path });
+  await unlink(path).catch((err: unknown) => {
+    if (errnoOf(err) !== 'ENOENT') throw err;
+  });
+}
+
+export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
+  const { socketPath, target, logger } = options;
+  const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
+  /** Open event streams: how to stop each one (unsubscribe) and its response. */
+  const streams = new Map<() => void, ServerResponse>();
+  let closing = false;
+
+  const statusEvent = (): AgentEvent => ({ type: 'status', at: Date.now(), status: target.status() });
+
+  const events: Handler = (_req, res) => {
+    // Before the 200: a status() that throws is still a clean 500.
+    const first = statusEvent();
+    res.writeHead(200, {
+      'content-type': 'application/x-ndjson; charset=utf-8',
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+    });
+    let ended = false;
+    // A function, so TypeScript does not narrow `ended` across the calls that may set it.
+    const isEnded = (): boolean => ended;
+    let unsubscribe = (): void => undefined;
+    const timer = setInterval(() => {
+      sendSafely(statusEvent);
+    }, keepAliveMs);
+    const stop = (): void => {
+      if (ended) return;
+      ended = true;
+      clearInterval(timer);
+      unsubscribe();
+      streams.delete(stop);
+    };
+    const send = (event: AgentEvent): void => {
+      if (ended) return;
+      res.write(`${JSON.stringify(event)}\n`);
+      if (res.writableLength > MAX_STREAM_BACKLOG) {
+        logger.log('warn', 'dropping an admin event stream whose client does not read', { socket: socketPath });
+        stop();
+        res.destroy();
+      }
+    };
+    // Never let one stream's trouble reach the agent (the emitter calling the listener) or the timer.
+    const sendSafely = (make: () => AgentEvent): void => {
+      try {
+        send(make());
+      } catch (err) {
+        logger.log('warn', 'admin event not sent', { error: messageOf(err) });
+      }
+    };
+    streams.set(stop, res);
+    res.once('close', stop);
+    res.once('finish', stop);
+    send(first);
+    try {
+      unsubscribe = target.subscribe((event) => {
+        sendSafely(() => event);
+      });
+    } catch (err) {
+      logger.log('error', 'admin event subscription failed', { error: messageOf(err) });
+      stop();
+      res.end();
+      return;
+    }
+    if (isEnded()) {
+      // Dropped while subscribing (stop() ran before there was anything to unsubscribe).
+      unsubscribe();
+    } else if (closing) {
+      stop();
+      res.end();
+    }
+  };
+
+  const reload: Handler = async (req, res) => {
+    const body = await readBody(req);
+    if (body === undefined) {
+      sendJson(res, 413, { error: `the body is larger than ${MAX_REQUEST_BODY} bytes` });
+      return;
+    }
+    const parsed = parseReloadBody(body);
+    if ('error' in parsed) {
+      sendJson(res, 400, { error: parsed.error });
+      return;
+    }
+    // Synchronous: answer when the reload finished. Every outcome is a 200; the outcome is in the body.
+    const result = await target.reload({ trigger: 'admin', force: parsed.force });
+    sendJson(res, 200, result);
+  };
+
+  const routes: Readonly<Record<string, Partial<Record<Method, Handler>>>> = {
+    '/v1/status': {
+      GET: (_req, res) => {
+        sendJson(res, 200, target.status());
+      },
+    },
+    '/v1/config': {
+      GET: (_req, res) => {
+        sendJson(res, 200, target.appliedConfig());
+      },
+    },
+    '/v1/reload': { POST: reload },
+    '/v1/events': { GET: events },
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = new URL(req.url ?? '/', 'http://admin').pathname;
+    const route = routes[path];
+    if (route === undefined) {
+      sendJson(res, 404, { error: `no such endpoint: ${path}` });
+      return;
+    }
+    const handler = req.method === 'GET' || req.method === 'POST' ? route[req.method] : undefined;
+    if (handler === undefined) {
+      const allow = Object.keys(route).join(', ');
+      sendJson(res, 405, { error: `${req.method ?? ''} is not allowed on ${path}: use ${allow}` }, { allow });
+      return;
+    }
+    try {
+      await handler(req, res);
+    } catch (err) {
+      logger.log('error', 'admin request failed', { method: req.method, path, error: messageOf(err) });
+      sendJson(res, 500, { error: messageOf(err) });
+    }
+  };
+
+  const create = (): Server =>
+    createServer((req, res) => {
+      void handle(req, res);
+    });
+
+  await mkdir(dirname(socketPath), { recursive: true, mode: 0o700 }).catch((err: unknown) => {
+    throw new StartupError(`cannot create the directory of admin socket ${socketPath}: ${messageOf(err)}`);
+  });
+  let server = create();
+  try {
+    await listenOn(server, socketPath);
+  } catch (err) {
+    if (errnoOf(err) !== 'EADDRINUSE') {
+      throw new StartupError(`cannot listen on admin socket ${socketPath}: ${messageOf(err)}`);
+    }
+    await clearStaleSocket(socketPath, logger);
+    server = create();
+    await listenOn(server, socketPath).catch((again: unknown) => {
+      throw new StartupError(`cannot listen on admin socket ${socketPath}: ${messageOf(again)}`);
+    });
+  }
+  const listening = server;
+  const shutdown = (): Promise<void> =>
+    new Promise((resolve) => {
+      listening.close(() => {
+        resolve();
+      });
+      listening.closeAllConnections();
+    });
+
+  // Belt and braces on top of the umask: chmod, then check what is really on disk.
+  let inode: number;
+  try {
+    await chmod(socketPath, SOCKET_MODE);
+    const stat = await lstat(socketPath);
+    if (!stat.isSocket() || (stat.mode & 0o777) !== SOCKET_MODE) {
+      throw new Error(`mode is ${(stat.mode & 0o777).toString(8)}, not ${SOCKET_MODE.toString(8)}`);
+    }
+    inode = stat.ino;
+  } catch (err) {
+    await shutdown();
+    throw new StartupError(`cannot restrict admin socket ${socketPath} to its owner: ${messageOf(err)}`);
+  }
+  logger.log('info', 'admin endpoint listening', { socket: socketPath });
+
+  let closed: Promise<void> | undefined;
+  return {
+    socketPath,
+    close: () => {
+      closed ??= (async () => {
+        closing = true;
+        // End streams cleanly: their clients see the end of the body, not a reset.
+        for (const [stop, res] of [...streams]) {
+          stop();
+          res.end();
+        }
+        await shutdown();
+        // The server removes its socket on close; make sure, but never remove another agent's.
+        const stat = await lstat(socketPath).catch(() => undefined);
+        if (stat?.ino === inode) await unlink(socketPath).catch(() => undefined);
+      })();
+      return closed;
+    },
+  };
+}

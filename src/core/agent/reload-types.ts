@@ -1,0 +1,150 @@
+// Types shared by the reload state machine, the admin endpoint, `provisioner reload`,
+// `diff-config` (the running agent as --from) and the dashboard. JSON-serializable throughout.
+import type { ConfigIssue } from '../errors.js';
+import type { ProvisionerConfig } from '../config/model.js';
+
+/** What asked for a reload. */
+export type ReloadTrigger = 'fs' | 'poll' | 'signal' | 'admin';
+
+/**
+ * - applied: a new generation serves the new config;
+ * - noop: the config read has the hash already applied (and no force);
+ * - rejected: the config is invalid; the current generation keeps running;
+ * - rolled-back: the new generation failed to start; the previous config serves again;
+ * - failed: reading the config failed (source unreadable) or even the rollback failed.
+ */
+export type ReloadOutcome = 'applied' | 'noop' | 'rejected' | 'rolled-back' | 'failed';
+
+export interface ReloadChange {
+  readonly path: string;
+  readonly action: string;
+  readonly impact: string;
+  readonly summary: string;
+}
+
+export interface ReloadResult {
+  readonly outcome: ReloadOutcome;
+  readonly trigger: ReloadTrigger;
+  readonly forced: boolean;
+  /** The generation serving after this reload. */
+  readonly generation: number;
+  /** Hash of the config serving after this reload. */
+  readonly appliedHash: string;
+  /** Hash of the config that was read, when it parsed. */
+  readonly candidateHash?: string;
+  readonly changes: readonly ReloadChange[];
+  /** Validation errors (rejected) and warnings. */
+  readonly issues: readonly ConfigIssue[];
+  /** Why a reload failed or was rolled back. */
+  readonly error?: string;
+  readonly startedAt: number;
+  readonly durationMs: number;
+}
+
+export interface ReloadRequest {
+  readonly trigger: ReloadTrigger;
+  /** Restart the sync loop even when the config is unchanged. */
+  readonly force?: boolean;
+}
+
+export interface ClassStatus {
+  readonly name: string;
+  readonly hostDir: string;
+  readonly mountDir: string;
+  readonly persistentVolumes: readonly {
+    readonly name: string;
+    readonly path: string;
+    readonly capacity: string;
+    readonly phase: string;
+    readonly claim?: string;
+  }[];
+  readonly skipped: readonly { readonly entry: string; readonly reason: string; readonly message: string }[];
+  readonly problem?: string;
+}
+
+export interface CleanupStatus {
+  readonly pv: string;
+  readonly method: 'process' | 'job';
+  readonly state: string;
+  readonly startedAt: number;
+  readonly attempts: number;
+  readonly lastError?: string;
+  readonly retryAt?: number;
+}
+
+/** GET /v1/status of the admin endpoint. */
+export interface AgentStatusJson {
+  readonly formatVersion: 1;
+  readonly node: string;
+  readonly version: string;
+  readonly pid: number;
+  readonly startedAt: number;
+  readonly now: number;
+  readonly generation: number;
+  readonly ready: boolean;
+  readonly config: {
+    readonly source: string;
+    readonly appliedHash: string;
+    /** Hash of the last snapshot read from the source (even if rejected); differs while a change is pending or rejected. */
+    readonly onDiskHash?: string;
+    /** The source can never update (mounted with subPath). */
+    readonly subPath: boolean;
+  };
+  readonly lastReload?: ReloadResult;
+  /** The last rejected or failed reload, until a later one succeeds. */
+  readonly rejected?: ReloadResult;
+  readonly reloadPending: boolean;
+  readonly classes: readonly ClassStatus[];
+  readonly cleanups: readonly CleanupStatus[];
+  readonly lastPass?: {
+    readonly at: number;
+    readonly durationMs: number;
+    readonly created: number;
+    readonly deleted: number;
+  };
+  /** Process health for leak checks: open handles by type (timers, sockets, fs watchers…), memory. */
+  readonly diagnostics?: {
+    readonly activeResources: Readonly<Record<string, number>>;
+    readonly rssBytes: number;
+    readonly heapUsedBytes: number;
+  };
+}
+
+/** GET /v1/config: the config the agent applies now. */
+export interface AppliedConfigJson {
+  readonly formatVersion: 1;
+  readonly hash: string;
+  readonly source: string;
+  readonly generation: number;
+  readonly config: ProvisionerConfig;
+}
+
+/** One line of GET /v1/events (newline-delimited JSON). */
+export type AgentEvent =
+  | { readonly type: 'status'; readonly at: number; readonly status: AgentStatusJson }
+  | { readonly type: 'reload'; readonly at: number; readonly result: ReloadResult }
+  | {
+      readonly type: 'pass';
+      readonly at: number;
+      readonly generation: number;
+      readonly created: readonly string[];
+      readonly deleted: readonly string[];
+      readonly skipped: number;
+    }
+  | { readonly type: 'cleanup'; readonly at: number; readonly cleanup: CleanupStatus }
+  | {
+      readonly type: 'log';
+      readonly at: number;
+      readonly level: string;
+      readonly message: string;
+      readonly fields: Readonly<Record<string, unknown>>;
+    };
+
+/** What the admin endpoint serves: the agent, or a fake in tests. */
+export interface AdminTarget {
+  status(): AgentStatusJson;
+  appliedConfig(): AppliedConfigJson;
+  reload(request: ReloadRequest): Promise<ReloadResult>;
+  /** Live events; returns the unsubscribe function. */
+  subscribe(listener: (event: AgentEvent) => void): () => void;
+}
