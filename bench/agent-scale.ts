@@ -24,21 +24,11 @@ import { LinuxVolumes } from '../src/core/node/linux-volumes.js';
 import { MemoryVolumes } from '../src/core/node/memory-volumes.js';
 import { NODE_LABEL } from '../src/core/pv/naming.js';
 import { startControlPlane } from '../test/support/control-plane.js';
+import { kubeBinDir, REPO_ROOT as root } from './support.js';
 
-const root = join(import.meta.dirname, '../..');
 const pvsFlag = process.argv.indexOf('--pvs');
 const OTHER_PVS = pvsFlag > 0 ? Number(process.argv[pvsFlag + 1]) : 100_000;
 const GiB = 2 ** 30;
-
-function binDir(): string {
-  const r = spawnSync('bash', [join(root, 'scripts/build-kube-binaries.sh')], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const dir = r.stdout.trim().split('\n').pop();
-  if (r.status !== 0 || dir === undefined) throw new Error('cannot build the kube binaries');
-  return dir;
-}
 
 function config(className: string, dir: string) {
   return parseConfigSnapshot(
@@ -155,7 +145,7 @@ async function agentRss(kubeconfigPath: string, nodeName: string, configDir: str
   return { rss: Math.max(...samples), readyMs, adoptionScan: info.adoptionScan };
 }
 
-const plane = await startControlPlane({ binDir: binDir() });
+const plane = await startControlPlane({ binDir: kubeBinDir() });
 const work = mkdtempSync(join(tmpdir(), 'lvp-bench-'));
 const mounts: string[] = [];
 try {

@@ -11,48 +11,24 @@ import { Agent } from '../src/core/agent/agent.js';
 import { ProcessCleaner } from '../src/core/cleanup/cleaner.js';
 import { systemClock } from '../src/core/clock.js';
 import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
-import type { PersistentVolume } from '../src/core/kube/objects.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { silentLogger } from '../src/core/log.js';
 import { LinuxVolumes } from '../src/core/node/linux-volumes.js';
 import { NODE_LABEL } from '../src/core/pv/naming.js';
 import { startControlPlane } from '../test/support/control-plane.js';
+import { kubeBinDir } from './support.js';
+import { runPvProtectionController } from '../test/support/pv-protection.js';
 
-const root = join(import.meta.dirname, '../..');
 const VOLUMES = 100;
 const FILES = 1000;
 
-function binDir(): string {
-  const r = spawnSync('bash', [join(root, 'scripts/build-kube-binaries.sh')], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const dir = r.stdout.trim().split('\n').pop();
-  if (r.status !== 0 || dir === undefined) throw new Error('cannot build the kube binaries');
-  return dir;
-}
-
-const plane = await startControlPlane({ binDir: binDir() });
+const plane = await startControlPlane({ binDir: kubeBinDir() });
 const work = mkdtempSync(join(tmpdir(), 'lvp-recycle-'));
 const mounts: string[] = [];
 const stop = new AbortController();
 try {
   const cluster = new RestCluster({ connection: await loadKubeconfig(plane.kubeconfigPath) });
-  // The pv-protection controller is not running on a bare apiserver: play its part.
-  void (async () => {
-    while (!stop.signal.aborted) {
-      const list = await cluster.persistentVolumes
-        .list({ labelSelector: NODE_LABEL })
-        .catch(() => ({ items: [] as PersistentVolume[] }));
-      for (const pv of list.items) {
-        if (pv.metadata.deletionTimestamp !== undefined)
-          await cluster.persistentVolumes
-            .patch(pv.metadata.name, { metadata: { finalizers: null } })
-            .catch(() => undefined);
-      }
-      await delay(20);
-    }
-  })();
+  void runPvProtectionController(cluster, stop.signal, 20);
   const store = join(work, 'store');
   const disc = join(work, 'disc');
   mkdirSync(store);

@@ -3,7 +3,6 @@
 // The agent runs in-process with its real config watcher (chokidar + poll), so the figure includes
 // the file event, the debounce, parsing, draining the old generation and syncing the new one.
 // Usage (after `npm run build`): node dist/bench/reload-latency.js [--reloads 60]
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,24 +14,14 @@ import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { silentLogger } from '../src/core/log.js';
 import { MemoryVolumes } from '../src/core/node/memory-volumes.js';
 import { startControlPlane } from '../test/support/control-plane.js';
+import { kubeBinDir } from './support.js';
 import { writeConfigMapVolume } from '../test/support/configmap-volume.js';
 
-const root = join(import.meta.dirname, '../..');
 const flag = process.argv.indexOf('--reloads');
 const RELOADS = flag > 0 ? Number(process.argv[flag + 1]) : 60;
 const VOLUMES = 1000;
 
-function binDir(): string {
-  const r = spawnSync('bash', [join(root, 'scripts/build-kube-binaries.sh')], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const dir = r.stdout.trim().split('\n').pop();
-  if (r.status !== 0 || dir === undefined) throw new Error('cannot build the kube binaries');
-  return dir;
-}
-
-const plane = await startControlPlane({ binDir: binDir() });
+const plane = await startControlPlane({ binDir: kubeBinDir() });
 const work = mkdtempSync(join(tmpdir(), 'lvp-reload-bench-'));
 try {
   const cluster = new RestCluster({ connection: await loadKubeconfig(plane.kubeconfigPath) });

@@ -34,23 +34,11 @@ import { CLI, REPO_ROOT } from '../../support/cli.js';
 import { bindPersistentVolume, markJob, releasePersistentVolume } from '../../support/cluster.js';
 import { attachLoopDevice, Cleanup, makeTempDir, mountTmpfs, skipUnlessRoot } from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
+import { eventually } from '../../support/eventually.js';
+import { runPvProtectionController } from '../../support/pv-protection.js';
 
 const MiB = 2 ** 20;
 const suffix = Math.random().toString(36).slice(2, 8);
-
-async function eventually<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  ms = 20_000,
-): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
-    await delay(50);
-  }
-}
 
 function readAt(device: string, offset: number, length: number): Buffer {
   const fd = openSync(device, 'r');
@@ -77,25 +65,6 @@ describe('cleanup on a real node against the real apiserver', { skip: skipUnless
   const stopController = new AbortController();
   let cluster: RestCluster;
   let root = '';
-
-  /** Plays the pv-protection controller (not running on a bare apiserver): drops the finalizer of PVs being deleted. */
-  async function pvProtectionController(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      try {
-        const list = await cluster.persistentVolumes.list({ labelSelector: NODE_LABEL });
-        for (const pv of list.items) {
-          if (pv.metadata.deletionTimestamp !== undefined && pv.metadata.name.length > 0) {
-            await cluster.persistentVolumes
-              .patch(pv.metadata.name, { metadata: { finalizers: null } })
-              .catch(() => undefined);
-          }
-        }
-      } catch {
-        // the control plane may be going away at the end of the run
-      }
-      await delay(50);
-    }
-  }
 
   async function setupNode(
     name: string,
@@ -185,7 +154,7 @@ describe('cleanup on a real node against the real apiserver', { skip: skipUnless
   before(async () => {
     cluster = new RestCluster({ connection: await loadKubeconfig(requireTestControlPlane().kubeconfigPath) });
     root = makeTempDir(cleanup, 'lvp-cleanup-');
-    void pvProtectionController(stopController.signal);
+    void runPvProtectionController(cluster, stopController.signal);
   });
 
   after(async () => {

@@ -4,7 +4,6 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { Agent } from '../../../src/core/agent/agent.js';
 import { adoptNodeVolumes } from '../../../src/core/agent/adoption.js';
@@ -28,22 +27,13 @@ import {
   skipUnlessRoot,
 } from '../../support/real-node.js';
 import { requireTestControlPlane } from '../../support/test-cluster.js';
+import { eventually } from '../../support/eventually.js';
 
 const MiB = 2 ** 20;
 const suffix = Math.random().toString(36).slice(2, 8);
 const NODE = `disc-${suffix}`;
 const FAST = `disc-${suffix}-fast`;
 const BLOCK = `disc-${suffix}-block`;
-
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string, ms = 15_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
-    await delay(50);
-  }
-}
 
 describe('discovery on a real node against the real apiserver', { skip: skipUnlessRoot() }, () => {
   const cleanup = new Cleanup();

@@ -23,7 +23,7 @@ import { isNotFound } from '../../../src/core/kube/cluster.js';
 import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
-import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
+import { persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { CLI } from '../../support/cli.js';
 import {
   bindPersistentVolume,
@@ -35,23 +35,11 @@ import {
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { attachLoopDevice, Cleanup, makeTempDir, skipUnlessRoot } from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
+import { eventually } from '../../support/eventually.js';
+import { runPvProtectionController } from '../../support/pv-protection.js';
 
 const suffix = Math.random().toString(36).slice(2, 8);
 const MiB = 2 ** 20;
-
-async function eventually<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  ms = 20_000,
-): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
-    await delay(25);
-  }
-}
 
 function hashOf(dir: string, data: Record<string, string>): string {
   return parseConfigSnapshot(
@@ -150,21 +138,7 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
   before(async () => {
     cluster = new RestCluster({ connection: await loadKubeconfig(requireTestControlPlane().kubeconfigPath) });
     root = makeTempDir(cleanup, 'lvp-reload-');
-    // The pv-protection controller does not run on a bare apiserver: drop the finalizer of PVs being deleted.
-    void (async () => {
-      while (!stopController.signal.aborted) {
-        const list = await cluster.persistentVolumes
-          .list({ labelSelector: NODE_LABEL })
-          .catch(() => ({ items: [] as PersistentVolume[] }));
-        for (const pv of list.items) {
-          if (pv.metadata.deletionTimestamp !== undefined)
-            await cluster.persistentVolumes
-              .patch(pv.metadata.name, { metadata: { finalizers: null } })
-              .catch(() => undefined);
-        }
-        await delay(50);
-      }
-    })();
+    void runPvProtectionController(cluster, stopController.signal);
   });
 
   after(async () => {

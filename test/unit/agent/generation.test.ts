@@ -1,7 +1,6 @@
 // The sync loop against the in-memory cluster and node: publishing, scope, change detection,
 // adoption, startup taint, events, and a clean stop.
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { adoptNodeVolumes } from '../../../src/core/agent/adoption.js';
 import { Generation, nodeIdentity } from '../../../src/core/agent/generation.js';
@@ -17,17 +16,9 @@ import { MemoryLogger } from '../../../src/core/log.js';
 import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
+import { waitFor } from '../../support/eventually.js';
 
 const GiB = 2 ** 30;
-
-async function eventually(check: () => boolean | Promise<boolean>, what: string, ms = 3000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await delay(10);
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
 
 function load(text: string): LoadedConfig {
   return parseConfigSnapshot(snapshotFromFileText('c.yaml', text));
@@ -107,7 +98,7 @@ describe('a sync-loop generation', () => {
       await g.whenReady;
       t.volumes.addMount('/mnt/fast/disk2', { capacity: 11 * GiB });
       const name = persistentVolumeName('disk2', 'node-a', 'fast');
-      await eventually(
+      await waitFor(
         async () => (await t.cluster.persistentVolumes.list()).items.some((p) => p.metadata.name === name),
         'disk2 published',
       );
@@ -150,7 +141,7 @@ describe('a sync-loop generation', () => {
     const g = t.start({ discoveryPeriodMs: 20 });
     try {
       await g.whenReady;
-      await eventually(() => g.status().passes >= 4, 'four passes');
+      await waitFor(() => g.status().passes >= 4, 'four passes');
       await t.events.flush();
       const events = (await t.cluster.events.list({ namespace: 'default' })).items.filter(
         (e) => e.reason === 'VolumeDiscoverySkipped',
@@ -186,7 +177,7 @@ describe('a sync-loop generation', () => {
     const g = t.start();
     try {
       await g.whenReady;
-      await eventually(() => g.status().taintRemoved, 'taint removed');
+      await waitFor(() => g.status().taintRemoved, 'taint removed');
       const node = await t.cluster.nodes.get('node-a');
       // The apiserver's admission adds node.kubernetes.io/not-ready on create; only ours goes.
       const keys = node.spec?.taints?.map((x) => x.key) ?? [];

@@ -16,17 +16,9 @@ import { MemoryLogger } from '../../../src/core/log.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
+import { waitFor } from '../../support/eventually.js';
 
 const CLASS = (extra = ''): string => `fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n${extra}`;
-
-async function eventually(check: () => boolean | Promise<boolean>, what: string, ms = 3000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await delay(5);
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
 
 describe('config reload', () => {
   let root = '';
@@ -83,7 +75,7 @@ describe('config reload', () => {
       assert.equal(t.agent.status().config.appliedHash, r.appliedHash);
       assert.equal(t.agent.appliedConfig().config.storageClassMap['fast']?.fsType, 'ext4');
       t.volumes.addMount('/mnt/fast/disk2');
-      await eventually(async () => {
+      await waitFor(async () => {
         const pv = await t.memory.persistentVolumes
           .get(persistentVolumeName('disk2', 'node-a', 'fast'))
           .catch(() => undefined);
@@ -129,7 +121,7 @@ describe('config reload', () => {
       assert.equal(status.config.onDiskHash, undefined);
       // The old generation still works: a new disk is published under the old config.
       t.volumes.addMount('/mnt/fast/disk3');
-      await eventually(
+      await waitFor(
         async () =>
           (await t.memory.persistentVolumes
             .get(persistentVolumeName('disk3', 'node-a', 'fast'))
@@ -137,7 +129,7 @@ describe('config reload', () => {
         'disk3 published',
       );
       assert.equal(t.agent.readiness().ok, true);
-      await eventually(async () => {
+      await waitFor(async () => {
         const events = await t.memory.events.list({ namespace: 'default' });
         return events.items.some((e) => e.reason === 'ConfigRejected' && e.involvedObject.kind === 'Node');
       }, 'a ConfigRejected event on the Node');
@@ -215,12 +207,12 @@ describe('config reload', () => {
       t.cleaner.hold('/mnt/fast/disk1', new Promise((r) => (finish = r)));
       const pv = await t.memory.persistentVolumes.get(name);
       await t.memory.persistentVolumes.updateStatus({ ...pv, status: { phase: 'Released' } });
-      await eventually(() => t.agent.cleanups.get(name)?.state === 'running', 'cleanup running');
+      await waitFor(() => t.agent.cleanups.get(name)?.state === 'running', 'cleanup running');
       await writeConfigMapVolume(t.dir, { storageClassMap: CLASS('  fsType: ext4\n') });
       assert.equal((await t.agent.reload({ trigger: 'fs' })).outcome, 'applied');
       assert.equal(t.agent.cleanups.get(name)?.state, 'running', 'still running in generation 2');
       finish();
-      await eventually(
+      await waitFor(
         async () => (await t.memory.persistentVolumes.get(name)).metadata.deletionTimestamp !== undefined,
         'PV deleted after the cleanup',
       );

@@ -18,6 +18,7 @@ import { MemoryLogger } from '../../../src/core/log.js';
 import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import type { NodeIdentity } from '../../../src/core/pv/naming.js';
+import { waitFor } from '../../support/eventually.js';
 
 const NODE: NodeIdentity = { name: 'node-a', uid: 'uid-a', hostname: 'node-a', labels: {} };
 const PROCESS =
@@ -26,15 +27,6 @@ const JOBS = `${PROCESS}useJobForCleaning: "yes"\n`;
 
 function config(text: string): ProvisionerConfig {
   return parseConfigSnapshot(snapshotFromFileText('c.yaml', text)).config;
-}
-
-async function eventually(check: () => boolean | Promise<boolean>, what: string, ms = 3000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await delay(5);
-  }
-  assert.fail(`timed out waiting for ${what}`);
 }
 
 function world() {
@@ -132,11 +124,11 @@ describe('reclaiming released PVs', () => {
     w.cleaner.hold('/mnt/fast/disk1', new Promise((r) => (finish = r)));
     const r = w.reclaimer(PROCESS);
     assert.deepEqual((await r.pass(await w.list())).started, ['pv-fs']);
-    await eventually(() => w.table.get('pv-fs')?.state === 'running', 'running');
+    await waitFor(() => w.table.get('pv-fs')?.state === 'running', 'running');
     await r.pass(await w.list());
     assert.equal(await w.gone('pv-fs'), false, 'not deleted while the cleanup runs');
     finish();
-    await eventually(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
+    await waitFor(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
     assert.deepEqual((await r.pass(await w.list())).deleted, ['pv-fs']);
     assert.equal(await w.gone('pv-fs'), true);
     assert.deepEqual(w.cleaner.calls, [{ kind: 'filesystem', path: '/mnt/fast/disk1' }]);
@@ -149,7 +141,7 @@ describe('reclaiming released PVs', () => {
     await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
     const r = w.reclaimer(PROCESS);
     await r.pass(await w.list());
-    await eventually(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
+    await waitFor(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
     await r.pass(await w.list());
     assert.deepEqual(w.cleaner.calls, [
       { kind: 'block', path: '/dev/lvp/nvme-1', command: ['/scripts/shred.sh', '2'] },
@@ -181,7 +173,7 @@ describe('reclaiming released PVs', () => {
     w.cleaner.fail('/mnt/fast/disk1', 'device busy');
     const r = w.reclaimer(PROCESS);
     await r.pass(await w.list());
-    await eventually(() => w.table.get('pv-fs')?.state === 'failed', 'failed');
+    await waitFor(() => w.table.get('pv-fs')?.state === 'failed', 'failed');
     const failed = w.table.get('pv-fs');
     assert.equal(failed?.lastError, 'device busy');
     assert.ok((failed.retryAt ?? 0) > Date.now(), 'a retry time in the future');
@@ -197,7 +189,7 @@ describe('reclaiming released PVs', () => {
     w.cleaner.clear('/mnt/fast/disk1');
     await delay(40);
     await r.pass(await w.list());
-    await eventually(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
+    await waitFor(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
     assert.equal(w.table.get('pv-fs')?.attempts, 2);
     await r.pass(await w.list());
     assert.equal(await w.gone('pv-fs'), true);
@@ -230,7 +222,7 @@ describe('reclaiming released PVs', () => {
       command: [],
       capacityBytes: 1,
     });
-    await eventually(() => w.table.get('pv-fs')?.state === 'succeeded', 'old cleanup succeeded');
+    await waitFor(() => w.table.get('pv-fs')?.state === 'succeeded', 'old cleanup succeeded');
     await w.released('pv-fs', '/mnt/fast/disk1', 'fast');
     const r = w.reclaimer(PROCESS);
     const first = await r.pass(await w.list());
@@ -333,7 +325,7 @@ describe("the seed's four cleanup transitions across a reload: each volume clean
     const next = w.reclaimer(PROCESS.replace('"2"', '"3"')); // reload with a new cleaner command
     await next.pass(await w.list());
     finish();
-    await eventually(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
+    await waitFor(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
     await next.pass(await w.list());
     assert.equal(await w.gone('pv-raw'), true);
     assert.equal(w.cleaner.calls.length, 1);
@@ -353,7 +345,7 @@ describe("the seed's four cleanup transitions across a reload: each volume clean
       'no Job for a volume being cleaned in-process',
     );
     finish();
-    await eventually(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
+    await waitFor(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
     await next.pass(await w.list());
     assert.equal(await w.gone('pv-raw'), true);
     assert.equal(w.cleaner.calls.length, 1);

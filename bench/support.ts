@@ -1,0 +1,15 @@
+// Shared by the benchmarks: the real kube-apiserver/etcd binaries (built or cached).
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+export const REPO_ROOT = join(import.meta.dirname, '../..');
+
+export function kubeBinDir(): string {
+  const r = spawnSync('bash', [join(REPO_ROOT, 'scripts/build-kube-binaries.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const dir = r.stdout.trim().split('\n').pop();
+  if (r.status !== 0 || dir === undefined) throw new Error('cannot build the kube binaries');
+  return dir;
+}
