@@ -2,6 +2,7 @@
 // before it labelled its PVs): one paginated scan of the PVs that lack the node label; the ones
 // annotated as provisioned by this node get the label and nothing else changes.
 import type { Cluster } from '../kube/cluster.js';
+import type { PersistentVolume } from '../kube/objects.js';
 import { isNotFound } from '../kube/cluster.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
@@ -49,4 +50,23 @@ export async function adoptNodeVolumes(
   } while (continueToken !== undefined);
   if (adopted.length > 0) deps.logger.log('info', 'adopted PersistentVolumes of this node', { count: adopted.length });
   return { scanned, pages, adopted };
+}
+
+/**
+ * Adopts one PV found by name (a create that hit AlreadyExists): labels it when it is this node's
+ * and unlabelled, so it enters the node-scoped cache instead of failing every pass (upstream #209).
+ */
+export async function adoptNodeVolume(
+  deps: { readonly cluster: Cluster; readonly logger: Logger; readonly metrics?: AgentMetrics },
+  node: NodeIdentity,
+  name: string,
+): Promise<PersistentVolume | undefined> {
+  const pv = await deps.cluster.persistentVolumes.get(name);
+  const value = nodeLabelValue(node.name);
+  if (!isProvisionedByNode(pv.metadata.annotations, node) || pv.metadata.labels?.[NODE_LABEL] === value)
+    return undefined;
+  const adopted = await deps.cluster.persistentVolumes.patch(name, { metadata: { labels: { [NODE_LABEL]: value } } });
+  deps.metrics?.adoptedVolumes.inc();
+  deps.logger.log('info', 'adopted a PersistentVolume of this node', { pv: name });
+  return adopted;
 }

@@ -20,6 +20,7 @@ import type { NodeVolumes } from '../node/volumes.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { removeStartupTaint } from './taint.js';
+import { adoptNodeVolume } from './adoption.js';
 import { Reclaimer } from '../cleanup/reclaim.js';
 import type { JobLookup, ReclaimSummary } from '../cleanup/reclaim.js';
 import type { CleanupTable } from '../cleanup/table.js';
@@ -322,6 +323,11 @@ export class Generation {
         metrics,
         onCreated: (pv) => {
           this.persistentVolumes.upsert(pv);
+        },
+        onExisting: async (name) => {
+          const adopted = await adoptNodeVolume({ cluster: this.deps.cluster, logger, metrics }, this.node, name);
+          if (adopted) this.persistentVolumes.upsert(adopted);
+          return adopted !== undefined;
         },
       },
       { concurrency: this.settings.createConcurrency, signal, passStartedAt: started },

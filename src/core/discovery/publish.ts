@@ -16,6 +16,11 @@ export interface PublishDeps {
   readonly metrics: AgentMetrics;
   /** Called with each PV the apiserver accepted. */
   readonly onCreated: (pv: PersistentVolume) => void;
+  /**
+   * A PV of that name exists but is not in this agent's cache (e.g. created by upstream after the
+   * start-up adoption scan): adopt it when it is this node's; returns whether it did.
+   */
+  readonly onExisting?: (name: string) => Promise<boolean>;
 }
 
 export interface PublishResult {
@@ -57,6 +62,7 @@ export async function publishVolumes(
         });
       } catch (err) {
         deps.metrics.apiRequestsFailed.inc({ method: 'create' });
+        if (isAlreadyExists(err) && (await deps.onExisting?.(pv.metadata.name).catch(() => false)) === true) continue;
         const error = err instanceof Error ? err.message : String(err);
         failed.push({ name: pv.metadata.name, path: item.path, error });
         deps.logger.log(isAlreadyExists(err) ? 'warn' : 'error', 'could not create PersistentVolume', {

@@ -107,6 +107,43 @@ describe('a sync-loop generation', () => {
     }
   });
 
+  it('adopts a PV of this node that appears unlabelled after start instead of failing every pass (upstream #209)', async () => {
+    const t = await setup();
+    const uid = t.nodeObject.metadata.uid ?? '';
+    const name = persistentVolumeName('late', 'node-a', 'fast');
+    // Created by an upstream agent, unlabelled, after this agent's start-up scan.
+    const g = t.start({ discoveryPeriodMs: 20 });
+    try {
+      await g.whenReady;
+      await t.cluster.persistentVolumes.create({
+        metadata: {
+          name,
+          annotations: { 'pv.kubernetes.io/provisioned-by': `local-volume-provisioner-node-a-${uid}` },
+        },
+        spec: {
+          capacity: { storage: '1Gi' },
+          accessModes: ['ReadWriteOnce'],
+          storageClassName: 'fast',
+          local: { path: '/mnt/fast/late-elsewhere' },
+          nodeAffinity: {
+            required: {
+              nodeSelectorTerms: [
+                { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['node-a-host'] }] },
+              ],
+            },
+          },
+        },
+      });
+      t.volumes.addMount('/mnt/fast/late', { capacity: 11 * GiB });
+      await waitFor(() => g.persistentVolumes.get(name) !== undefined, 'the late PV adopted into the cache');
+      assert.equal((await t.cluster.persistentVolumes.get(name)).metadata.labels?.[NODE_LABEL], 'node-a');
+      await waitFor(() => g.status().passes >= 3, 'more passes');
+      assert.deepEqual(g.status().lastPass?.failed, [], 'no AlreadyExists failure left');
+    } finally {
+      await g.stop();
+    }
+  });
+
   it("caches only this node's PVs", async () => {
     const t = await setup();
     const other: PersistentVolume = {
