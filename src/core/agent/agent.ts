@@ -221,10 +221,18 @@ export class Agent implements AdminTarget {
         node: this.node.name,
       });
     }
-    const adoption = await adoptNodeVolumes(
-      { cluster: deps.cluster, logger: this.logger, metrics: this.metrics },
-      this.node,
-    );
+    let adoption: Awaited<ReturnType<typeof adoptNodeVolumes>>;
+    try {
+      adoption = await adoptNodeVolumes(
+        { cluster: deps.cluster, logger: this.logger, metrics: this.metrics },
+        this.node,
+      );
+    } catch (err) {
+      // Typically upstream's ClusterRole still in place (no list/patch of PVs): say what to grant.
+      throw new StartupError(
+        `cannot label the PersistentVolumes of this node that upstream created (needs list and patch on persistentvolumes): ${message(err)}`,
+      );
+    }
     this.adopted = adoption.adopted.length;
     this.events = new EventRecorder({
       cluster: deps.cluster,

@@ -1,0 +1,43 @@
+# The provisioner image: the agent (`provisioner run`, the DaemonSet) and the cleaner scripts at
+# /scripts (cleanup Jobs run this image with a script as their command).
+#
+#   docker build -t local-volume-provisioner-ts:0.1.0 .
+#
+# Both stages use the same Node 24 base, pinned by tag. For reproducible builds pin the digest as
+# well, on both FROM lines:
+#   FROM node:24-bookworm-slim@sha256:<digest> AS build
+# (`docker buildx imagetools inspect node:24-bookworm-slim` prints the digest of the index).
+# The image runs as root and needs a privileged container to clean block devices: docs/install.md.
+
+# ---- build: compile and bundle, then drop the dev dependencies --------------------------------
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+ENV npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY tsconfig.json ./
+COPY scripts/bundle.mjs scripts/oclif-manifest.mjs ./scripts/
+COPY src ./src
+COPY bin ./bin
+RUN npm run build && npm prune --omit=dev
+
+# ---- runtime: production dependencies, the build output and the cleaner scripts ----------------
+FROM node:24-bookworm-slim
+# The tools the cleaner scripts run: mkfs (util-linux) with mke2fs (e2fsprogs), wipefs, blkdiscard,
+# ionice, findmnt (util-linux), shred, dd, sync, realpath, stat (coreutils).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends util-linux e2fsprogs coreutils \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /opt/provisioner
+ENV NODE_ENV=production
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/oclif.manifest.json ./oclif.manifest.json
+COPY --from=build /app/bin/run.js ./bin/run.js
+COPY cleaners/ /scripts/
+RUN chmod 0755 /scripts/*.sh /opt/provisioner/bin/run.js \
+    && ln -s /opt/provisioner/bin/run.js /usr/local/bin/provisioner \
+    && provisioner --version
+ENTRYPOINT ["provisioner"]
+CMD ["run"]
