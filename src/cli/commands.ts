@@ -4,6 +4,7 @@
 import DiffConfig from '../commands/diff-config.js';
 import Reload from '../commands/reload.js';
 import Run from '../commands/run.js';
+import Simulate from '../commands/simulate.js';
 
 export { execute } from '@oclif/core';
 
@@ -11,4 +12,5 @@ export const COMMANDS = {
   'diff-config': DiffConfig,
   reload: Reload,
   run: Run,
+  simulate: Simulate,
 };

@@ -1,0 +1,138 @@
+import { Flags } from '@oclif/core';
+import { ProvisionerCommand, useColor } from '../cli/base-command.js';
+import { formatIssue, UsageError } from '../core/errors.js';
+
+const DEFAULT_CONFIG = '/etc/provisioner/config';
+
+export default class Simulate extends ProvisionerCommand {
+  static override summary = 'Show what the agent would do on a node, before it does it; replay scenarios.';
+
+  static override description = `Plan mode (the default) runs one pass of a freshly started agent — the same adoption, reclaim and discovery code as \`run\` — against this node (read-only) or a node-facts fixture, and the cluster (read-only, through --kubeconfig) or a cluster fixture. It prints the PVs it would create, the cleanups and deletions of Released PVs, the entries it would skip and why, and the orphaned PVs. Nothing is ever written: every API call goes through a read-only wrapper that refuses writes, and no cleaner is ever run. With --from, it also shows what a reload from that config to --config would change on this node.
+
+Scenario mode (--scenario FILE, or --demo for a built-in story) replays a timeline of events — disks added and removed, claims bound and released, config changes, cleanups that fail or are slow, Jobs that finish, agent restarts, time passing — against the real agent on an in-memory cluster and node with a virtual clock, and checks the expectations written after each step.
+
+Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 2 usage error, 3 invalid config, fixture or scenario (file, step and field are named), 4 a config or input file cannot be read, 5 the cluster cannot be read or the Node does not exist.`;
+
+  static override examples = [
+    '<%= config.bin %> <%= command.id %> --demo',
+    '<%= config.bin %> <%= command.id %> --scenario docs/scenarios/cleanup-in-process-to-job.yaml',
+    '<%= config.bin %> <%= command.id %> --config new-configmap.yaml --node-facts node.yaml --cluster cluster.yaml',
+    '<%= config.bin %> <%= command.id %> --config ./new --from /etc/provisioner/config --node node-a --kubeconfig ~/.kube/config -o yaml',
+  ];
+
+  static override flags = {
+    config: Flags.string({
+      description: `The config to plan with (ConfigMap directory, YAML file or manifest). Default: ${DEFAULT_CONFIG}.`,
+    }),
+    from: Flags.string({
+      description: 'The config applied now: also show what a reload from it to --config changes on this node.',
+    }),
+    node: Flags.string({
+      description: 'The node to plan for (default: MY_NODE_NAME, or the only Node of a cluster fixture).',
+    }),
+    'node-facts': Flags.string({
+      description: 'Node facts: "live" (this machine, read-only) or a fixture YAML file.',
+      default: 'live',
+    }),
+    cluster: Flags.string({ description: 'Cluster state from a fixture YAML file instead of a live cluster.' }),
+    kubeconfig: Flags.string({
+      description: 'Kubeconfig of the live cluster, read-only (default: in-cluster service account).',
+      env: 'KUBECONFIG',
+    }),
+    namespace: Flags.string({ description: 'Namespace of cleanup Jobs (default: MY_NAMESPACE, else "default").' }),
+    'job-image': Flags.string({ description: 'Image of cleanup Jobs (default: JOB_CONTAINER_IMAGE).' }),
+    scenario: Flags.string({ description: 'Replay a scenario file instead of planning.', exclusive: ['demo'] }),
+    demo: Flags.boolean({ description: 'Replay the built-in demo scenario (no cluster, no root).', default: false }),
+    output: Flags.string({
+      char: 'o',
+      description: 'Output format.',
+      options: ['text', 'json', 'yaml'],
+      default: 'text',
+    }),
+    color: Flags.boolean({
+      description: 'Colour the output (default: only on a terminal, and not with NO_COLOR).',
+      allowNo: true,
+    }),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(Simulate);
+    this.machineOutput = flags.output === 'json';
+    const render = await import('../render/simulate.js');
+    const color = flags.output === 'text' && useColor(flags.color);
+    if (flags.demo || flags.scenario !== undefined) {
+      const planFlags = ['config', 'from', 'node', 'cluster'] as const;
+      const extra = planFlags.filter((f) => flags[f] !== undefined);
+      if (extra.length > 0 || flags['node-facts'] !== 'live')
+        throw new UsageError(
+          `${flags.demo ? '--demo' : '--scenario'} replays a scenario; these flags only apply to plans: ${[...extra, ...(flags['node-facts'] !== 'live' ? ['node-facts'] : [])].map((f) => `--${f}`).join(', ')}`,
+        );
+      const { runScenario } = await import('../core/simulate/run.js');
+      const scenario = flags.demo
+        ? (await import('../core/simulate/demo.js')).demoScenario()
+        : await (await import('../core/simulate/scenario.js')).loadScenario(flags.scenario ?? '');
+      const report = await runScenario(scenario);
+      if (flags.output === 'text') this.writeOut(render.renderScenarioText(report, { color }));
+      else {
+        const json = render.toScenarioJson(report);
+        this.writeOut(flags.output === 'json' ? JSON.stringify(json, null, 2) : render.toYaml(json));
+      }
+      const code = render.scenarioExitCode(report);
+      if (code !== 0) this.exit(code);
+      return;
+    }
+
+    const { simulatePlan } = await import('../core/simulate/plan.js');
+    const nodeName = flags.node ?? process.env['MY_NODE_NAME'];
+    const namespace = flags.namespace ?? process.env['MY_NAMESPACE'] ?? 'default';
+    const jobImage = flags['job-image'] ?? process.env['JOB_CONTAINER_IMAGE'];
+    const nodeFacts =
+      flags['node-facts'] === 'live'
+        ? { kind: 'live' as const }
+        : { kind: 'fixture' as const, path: flags['node-facts'] };
+    let close = (): void => undefined;
+    let cluster: Parameters<typeof simulatePlan>[0]['cluster'];
+    if (flags.cluster !== undefined) {
+      cluster = { kind: 'fixture', path: flags.cluster };
+    } else {
+      const { connectCluster } = await import('../cli/cluster-connection.js');
+      const { systemClock } = await import('../core/clock.js');
+      const rest = await connectCluster({
+        kubeconfig: flags.kubeconfig,
+        inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
+        qps: 50,
+        burst: 100,
+        clock: systemClock,
+      });
+      close = () => {
+        rest.close();
+      };
+      cluster = {
+        kind: 'live',
+        cluster: rest,
+        description:
+          flags.kubeconfig !== undefined && flags.kubeconfig !== '' ? `kubeconfig ${flags.kubeconfig}` : 'in-cluster',
+      };
+    }
+    try {
+      const plan = await simulatePlan({
+        config: flags.config ?? DEFAULT_CONFIG,
+        ...(flags.from !== undefined ? { from: flags.from } : {}),
+        ...(nodeName !== undefined && nodeName !== '' ? { nodeName } : {}),
+        nodeFacts,
+        cluster,
+        namespace,
+        jobImage: jobImage === '' ? undefined : jobImage,
+      });
+      if (flags.output === 'text') {
+        for (const w of plan.warnings) this.writeErr(`warning: ${formatIssue(w)}`);
+        this.writeOut(render.renderPlanText(plan, { color }));
+      } else {
+        const json = render.toPlanJson(plan);
+        this.writeOut(flags.output === 'json' ? JSON.stringify(json, null, 2) : render.toYaml(json));
+      }
+    } finally {
+      close();
+    }
+  }
+}

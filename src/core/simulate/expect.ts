@@ -1,0 +1,237 @@
+// The `expect:` vocabulary of scenarios: small, checkable facts about the world after a step.
+//
+//   expect:
+//     pvs: 3                                   # this node's PVs (not being deleted); or
+//     pvs: { count: 3, Available: 2, Bound: 1 }  #   with counts per phase
+//     pv: { volume: disk1, exists: true, fsType: ext4, phase: Available }   # one PV (or a list)
+//     cleanups: { running: 0, failed: 1 }      # the agent's cleanup table now, by state
+//     cleaned: { disk1: 1 }                    # cleanups started for a volume since the start (in-process + Jobs)
+//     jobs: { count: 0, created: 1 }           # cleanup Jobs existing now / created since the start
+//     reload: applied                          # outcome of the last reload
+//     generation: 2                            # generation of the running agent
+//     skipped: { disk3: not-a-mount-point }    # why the last pass skipped an entry (none: not skipped)
+//     events: { VolumeFailedDelete: 1 }        # Kubernetes Events recorded since the start, by reason
+import type { Node } from 'yaml';
+import { isScalar, isSeq } from 'yaml';
+import type { ReloadOutcome } from '../agent/reload-types.js';
+import type { CleanupState } from '../cleanup/table.js';
+import type { Input } from './input.js';
+
+export const EXPECT_KEYS = [
+  'pvs',
+  'pv',
+  'cleanups',
+  'cleaned',
+  'jobs',
+  'reload',
+  'generation',
+  'skipped',
+  'events',
+] as const;
+
+export const PV_PHASES = ['Pending', 'Available', 'Bound', 'Released', 'Failed'] as const;
+export const PV_FIELDS = [
+  'exists',
+  'phase',
+  'fsType',
+  'capacity',
+  'class',
+  'volumeMode',
+  'reclaimPolicy',
+  'path',
+] as const;
+export type PvField = (typeof PV_FIELDS)[number];
+const CLEANUP_STATES: readonly CleanupState[] = ['queued', 'running', 'succeeded', 'failed'];
+const RELOAD_OUTCOMES: readonly ReloadOutcome[] = ['applied', 'noop', 'rejected', 'rolled-back', 'failed'];
+
+export interface PvExpectation {
+  readonly volume: string;
+  readonly fields: Readonly<Partial<Record<PvField, string | boolean>>>;
+}
+
+export interface Expectations {
+  readonly pvs?: { readonly count?: number; readonly phases: Readonly<Record<string, number>> };
+  readonly pv: readonly PvExpectation[];
+  readonly cleanups: Readonly<Partial<Record<CleanupState, number>>>;
+  readonly cleaned: Readonly<Record<string, number>>;
+  readonly jobs?: { readonly count?: number; readonly created?: number };
+  readonly reload?: ReloadOutcome;
+  readonly generation?: number;
+  readonly skipped: Readonly<Record<string, string>>;
+  readonly events: Readonly<Record<string, number>>;
+}
+
+export interface ExpectationResult {
+  /** What was checked, e.g. `pv[disk1].fsType`. */
+  readonly key: string;
+  readonly expected: unknown;
+  readonly actual: unknown;
+  readonly ok: boolean;
+}
+
+function counts(input: Input, node: Node | null, path: string, keys?: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  const map = input.map(node, path);
+  if (!map) return out;
+  for (const p of input.pairs(map, path, keys)) {
+    const n = input.integer(p.value, `${path}.${p.key}`, { min: 0 });
+    if (n !== undefined) out[p.key] = n;
+  }
+  return out;
+}
+
+function readPv(input: Input, node: Node, path: string): PvExpectation | undefined {
+  const map = input.map(node, path);
+  if (!map) return undefined;
+  const pairs = input.pairs(map, path, ['volume', ...PV_FIELDS]);
+  const volume = input.string(input.get(map, 'volume'), `${path}.volume`, { required: true });
+  const fields: Partial<Record<PvField, string | boolean>> = {};
+  for (const p of pairs) {
+    if (p.key === 'volume') continue;
+    const key = p.key as PvField;
+    if (key === 'exists') {
+      const b = input.boolean(p.value, `${path}.exists`, true);
+      if (b !== undefined) fields.exists = b;
+    } else {
+      const s =
+        key === 'phase' ? input.oneOf(p.value, `${path}.phase`, PV_PHASES) : input.string(p.value, `${path}.${key}`);
+      if (s !== undefined) fields[key] = s;
+      else if (key === 'fsType' && p.value !== null && isScalar(p.value) && p.value.value === null) fields.fsType = '';
+    }
+  }
+  if (volume === undefined) return undefined;
+  return { volume, fields };
+}
+
+export function parseExpectations(input: Input, node: Node, path: string): Expectations | undefined {
+  const map = input.map(node, path);
+  if (!map) return undefined;
+  const pairs = input.pairs(map, path, EXPECT_KEYS);
+  let pvs: Expectations['pvs'];
+  const pv: PvExpectation[] = [];
+  let cleanups: Expectations['cleanups'] = {};
+  let cleaned: Record<string, number> = {};
+  let jobs: Expectations['jobs'];
+  let reload: ReloadOutcome | undefined;
+  let generation: number | undefined;
+  const skipped: Record<string, string> = {};
+  let events: Record<string, number> = {};
+  for (const { key, value } of pairs) {
+    const at = `${path}.${key}`;
+    switch (key) {
+      case 'pvs':
+        if (value !== null && isScalar(value)) {
+          const count = input.integer(value, at, { min: 0 });
+          if (count !== undefined) pvs = { count, phases: {} };
+        } else {
+          const c = counts(input, value, at, ['count', ...PV_PHASES, 'Terminating']);
+          const { count, ...phases } = c;
+          pvs = { ...(count !== undefined ? { count } : {}), phases };
+        }
+        break;
+      case 'pv': {
+        const many = value !== null && isSeq(value);
+        const items = many ? (input.list(value, at) ?? []) : value !== null ? [value] : [];
+        items.forEach((item, i) => {
+          const one = readPv(input, item, many ? `${at}[${i}]` : at);
+          if (one) pv.push(one);
+        });
+        break;
+      }
+      case 'cleanups':
+        cleanups = counts(input, value, at, CLEANUP_STATES);
+        break;
+      case 'cleaned':
+        cleaned = counts(input, value, at);
+        break;
+      case 'jobs':
+        if (value !== null && isScalar(value)) {
+          const count = input.integer(value, at, { min: 0 });
+          if (count !== undefined) jobs = { count };
+        } else {
+          const c = counts(input, value, at, ['count', 'created']);
+          jobs = {
+            ...(c['count'] !== undefined ? { count: c['count'] } : {}),
+            ...(c['created'] !== undefined ? { created: c['created'] } : {}),
+          };
+        }
+        break;
+      case 'reload':
+        reload = input.oneOf(value, at, RELOAD_OUTCOMES);
+        break;
+      case 'generation':
+        generation = input.integer(value, at, { min: 1 });
+        break;
+      case 'skipped': {
+        const m = input.map(value, at);
+        for (const p of m ? input.pairs(m, at) : []) {
+          const reason = input.string(p.value, `${at}.${p.key}`, { required: true });
+          if (reason !== undefined) skipped[p.key] = reason;
+        }
+        break;
+      }
+      case 'events':
+        events = counts(input, value, at);
+        break;
+    }
+  }
+  return {
+    ...(pvs !== undefined ? { pvs } : {}),
+    pv,
+    cleanups,
+    cleaned,
+    ...(jobs !== undefined ? { jobs } : {}),
+    ...(reload !== undefined ? { reload } : {}),
+    ...(generation !== undefined ? { generation } : {}),
+    skipped,
+    events,
+  };
+}
+
+/** What the runner tells the expectations about the world after a step. */
+export interface WorldView {
+  /** This node's PVs that exist and are not being deleted. */
+  readonly pvCount: number;
+  readonly pvPhaseCounts: Readonly<Record<string, number>>;
+  /** The PV of a volume reference: its fields, or undefined when it does not exist. */
+  pvFields(volume: string): Readonly<Record<Exclude<PvField, 'exists'>, string>> | undefined;
+  readonly cleanupCounts: Readonly<Record<CleanupState, number>>;
+  cleaned(volume: string): number;
+  readonly jobCount: number;
+  readonly jobsCreated: number;
+  readonly lastReload: ReloadOutcome | undefined;
+  readonly generation: number;
+  /** The reason the last pass skipped a volume's entry, or `none`. */
+  skipReason(volume: string): string;
+  eventCount(reason: string): number;
+}
+
+export function evaluateExpectations(e: Expectations, world: WorldView): ExpectationResult[] {
+  const out: ExpectationResult[] = [];
+  const check = (key: string, expected: unknown, actual: unknown): void => {
+    out.push({ key, expected, actual: actual ?? null, ok: expected === actual });
+  };
+  if (e.pvs) {
+    if (e.pvs.count !== undefined) check('pvs.count', e.pvs.count, world.pvCount);
+    for (const [phase, n] of Object.entries(e.pvs.phases)) check(`pvs.${phase}`, n, world.pvPhaseCounts[phase] ?? 0);
+  }
+  for (const p of e.pv) {
+    const fields = world.pvFields(p.volume);
+    for (const [field, expected] of Object.entries(p.fields)) {
+      const key = `pv[${p.volume}].${field}`;
+      if (field === 'exists') check(key, expected, fields !== undefined);
+      else check(key, expected, fields ? fields[field as Exclude<PvField, 'exists'>] : '(no PV)');
+    }
+  }
+  for (const [state, n] of Object.entries(e.cleanups))
+    check(`cleanups.${state}`, n, world.cleanupCounts[state as CleanupState]);
+  for (const [volume, n] of Object.entries(e.cleaned)) check(`cleaned.${volume}`, n, world.cleaned(volume));
+  if (e.jobs?.count !== undefined) check('jobs.count', e.jobs.count, world.jobCount);
+  if (e.jobs?.created !== undefined) check('jobs.created', e.jobs.created, world.jobsCreated);
+  if (e.reload !== undefined) check('reload', e.reload, world.lastReload ?? '(no reload yet)');
+  if (e.generation !== undefined) check('generation', e.generation, world.generation);
+  for (const [volume, reason] of Object.entries(e.skipped))
+    check(`skipped.${volume}`, reason, world.skipReason(volume));
+  for (const [reason, n] of Object.entries(e.events)) check(`events.${reason}`, n, world.eventCount(reason));
+  return out;
+}

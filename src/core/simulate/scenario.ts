@@ -1,0 +1,418 @@
+// The scenario format: a starting world (config, disks, cluster objects) and a list of steps, each
+// one thing that happens on the node or in the cluster, optionally followed by expectations.
+// Parsing is strict and positional: every problem names the file, the step number and the field.
+// docs/simulate.md is the user-facing reference of this vocabulary.
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { isMap, isScalar } from 'yaml';
+import type { Node, YAMLMap } from 'yaml';
+import type { SourcePosition } from '../errors.js';
+import { Input, readInputText } from './input.js';
+import { readEntry } from './node-facts.js';
+import type { EntryType } from './node-facts.js';
+import { parseExpectations } from './expect.js';
+import type { Expectations } from './expect.js';
+
+export const STEP_TYPES = [
+  'disk added',
+  'disk removed',
+  'claim bound',
+  'claim released',
+  'config changed',
+  'cleanup succeeds',
+  'cleanup fails',
+  'cleanup is slow',
+  'job succeeds',
+  'job fails',
+  'agent restarted',
+  'time passes',
+  'check',
+] as const;
+export type StepType = (typeof STEP_TYPES)[number];
+
+/** A config given inline (ConfigMap keys) or as a path (file, manifest or ConfigMap directory). */
+export type ConfigInput =
+  | { readonly kind: 'inline'; readonly keys: Readonly<Record<string, unknown>> }
+  | { readonly kind: 'file'; readonly path: string; readonly display: string };
+
+export interface DiskSpec {
+  readonly name: string;
+  /** The class whose mountDir holds it (resolved when the step runs), or an explicit directory. */
+  readonly className?: string;
+  readonly dir?: string;
+  readonly type: EntryType;
+  readonly capacity?: number;
+  readonly mounted: boolean;
+  readonly fsType?: string;
+  readonly target?: string;
+}
+
+/** A volume named by entry (`disk1`), class and entry (`fast/disk1`), PV name or container path. */
+export type VolumeRef = string;
+
+interface StepBase {
+  /** 1-based. */
+  readonly index: number;
+  readonly position: SourcePosition;
+  readonly note?: string;
+  readonly expect?: Expectations;
+}
+
+export type Step = StepBase &
+  (
+    | { readonly type: 'disk added'; readonly disk: DiskSpec }
+    | { readonly type: 'disk removed'; readonly volume: VolumeRef }
+    | { readonly type: 'claim bound'; readonly volume: VolumeRef; readonly claim?: string }
+    | { readonly type: 'claim released'; readonly volume: VolumeRef }
+    | { readonly type: 'config changed'; readonly config: ConfigInput }
+    | { readonly type: 'cleanup succeeds'; readonly volume: VolumeRef }
+    | { readonly type: 'cleanup fails'; readonly volume: VolumeRef; readonly message: string }
+    | {
+        readonly type: 'cleanup is slow';
+        readonly volume: VolumeRef;
+        /** Infinity: until a `cleanup succeeds`/`cleanup fails` step. */
+        readonly durationMs: number;
+        readonly then: 'succeed' | 'fail';
+        readonly message?: string;
+      }
+    | { readonly type: 'job succeeds'; readonly volume: VolumeRef }
+    | { readonly type: 'job fails'; readonly volume: VolumeRef; readonly message?: string }
+    | { readonly type: 'agent restarted' }
+    | { readonly type: 'time passes'; readonly durationMs: number }
+    | { readonly type: 'check' }
+  );
+
+export interface ScenarioSettings {
+  readonly discoveryPeriodMs: number;
+  readonly changePollMs: number;
+  /** Virtual time each step gives the agent to react before its expectations are checked. */
+  readonly reactionMs: number;
+  readonly jobImage: string;
+  readonly namespace: string;
+  readonly cleanupConcurrency: number;
+  readonly cleanupBackoffMs: number;
+  /** Create a StorageClass for every configured class (as a chart would). */
+  readonly createStorageClasses: boolean;
+  /** Create the discovery directory (mountDir) of every configured class (the DaemonSet's mounts). */
+  readonly createDiscoveryDirectories: boolean;
+}
+
+export const DEFAULT_SETTINGS: ScenarioSettings = {
+  discoveryPeriodMs: 10_000,
+  changePollMs: 500,
+  reactionMs: 1_000,
+  jobImage: 'local-volume-provisioner:simulate',
+  namespace: 'default',
+  cleanupConcurrency: 8,
+  cleanupBackoffMs: 5_000,
+  createStorageClasses: true,
+  createDiscoveryDirectories: true,
+};
+
+export interface Scenario {
+  /** The file as given (or `<demo>`). */
+  readonly file: string;
+  readonly name: string;
+  readonly description?: string;
+  readonly node?: string;
+  readonly config: ConfigInput;
+  readonly disks: readonly (DiskSpec & { readonly position: SourcePosition })[];
+  /** A cluster fixture (absolute path). */
+  readonly cluster?: { readonly path: string; readonly display: string };
+  /** A node-facts fixture (absolute path). */
+  readonly nodeFacts?: { readonly path: string; readonly display: string };
+  readonly settings: ScenarioSettings;
+  readonly steps: readonly Step[];
+}
+
+const TOP_KEYS = ['name', 'description', 'node', 'config', 'disks', 'cluster', 'nodeFacts', 'settings', 'steps'];
+const SETTING_KEYS = [
+  'discoveryPeriod',
+  'changePollInterval',
+  'reactionTime',
+  'jobImage',
+  'namespace',
+  'cleanupConcurrency',
+  'cleanupBackoff',
+  'createStorageClasses',
+  'createDiscoveryDirectories',
+];
+const STEP_EXTRA_KEYS = ['expect', 'note'];
+
+function relativePath(baseDir: string, path: string): string {
+  return isAbsolute(path) ? path : resolve(baseDir, path);
+}
+
+function readConfigInput(input: Input, node: Node | null, path: string, baseDir: string): ConfigInput | undefined {
+  if (node !== null && isScalar(node)) {
+    const file = input.string(node, path, { required: true });
+    return file === undefined ? undefined : { kind: 'file', path: relativePath(baseDir, file), display: file };
+  }
+  const map = input.map(node, path);
+  if (!map) return undefined;
+  const pairs = input.pairs(map, path);
+  if (pairs.some((p) => p.key === 'file')) {
+    if (pairs.length > 1)
+      input.error(path, '"file" replaces the whole config: give either file or config keys, not both', map);
+    const file = input.string(input.get(map, 'file'), `${path}.file`, { required: true });
+    return file === undefined ? undefined : { kind: 'file', path: relativePath(baseDir, file), display: file };
+  }
+  const keys: Record<string, unknown> = {};
+  for (const p of pairs) keys[p.key] = input.toJS(p.value);
+  return { kind: 'inline', keys };
+}
+
+function readDisk(input: Input, node: Node | null, path: string): DiskSpec | undefined {
+  const map = input.map(node, path);
+  if (!map) return undefined;
+  const className = input.string(input.get(map, 'class'), `${path}.class`);
+  const dir = input.string(input.get(map, 'dir'), `${path}.dir`);
+  if ((className === undefined) === (dir === undefined))
+    input.error(path, 'give either class (its mountDir holds the disk) or dir (an absolute directory)', map);
+  if (dir !== undefined && !dir.startsWith('/'))
+    input.error(`${path}.dir`, 'must be an absolute path', input.get(map, 'dir'));
+  const entry = readEntry(input, map, path, dir ?? '/', { extraKeys: ['class', 'dir'] });
+  if (!entry) return undefined;
+  return {
+    name: entry.name,
+    ...(className !== undefined ? { className } : {}),
+    ...(dir !== undefined ? { dir } : {}),
+    type: entry.type,
+    mounted: entry.mounted,
+    ...(entry.capacity !== undefined ? { capacity: entry.capacity } : {}),
+    ...(entry.fsType !== undefined ? { fsType: entry.fsType } : {}),
+    ...(entry.target !== undefined ? { target: entry.target } : {}),
+  };
+}
+
+/** `disk1`, or `{volume: disk1, …}` with more fields. */
+function volumeArg(
+  input: Input,
+  value: Node | null,
+  path: string,
+  extra: readonly string[] = [],
+): { volume?: string; map?: YAMLMap } {
+  if (value !== null && isMap(value)) {
+    input.pairs(value, path, ['volume', ...extra]);
+    const volume = input.string(input.get(value, 'volume'), `${path}.volume`, { required: true });
+    return { ...(volume !== undefined ? { volume } : {}), map: value };
+  }
+  const volume = input.string(value, path, { required: true });
+  return volume !== undefined ? { volume } : {};
+}
+
+function readStep(input: Input, node: Node, i: number, baseDir: string): Step | undefined {
+  const index = i + 1;
+  const where = `steps[${index}]`;
+  const position = input.position(node);
+  const errorsBefore = input.sink.issues.filter((x) => x.severity === 'error').length;
+  let typeText: string | undefined;
+  let value: Node | null = null;
+  let map: YAMLMap | undefined;
+  if (isScalar(node)) {
+    // `- agent restarted` / `- check`: a step without arguments.
+    typeText = input.string(node, where, { required: true });
+  } else {
+    map = input.map(node, where);
+    if (!map) return undefined;
+    const pairs = input.pairs(map, where);
+    const types = pairs.filter((p) => !STEP_EXTRA_KEYS.includes(p.key));
+    if (types.length === 0 && pairs.some((p) => p.key === 'expect')) typeText = 'check';
+    else if (types.length !== 1) {
+      input.error(
+        where,
+        types.length === 0
+          ? `a step needs a type; valid step types: ${STEP_TYPES.join(', ')}`
+          : `one step type per step, found ${types.map((t) => `"${t.key}"`).join(', ')}`,
+        map,
+      );
+      return undefined;
+    } else {
+      typeText = types[0]?.key;
+      value = types[0]?.value ?? null;
+    }
+  }
+  if (typeText === undefined) return undefined;
+  if (!(STEP_TYPES as readonly string[]).includes(typeText)) {
+    const keyNode = map ? (input.pairs(map, where).find((p) => p.key === typeText)?.keyNode ?? node) : node;
+    input.error(where, `unknown step type "${typeText}"; valid step types: ${STEP_TYPES.join(', ')}`, keyNode);
+    return undefined;
+  }
+  const type = typeText as StepType;
+  const at = `${where}.${type}`;
+  const note = map ? input.string(input.get(map, 'note'), `${where}.note`) : undefined;
+  const expectNode = map ? input.get(map, 'expect') : null;
+  const expect = expectNode !== null ? parseExpectations(input, expectNode, `${where}.expect`) : undefined;
+  const base = {
+    index,
+    position,
+    ...(note !== undefined ? { note } : {}),
+    ...(expect !== undefined ? { expect } : {}),
+  };
+  const noArgs = (): void => {
+    if (value !== null && !(isScalar(value) && (value.value === null || value.value === ''))) {
+      input.error(at, `"${type}" takes no arguments`, value);
+    }
+  };
+  let step: Step | undefined;
+  switch (type) {
+    case 'disk added': {
+      const disk = readDisk(input, value, at);
+      if (disk) step = { ...base, type, disk };
+      break;
+    }
+    case 'disk removed':
+    case 'claim released':
+    case 'cleanup succeeds':
+    case 'job succeeds': {
+      const { volume } = volumeArg(input, value, at);
+      if (volume !== undefined) step = { ...base, type, volume };
+      break;
+    }
+    case 'claim bound': {
+      const { volume, map: m } = volumeArg(input, value, at, ['claim']);
+      const claim = m ? input.string(input.get(m, 'claim'), `${at}.claim`) : undefined;
+      if (claim !== undefined && !/^[a-z0-9-.]+\/[a-z0-9-.]+$/u.test(claim))
+        input.error(`${at}.claim`, 'expected namespace/name', m ? input.get(m, 'claim') : null);
+      if (volume !== undefined) step = { ...base, type, volume, ...(claim !== undefined ? { claim } : {}) };
+      break;
+    }
+    case 'cleanup fails':
+    case 'job fails': {
+      const { volume, map: m } = volumeArg(input, value, at, ['message']);
+      const msg = m ? input.string(input.get(m, 'message'), `${at}.message`) : undefined;
+      if (volume !== undefined) {
+        step =
+          type === 'cleanup fails'
+            ? { ...base, type, volume, message: msg ?? 'the cleaner failed (simulated)' }
+            : { ...base, type, volume, ...(msg !== undefined ? { message: msg } : {}) };
+      }
+      break;
+    }
+    case 'cleanup is slow': {
+      const { volume, map: m } = volumeArg(input, value, at, ['duration', 'then', 'message']);
+      if (!m && volume !== undefined) input.error(at, 'needs a duration: {volume: disk1, duration: 5m}', value);
+      const durationNode = m ? input.get(m, 'duration') : null;
+      const forever = durationNode !== null && isScalar(durationNode) && durationNode.value === 'forever';
+      const durationMs = forever ? Infinity : m ? input.duration(durationNode, `${at}.duration`) : undefined;
+      const then = m
+        ? input.oneOf(input.get(m, 'then'), `${at}.then`, ['succeed', 'fail'] as const, 'succeed')
+        : 'succeed';
+      const msg = m ? input.string(input.get(m, 'message'), `${at}.message`) : undefined;
+      if (volume !== undefined && durationMs !== undefined && then !== undefined)
+        step = { ...base, type, volume, durationMs, then, ...(msg !== undefined ? { message: msg } : {}) };
+      break;
+    }
+    case 'config changed': {
+      const config = readConfigInput(input, value, at, baseDir);
+      if (config) step = { ...base, type, config };
+      break;
+    }
+    case 'time passes': {
+      const durationMs = input.duration(value, at);
+      if (durationMs !== undefined) step = { ...base, type, durationMs };
+      break;
+    }
+    case 'agent restarted':
+    case 'check':
+      noArgs();
+      step = { ...base, type };
+      break;
+  }
+  const errorsAfter = input.sink.issues.filter((x) => x.severity === 'error').length;
+  return errorsAfter > errorsBefore ? undefined : step;
+}
+
+function readSettings(input: Input, node: Node | null): ScenarioSettings {
+  if (node === null) return DEFAULT_SETTINGS;
+  const map = input.map(node, 'settings');
+  if (!map) return DEFAULT_SETTINGS;
+  input.pairs(map, 'settings', SETTING_KEYS);
+  const ms = (key: string, fallback: number): number => {
+    const n = input.get(map, key);
+    return n === null ? fallback : (input.duration(n, `settings.${key}`) ?? fallback);
+  };
+  const int = (key: string, fallback: number): number => {
+    const n = input.get(map, key);
+    return n === null ? fallback : (input.integer(n, `settings.${key}`, { min: 1 }) ?? fallback);
+  };
+  const settings: ScenarioSettings = {
+    discoveryPeriodMs: ms('discoveryPeriod', DEFAULT_SETTINGS.discoveryPeriodMs),
+    changePollMs: ms('changePollInterval', DEFAULT_SETTINGS.changePollMs),
+    reactionMs: ms('reactionTime', DEFAULT_SETTINGS.reactionMs),
+    jobImage: input.string(input.get(map, 'jobImage'), 'settings.jobImage') ?? DEFAULT_SETTINGS.jobImage,
+    namespace: input.string(input.get(map, 'namespace'), 'settings.namespace') ?? DEFAULT_SETTINGS.namespace,
+    cleanupConcurrency: int('cleanupConcurrency', DEFAULT_SETTINGS.cleanupConcurrency),
+    cleanupBackoffMs: ms('cleanupBackoff', DEFAULT_SETTINGS.cleanupBackoffMs),
+    createStorageClasses:
+      input.boolean(input.get(map, 'createStorageClasses'), 'settings.createStorageClasses', true) ?? true,
+    createDiscoveryDirectories:
+      input.boolean(input.get(map, 'createDiscoveryDirectories'), 'settings.createDiscoveryDirectories', true) ?? true,
+  };
+  if (settings.discoveryPeriodMs <= 0)
+    input.error('settings.discoveryPeriod', 'must be positive', input.get(map, 'discoveryPeriod'));
+  return settings;
+}
+
+/** Parses a scenario; throws InvalidInputError (exit 3) listing every problem with its position. */
+export function parseScenario(file: string, text: string, options: { baseDir?: string } = {}): Scenario {
+  const input = new Input('scenario', file, text);
+  const baseDir = options.baseDir ?? dirname(resolve(file));
+  if (input.failed) input.check();
+  if (input.docs.length !== 1) {
+    input.error('', `expected one YAML document, found ${input.docs.length}`);
+    input.check();
+  }
+  const root = input.map(input.docs[0]?.root ?? null, '');
+  if (!root) {
+    input.check();
+    throw new Error('unreachable');
+  }
+  input.pairs(root, '', TOP_KEYS);
+  const name = input.string(input.get(root, 'name'), 'name') ?? file;
+  const description = input.string(input.get(root, 'description'), 'description');
+  const nodeName = input.string(input.get(root, 'node'), 'node');
+  const configNode = input.get(root, 'config');
+  if (configNode === null) input.error('config', 'is required: the starting config (inline keys or a file)', root);
+  const config = configNode !== null ? readConfigInput(input, configNode, 'config', baseDir) : undefined;
+  const disks: (DiskSpec & { position: SourcePosition })[] = [];
+  const disksNode = input.get(root, 'disks');
+  if (disksNode !== null && input.toJS(disksNode) !== null) {
+    (input.list(disksNode, 'disks') ?? []).forEach((d, i) => {
+      const disk = readDisk(input, d, `disks[${i}]`);
+      if (disk) disks.push({ ...disk, position: input.position(d) });
+    });
+  }
+  const fixture = (key: string): { path: string; display: string } | undefined => {
+    const value = input.string(input.get(root, key), key);
+    return value === undefined ? undefined : { path: relativePath(baseDir, value), display: value };
+  };
+  const cluster = fixture('cluster');
+  const nodeFacts = fixture('nodeFacts');
+  const settings = readSettings(input, input.get(root, 'settings'));
+  const steps: Step[] = [];
+  const stepsNode = input.get(root, 'steps');
+  if (stepsNode === null) input.error('steps', 'is required: the list of things that happen', root);
+  else
+    (input.list(stepsNode, 'steps') ?? []).forEach((s, i) => {
+      const step = readStep(input, s, i, baseDir);
+      if (step) steps.push(step);
+    });
+  input.check();
+  if (!config) throw new Error('unreachable: a scenario without config passed validation');
+  return {
+    file,
+    name,
+    ...(description !== undefined ? { description } : {}),
+    ...(nodeName !== undefined ? { node: nodeName } : {}),
+    config,
+    disks,
+    ...(cluster ? { cluster } : {}),
+    ...(nodeFacts ? { nodeFacts } : {}),
+    settings,
+    steps,
+  };
+}
+
+export async function loadScenario(path: string): Promise<Scenario> {
+  return parseScenario(path, await readInputText(path));
+}

@@ -1,0 +1,602 @@
+// Text, JSON and YAML renderings of simulate's plans and scenario reports. JSON (and YAML, the same
+// document) is a documented contract: docs/simulate.md, docs/schemas/simulate.v1.schema.json.
+import { stringify } from 'yaml';
+import { issueToJson } from '../cli/base-command.js';
+import type { IssueJson } from '../cli/base-command.js';
+import { formatGoDuration } from '../core/config/duration.js';
+import { ROUTINE_SKIPS } from '../core/discovery/plan.js';
+import type { SkippedEntry } from '../core/discovery/plan.js';
+import type { Job, PersistentVolume } from '../core/kube/objects.js';
+import type { PassPlan, PlannedCleanup, SimulationPlan } from '../core/simulate/plan.js';
+import type { ScenarioReport, StepReport } from '../core/simulate/run.js';
+
+export const SIMULATE_FORMAT_VERSION = 1;
+
+// ---- JSON: plan -------------------------------------------------------------------------------
+
+export interface PlanCreateJson {
+  readonly pv: string;
+  readonly storageClass: string;
+  readonly entry: string;
+  readonly path: string;
+  readonly hostPath: string;
+  readonly capacity: string;
+  readonly capacityBytes: number;
+  readonly volumeMode: string;
+  readonly manifest: PersistentVolume;
+}
+
+export interface PlanCleanupJson {
+  readonly pv: string;
+  readonly storageClass: string;
+  readonly hostPath: string;
+  readonly action: PlannedCleanup['action'];
+  readonly method?: 'process' | 'job';
+  readonly mode?: string;
+  readonly path?: string;
+  readonly command?: readonly string[];
+  readonly job?: { readonly name: string; readonly manifest?: Job; readonly status?: string };
+  readonly deleteAfter: boolean;
+  readonly message: string;
+}
+
+export interface PlanSkipJson {
+  readonly storageClass: string;
+  readonly entry: string;
+  readonly path: string;
+  readonly reason: string;
+  readonly message: string;
+  readonly routine: boolean;
+  readonly pv?: string;
+}
+
+export interface PassPlanJson {
+  readonly config: PassPlan['config'];
+  readonly entries: number;
+  readonly create: readonly PlanCreateJson[];
+  readonly cleanups: readonly PlanCleanupJson[];
+  readonly skipped: readonly PlanSkipJson[];
+  readonly classProblems: readonly { readonly storageClass: string; readonly message: string }[];
+  readonly orphaned: readonly {
+    readonly pv: string;
+    readonly storageClass: string;
+    readonly hostPath: string;
+    readonly phase: string;
+    readonly reason: string;
+    readonly message: string;
+  }[];
+  readonly existing: readonly {
+    readonly pv: string;
+    readonly storageClass: string;
+    readonly hostPath: string;
+    readonly phase: string;
+    readonly capacity: string;
+  }[];
+  readonly adopt: readonly string[];
+  readonly writes: readonly {
+    readonly verb: string;
+    readonly resource: string;
+    readonly name: string;
+    readonly namespace?: string;
+  }[];
+  readonly events: readonly {
+    readonly type: string;
+    readonly reason: string;
+    readonly message: string;
+    readonly object: string;
+  }[];
+  readonly summary: {
+    readonly create: number;
+    readonly createBytes: number;
+    readonly clean: number;
+    readonly delete: number;
+    readonly kept: number;
+    readonly failing: number;
+    readonly orphaned: number;
+    readonly skipped: number;
+    readonly classProblems: number;
+  };
+}
+
+export interface SimulatePlanJson extends PassPlanJson {
+  readonly formatVersion: typeof SIMULATE_FORMAT_VERSION;
+  readonly kind: 'plan';
+  readonly readOnly: true;
+  readonly node: SimulationPlan['node'];
+  readonly cluster: SimulationPlan['cluster'];
+  readonly namespace: string;
+  readonly jobImage?: string;
+  readonly reload?: {
+    readonly from: PassPlan['config'];
+    readonly changes: readonly {
+      readonly path: string;
+      readonly field: string;
+      readonly action: string;
+      readonly before?: unknown;
+      readonly after?: unknown;
+      readonly impact: string;
+      readonly summary: string;
+      readonly existingPVs: string;
+      readonly newPVs: string;
+      readonly cleanupsInFlight: string;
+      readonly upstream?: string;
+    }[];
+    readonly delta: {
+      readonly create: {
+        readonly added: readonly string[];
+        readonly removed: readonly string[];
+        readonly changed: readonly {
+          readonly pv: string;
+          readonly fields: readonly { readonly path: string; readonly before?: unknown; readonly after?: unknown }[];
+        }[];
+      };
+      readonly cleanups: readonly {
+        readonly pv: string;
+        readonly before: string | null;
+        readonly after: string | null;
+      }[];
+      readonly orphaned: { readonly added: readonly string[]; readonly removed: readonly string[] };
+      readonly skipped: { readonly added: readonly PlanSkipJson[]; readonly removed: readonly PlanSkipJson[] };
+      readonly classProblems: {
+        readonly added: readonly { readonly storageClass: string; readonly message: string }[];
+        readonly removed: readonly { readonly storageClass: string; readonly message: string }[];
+      };
+    };
+    /** The plan under the `from` config, for comparison. */
+    readonly before: PassPlanJson;
+  };
+  readonly warnings: readonly IssueJson[];
+  readonly exitCode: 0;
+}
+
+function skipJson(s: SkippedEntry): PlanSkipJson {
+  return {
+    storageClass: s.className,
+    entry: s.entry,
+    path: s.path,
+    reason: s.reason,
+    message: s.message,
+    routine: ROUTINE_SKIPS.has(s.reason),
+    ...(s.persistentVolume !== undefined ? { pv: s.persistentVolume } : {}),
+  };
+}
+
+function cleanupLabel(c: PlannedCleanup | undefined): string | null {
+  if (!c) return null;
+  return c.method !== undefined ? `${c.action} (${c.method === 'job' ? 'Job' : 'in-process'})` : c.action;
+}
+
+export function toPassPlanJson(p: PassPlan): PassPlanJson {
+  const skipped = p.skipped.map(skipJson);
+  return {
+    config: p.config,
+    entries: p.entries,
+    create: p.create.map((c) => ({
+      pv: c.pv,
+      storageClass: c.className,
+      entry: c.entry,
+      path: c.path,
+      hostPath: c.hostPath,
+      capacity: c.capacity,
+      capacityBytes: c.capacityBytes,
+      volumeMode: c.volumeMode,
+      manifest: c.manifest,
+    })),
+    cleanups: p.cleanups.map((c) => ({
+      pv: c.pv,
+      storageClass: c.className,
+      hostPath: c.hostPath,
+      action: c.action,
+      ...(c.method !== undefined ? { method: c.method } : {}),
+      ...(c.mode !== undefined ? { mode: c.mode } : {}),
+      ...(c.path !== undefined ? { path: c.path } : {}),
+      ...(c.command !== undefined ? { command: c.command } : {}),
+      ...(c.job !== undefined ? { job: c.job } : {}),
+      deleteAfter: c.deleteAfter,
+      message: c.message,
+    })),
+    skipped,
+    classProblems: p.classProblems.map((c) => ({ storageClass: c.className, message: c.message })),
+    orphaned: p.orphaned.map((o) => ({
+      pv: o.pv,
+      storageClass: o.className,
+      hostPath: o.hostPath,
+      phase: o.phase,
+      reason: o.reason,
+      message: o.message,
+    })),
+    existing: p.existing.map((e) => ({
+      pv: e.pv,
+      storageClass: e.className,
+      hostPath: e.hostPath,
+      phase: e.phase,
+      capacity: e.capacity,
+    })),
+    adopt: p.adopt,
+    writes: p.writes.map((w) => ({
+      verb: w.verb,
+      resource: w.resource,
+      name: w.name,
+      ...(w.namespace !== undefined ? { namespace: w.namespace } : {}),
+    })),
+    events: p.events.map((e) => ({
+      type: e.type,
+      reason: e.reason,
+      message: e.message,
+      object: `${e.object.kind ?? '?'}/${e.object.name ?? '?'}`,
+    })),
+    summary: {
+      create: p.create.length,
+      createBytes: p.create.reduce((n, c) => n + c.capacityBytes, 0),
+      clean: p.cleanups.filter((c) => c.action === 'clean' || c.action === 'follow-job').length,
+      delete: p.cleanups.filter((c) => c.deleteAfter).length,
+      kept: p.cleanups.filter((c) => c.action === 'retain' || c.action === 'unsupported-policy').length,
+      failing: p.cleanups.filter((c) => c.action === 'fail').length,
+      orphaned: p.orphaned.length,
+      skipped: skipped.filter((s) => !s.routine).length,
+      classProblems: p.classProblems.length,
+    },
+  };
+}
+
+export function toPlanJson(s: SimulationPlan): SimulatePlanJson {
+  const r = s.reload;
+  return {
+    formatVersion: SIMULATE_FORMAT_VERSION,
+    kind: 'plan',
+    readOnly: true,
+    node: s.node,
+    cluster: s.cluster,
+    namespace: s.namespace,
+    ...(s.jobImage !== undefined ? { jobImage: s.jobImage } : {}),
+    ...toPassPlanJson(s.plan),
+    ...(r
+      ? {
+          reload: {
+            from: r.from,
+            changes: r.changes.map((ch) => ({
+              path: ch.path,
+              field: ch.field,
+              action: ch.action,
+              ...(ch.before !== undefined ? { before: ch.before } : {}),
+              ...(ch.after !== undefined ? { after: ch.after } : {}),
+              impact: ch.effect.impact,
+              summary: ch.effect.summary,
+              existingPVs: ch.effect.existingPVs,
+              newPVs: ch.effect.newPVs,
+              cleanupsInFlight: ch.effect.cleanupsInFlight,
+              ...(ch.effect.upstream !== undefined ? { upstream: ch.effect.upstream } : {}),
+            })),
+            delta: {
+              create: {
+                added: r.delta.create.added.map((c) => c.pv),
+                removed: r.delta.create.removed.map((c) => c.pv),
+                changed: r.delta.create.changed.map((c) => ({
+                  pv: c.pv,
+                  fields: c.fields.map((f) => ({
+                    path: f.path,
+                    ...(f.before !== undefined ? { before: f.before } : {}),
+                    ...(f.after !== undefined ? { after: f.after } : {}),
+                  })),
+                })),
+              },
+              cleanups: r.delta.cleanups.map((c) => ({
+                pv: c.pv,
+                before: cleanupLabel(c.before),
+                after: cleanupLabel(c.after),
+              })),
+              orphaned: {
+                added: r.delta.orphaned.added.map((o) => o.pv),
+                removed: r.delta.orphaned.removed.map((o) => o.pv),
+              },
+              skipped: {
+                added: r.delta.skipped.added.map(skipJson),
+                removed: r.delta.skipped.removed.map(skipJson),
+              },
+              classProblems: {
+                added: r.delta.classProblems.added.map((c) => ({ storageClass: c.className, message: c.message })),
+                removed: r.delta.classProblems.removed.map((c) => ({ storageClass: c.className, message: c.message })),
+              },
+            },
+            before: toPassPlanJson(r.before),
+          },
+        }
+      : {}),
+    warnings: s.warnings.map(issueToJson),
+    exitCode: 0,
+  };
+}
+
+// ---- JSON: scenario ---------------------------------------------------------------------------
+
+/** `+1m30s`: virtual time since the scenario started. */
+export function virtualTime(ms: number): string {
+  return `+${formatGoDuration(BigInt(Math.round(ms)) * 1_000_000n)}`;
+}
+
+export interface ScenarioJson {
+  readonly formatVersion: typeof SIMULATE_FORMAT_VERSION;
+  readonly kind: 'scenario';
+  readonly scenario: { readonly name: string; readonly file: string; readonly description?: string };
+  readonly node: string;
+  readonly settings: Readonly<Record<string, number | string | boolean>>;
+  readonly steps: readonly {
+    readonly index: number;
+    readonly type: string;
+    readonly at: number;
+    readonly time: string;
+    readonly summary: string;
+    readonly note?: string;
+    readonly actions: readonly {
+      readonly at: number;
+      readonly time: string;
+      readonly type: string;
+      readonly summary: string;
+      readonly pv?: string;
+      readonly volume?: string;
+      readonly details?: readonly string[];
+    }[];
+    readonly expectations: readonly {
+      readonly key: string;
+      readonly expected: unknown;
+      readonly actual: unknown;
+      readonly ok: boolean;
+    }[];
+  }[];
+  readonly final: ScenarioReport['final'];
+  readonly result: { readonly passed: boolean; readonly expectations: number; readonly failed: number };
+  readonly exitCode: 0 | 1;
+}
+
+export function scenarioExitCode(r: ScenarioReport): 0 | 1 {
+  return r.passed ? 0 : 1;
+}
+
+export function toScenarioJson(r: ScenarioReport): ScenarioJson {
+  const s = r.settings;
+  return {
+    formatVersion: SIMULATE_FORMAT_VERSION,
+    kind: 'scenario',
+    scenario: { name: r.name, file: r.file, ...(r.description !== undefined ? { description: r.description } : {}) },
+    node: r.node,
+    settings: {
+      discoveryPeriodMs: s.discoveryPeriodMs,
+      changePollMs: s.changePollMs,
+      reactionMs: s.reactionMs,
+      jobImage: s.jobImage,
+      namespace: s.namespace,
+      cleanupConcurrency: s.cleanupConcurrency,
+      cleanupBackoffMs: s.cleanupBackoffMs,
+      createStorageClasses: s.createStorageClasses,
+      createDiscoveryDirectories: s.createDiscoveryDirectories,
+    },
+    steps: r.steps.map((step) => ({
+      index: step.index,
+      type: step.type,
+      at: step.at,
+      time: virtualTime(step.at),
+      summary: step.summary,
+      ...(step.note !== undefined ? { note: step.note } : {}),
+      actions: step.actions.map((a) => ({ ...a, time: virtualTime(a.at) })),
+      expectations: step.expectations.map((e) => ({ ...e })),
+    })),
+    final: r.final,
+    result: { passed: r.passed, expectations: r.expectations.total, failed: r.expectations.failed },
+    exitCode: scenarioExitCode(r),
+  };
+}
+
+/** `-o yaml`: the JSON document as YAML (block style, full manifests). */
+export function toYaml(value: unknown): string {
+  return stringify(value, { lineWidth: 0, aliasDuplicateObjects: false });
+}
+
+// ---- text ---------------------------------------------------------------------------------------
+
+const ansi = (code: string) => (s: string) => `\u001b[${code}m${s}\u001b[0m`;
+const PAINT = {
+  red: ansi('31'),
+  green: ansi('32'),
+  yellow: ansi('33'),
+  cyan: ansi('36'),
+  bold: ansi('1'),
+  dim: ansi('2'),
+};
+type Paint = (s: string) => string;
+const plain: Paint = (s) => s;
+
+function painter(color: boolean): Record<keyof typeof PAINT, Paint> {
+  return color ? PAINT : { red: plain, green: plain, yellow: plain, cyan: plain, bold: plain, dim: plain };
+}
+
+function table(rows: readonly (readonly string[])[], indent = '  '): string[] {
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return rows.map((row) =>
+    `${indent}${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ')}`.trimEnd(),
+  );
+}
+
+function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+function shortHash(hash: string): string {
+  return hash.slice(0, 'sha256:'.length + 12);
+}
+
+function passPlanLines(p: PassPlan, paint: Record<keyof typeof PAINT, Paint>): string[] {
+  const out: string[] = [];
+  const section = (title: string, n: number): void => {
+    out.push('', paint.bold(`${title} (${n}):`));
+  };
+  section('PersistentVolumes to create', p.create.length);
+  if (p.create.length === 0) out.push('  none');
+  out.push(...table(p.create.map((c) => [paint.green('+'), c.pv, c.className, c.capacity, c.volumeMode, c.hostPath])));
+  section('Released PVs: cleanup and deletion', p.cleanups.length);
+  if (p.cleanups.length === 0) out.push('  none');
+  const mark: Record<PlannedCleanup['action'], string> = {
+    clean: paint.yellow('~'),
+    'follow-job': paint.yellow('~'),
+    delete: paint.red('-'),
+    retain: '=',
+    'unsupported-policy': '=',
+    orphan: paint.red('!'),
+    fail: paint.red('!'),
+  };
+  out.push(...table(p.cleanups.map((c) => [mark[c.action], c.pv, c.className, c.action, c.message])));
+  const visible = p.skipped.filter((s) => !ROUTINE_SKIPS.has(s.reason));
+  section('Entries skipped', visible.length);
+  if (visible.length === 0) out.push('  none');
+  out.push(...table(visible.map((s) => ['-', `${s.className}/${s.entry}`, s.reason, s.message])));
+  const routine = p.skipped.length - visible.length;
+  const published = p.skipped.filter((s) => s.reason === 'already-published').length;
+  if (routine > 0)
+    out.push(
+      paint.dim(
+        `  (and ${plural(routine, 'routine skip')}: ${published} already published, ${routine - published} not matching namePattern)`,
+      ),
+    );
+  if (p.classProblems.length > 0) {
+    section('Storage classes that cannot be discovered', p.classProblems.length);
+    out.push(...table(p.classProblems.map((c) => [paint.red('!'), c.className, c.message])));
+  }
+  section('Orphaned PVs (class or path no longer configured, or volume gone)', p.orphaned.length);
+  if (p.orphaned.length === 0) out.push('  none');
+  out.push(...table(p.orphaned.map((o) => [paint.red('!'), o.pv, o.className || '-', o.phase, o.reason, o.message])));
+  if (p.adopt.length > 0) {
+    section("PVs of this node to label as the agent's (adoption)", p.adopt.length);
+    out.push(...p.adopt.map((n) => `  ${n}`));
+  }
+  section('API writes the agent would make (none was sent)', p.writes.length);
+  if (p.writes.length === 0) out.push('  none');
+  out.push(
+    ...table(
+      p.writes.map((w) => [
+        w.verb,
+        `${w.resource}/${w.name}`,
+        w.namespace !== undefined ? `(namespace ${w.namespace})` : '',
+      ]),
+    ),
+  );
+  return out;
+}
+
+function summaryLine(p: PassPlan): string {
+  const j = toPassPlanJson(p).summary;
+  return `Summary: ${j.create} to create, ${j.clean} to clean, ${j.delete} to delete after cleanup, ${j.kept} kept, ${j.failing} failing, ${j.orphaned} orphaned, ${j.skipped} skipped${j.classProblems > 0 ? `, ${plural(j.classProblems, 'class problem')}` : ''}.`;
+}
+
+export function renderPlanText(s: SimulationPlan, options: { color: boolean }): string {
+  const paint = painter(options.color);
+  const out: string[] = [];
+  out.push(
+    paint.bold(`Simulated pass of a freshly started agent on node ${s.node.name}: nothing was written.`),
+    `  config:  ${s.plan.config.path} (${shortHash(s.plan.config.hash)})`,
+    `  node:    ${s.node.source === 'fixture' ? `fixture ${s.node.file ?? ''}` : 'live (this machine, read-only)'}`,
+    `  cluster: ${s.cluster.source === 'fixture' ? `fixture ${s.cluster.description}` : `live ${s.cluster.description} (read-only)`}`,
+    `  entries examined: ${s.plan.entries}; PVs of this node: ${s.plan.existing.length}`,
+  );
+  out.push(...passPlanLines(s.plan, paint));
+  const r = s.reload;
+  if (r) {
+    out.push('', paint.bold(`Reload from ${r.from.path} (${shortHash(r.from.hash)}) to ${s.plan.config.path}:`));
+    if (r.changes.length === 0) out.push('  no config changes');
+    for (const ch of r.changes) out.push(`  ${ch.path}  [${ch.effect.impact}] ${ch.effect.summary}`);
+    const d = r.delta;
+    const lines: string[] = [];
+    for (const c of d.create.added)
+      lines.push(
+        `  ${paint.green('+')} creates ${c.pv} (${c.className}/${c.entry}, ${c.capacity}) only with the new config`,
+      );
+    for (const c of d.create.removed)
+      lines.push(`  ${paint.red('-')} no longer creates ${c.pv} (${c.className}/${c.entry})`);
+    for (const c of d.create.changed)
+      lines.push(
+        `  ${paint.yellow('~')} ${c.pv} is created differently: ${c.fields.map((f) => `${f.path}: ${JSON.stringify(f.before ?? null)} -> ${JSON.stringify(f.after ?? null)}`).join('; ')}`,
+      );
+    for (const c of d.cleanups)
+      lines.push(
+        `  ${paint.yellow('~')} cleanup of ${c.pv}: ${cleanupLabel(c.before) ?? 'none'} -> ${cleanupLabel(c.after) ?? 'none'}`,
+      );
+    for (const o of d.orphaned.added) lines.push(`  ${paint.red('!')} orphans ${o.pv}: ${o.message}`);
+    for (const o of d.orphaned.removed) lines.push(`  ${paint.green('+')} manages ${o.pv} again`);
+    for (const x of d.skipped.added) lines.push(`  - now skips ${x.className}/${x.entry}: ${x.reason}`);
+    for (const x of d.skipped.removed) lines.push(`  + no longer skips ${x.className}/${x.entry} (${x.reason})`);
+    for (const c of d.classProblems.added) lines.push(`  ${paint.red('!')} class ${c.className}: ${c.message}`);
+    for (const c of d.classProblems.removed) lines.push(`  + class ${c.className} no longer fails: ${c.message}`);
+    out.push(
+      '',
+      'What changes on this node:',
+      ...(lines.length > 0 ? lines : ['  nothing: both configs do the same here']),
+    );
+  }
+  out.push('', summaryLine(s.plan));
+  return `${out.join('\n')}\n`;
+}
+
+function valueText(v: unknown): string {
+  return typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v ?? null);
+}
+
+function stepTitle(step: StepReport): string {
+  return step.index === 0 ? 'start' : `${step.index}. ${step.type}`;
+}
+
+export function renderScenarioText(r: ScenarioReport, options: { color: boolean }): string {
+  const paint = painter(options.color);
+  const out: string[] = [];
+  const s = r.settings;
+  out.push(paint.bold(`Scenario: ${r.name}`) + paint.dim(`  (${r.file})`));
+  if (r.description !== undefined)
+    out.push(
+      ...r.description
+        .trim()
+        .split('\n')
+        .map((l) => `  ${l}`),
+    );
+  out.push(
+    paint.dim(
+      `  node ${r.node} · discovery every ${virtualTime(s.discoveryPeriodMs).slice(1)} · ${virtualTime(s.reactionMs).slice(1)} to react after each step · virtual time, the real agent code`,
+    ),
+    '',
+  );
+  const width = Math.max(6, ...r.steps.flatMap((st) => [st, ...st.actions].map((x) => virtualTime(x.at).length)));
+  const pad = ' '.repeat(width);
+  for (const step of r.steps) {
+    out.push(`${paint.cyan(virtualTime(step.at).padEnd(width))}  ${paint.bold(stepTitle(step))}: ${step.summary}`);
+    if (step.note !== undefined)
+      out.push(
+        ...step.note
+          .trim()
+          .split('\n')
+          .map((l) => `${pad}    ${paint.dim(`# ${l}`)}`),
+      );
+    for (const a of step.actions) {
+      out.push(`${pad}    ${paint.dim(virtualTime(a.at).padEnd(width))}  ${a.summary}`);
+      for (const d of a.details ?? []) out.push(`${pad}    ${' '.repeat(width)}    ${d}`);
+    }
+    for (const e of step.expectations) {
+      out.push(
+        e.ok
+          ? `${pad}    ${paint.green('ok')}    ${e.key} = ${valueText(e.expected)}`
+          : `${pad}    ${paint.red('FAIL')}  ${e.key}: expected ${valueText(e.expected)}, got ${valueText(e.actual)}`,
+      );
+    }
+  }
+  out.push('');
+  const f = r.final;
+  out.push(
+    `At ${virtualTime(f.at)}: generation ${f.generation} serving ${shortHash(f.configHash)}; ${plural(f.persistentVolumes.length, 'PV')} (${f.persistentVolumes.map((p) => `${p.volume} ${p.phase}`).join(', ') || 'none'}).`,
+  );
+  const failures = r.steps.flatMap((st) => st.expectations.filter((e) => !e.ok).map((e) => ({ st, e })));
+  if (r.expectations.total === 0) out.push('Result: no expectations to check.');
+  else if (failures.length === 0)
+    out.push(paint.green(`Result: all ${plural(r.expectations.total, 'expectation')} passed.`));
+  else {
+    out.push(paint.red(`Result: ${failures.length} of ${plural(r.expectations.total, 'expectation')} FAILED:`));
+    for (const { st, e } of failures)
+      out.push(`  step ${stepTitle(st)}: ${e.key}: expected ${valueText(e.expected)}, got ${valueText(e.actual)}`);
+  }
+  return `${out.join('\n')}\n`;
+}
