@@ -19,8 +19,9 @@ const result = await build({
   platform: 'node',
   target: 'node22',
   chunkNames: 'chunks/[name]-[hash]',
-  // oclif loads TypeScript tooling only in development mode; never bundle it.
-  external: ['typescript', 'tsx', 'ts-node'],
+  // oclif loads TypeScript tooling only in development mode; never bundle it. Ink imports
+  // react-devtools-core only when DEV=true and it is installed (it is not a dependency).
+  external: ['typescript', 'tsx', 'ts-node', 'react-devtools-core'],
   banner: {
     js: "import { createRequire as __lvpCreateRequire } from 'node:module'; const require = __lvpCreateRequire(import.meta.url);",
   },

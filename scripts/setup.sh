@@ -23,4 +23,17 @@ if [ "$(node_major node)" -lt 22 ]; then
 fi
 echo "setup: using node $(PATH="$PWD/node_modules/.bin:$PATH" node --version)" >&2
 
+# The dashboard's end-to-end test runs the CLI in a pseudo-terminal from tmux
+# (test/unit/cli/dashboard-e2e.test.ts); without tmux that test fails, it never skips.
+if ! command -v tmux >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing tmux with apt-get (for the dashboard end-to-end test)" >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tmux; } >/dev/null; then
+      echo "setup: warning: installing tmux failed; the dashboard end-to-end test will fail until tmux is installed" >&2
+    fi
+  else
+    echo "setup: warning: tmux is missing and cannot be installed here (needs root and apt-get); the dashboard end-to-end test will fail until tmux is installed" >&2
+  fi
+fi
+
 npm run build

@@ -1,0 +1,89 @@
+import { Flags } from '@oclif/core';
+import { ProvisionerCommand, useColor } from '../cli/base-command.js';
+import { UsageError } from '../core/errors.js';
+import { DEFAULT_ADMIN_SOCKET } from './reload.js';
+
+/** A reload's answer may take a drain and a cache sync: its client waits at least this long. */
+const MIN_RELOAD_TIMEOUT_MS = 120_000;
+
+export default class Dashboard extends ProvisionerCommand {
+  static override summary =
+    'Watch the running agent live: config sync, volumes, cleanups and events; reload and diff with a key.';
+
+  static override description = `Attaches to the agent on this node (\`provisioner run\`) through its admin socket and shows, live: the node, agent version and uptime; the config generation, the applied hash against the on-disk hash (in sync, propagating or rejected) and the last reload; per storage class the discovered volumes and their PVs; cleanups in flight; recent events. When the agent restarts the view says "reconnecting…" and reattaches by itself.
+
+Keys: r reload (R forced), d diff of the on-disk config against the applied one, / filter, Tab switch pane, Up/Down/PgUp/PgDn/Home/End scroll, ? help, Esc close or clear, q or Ctrl-C quit.
+
+Without a terminal (kubectl exec without -it, a pipe), or with --once, prints one plain-text snapshot and exits.
+
+Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no agent reachable (or a usage error), 3 the agent did not answer within --timeout.`;
+
+  static override examples = [
+    'kubectl -n kube-system exec -it ds/local-volume-provisioner -- provisioner <%= command.id %>',
+    '<%= config.bin %> <%= command.id %> --admin-socket ./sandbox/admin.sock',
+    '<%= config.bin %> <%= command.id %> --once',
+  ];
+
+  static override flags = {
+    'admin-socket': Flags.string({
+      description: "The agent's admin socket.",
+      default: DEFAULT_ADMIN_SOCKET,
+      env: 'PROVISIONER_ADMIN_SOCKET',
+    }),
+    once: Flags.boolean({
+      description: 'Print one plain-text snapshot and exit (the default when stdout is not a terminal).',
+      default: false,
+    }),
+    color: Flags.boolean({
+      description: 'Colour the view (default: on a terminal, unless NO_COLOR is set or TERM=dumb).',
+      allowNo: true,
+    }),
+    timeout: Flags.string({
+      description: "Longest wait for each of the agent's answers (Go duration); reloads wait at least 2m.",
+      default: '5s',
+    }),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(Dashboard);
+    const interactive = !flags.once && process.stdout.isTTY;
+    let ui: Promise<typeof import('../ui/dashboard/run.js')> | undefined;
+    if (interactive) {
+      // React's development build renders several times slower and checks things only React
+      // developers need: this process is a shipped app. Set before React's modules first load.
+      process.env['NODE_ENV'] ??= 'production';
+      // Ink and React load while the rest starts and the agent answers (the first frame waits for both).
+      ui = import('../ui/dashboard/load.js').then((m) => m.loadDashboard());
+      ui.catch(() => undefined);
+    }
+    const { parseGoDuration } = await import('../core/config/duration.js');
+    const timeout = parseGoDuration(flags.timeout);
+    if (!timeout.ok) throw new UsageError(`--timeout: ${timeout.message}`);
+    if (timeout.nanos < 1_000_000n) throw new UsageError(`--timeout: must be at least 1ms, found ${flags.timeout}`);
+    const timeoutMs = Number(timeout.nanos / 1_000_000n);
+    const { AdminClient } = await import('../core/agent/admin-client.js');
+    const socket = flags['admin-socket'];
+    const client = new AdminClient(socket, { timeoutMs });
+
+    if (ui === undefined) {
+      const status = await client.status();
+      const { renderDashboardText } = await import('../render/dashboard-text.js');
+      this.writeOut(renderDashboardText(status, { now: Date.now() }));
+      return;
+    }
+
+    // Unreachable at start: the typed error (exit 2), before any screen is drawn.
+    const [status, { runDashboard }] = await Promise.all([client.status(), ui]);
+    await runDashboard({
+      client,
+      reloadClient: new AdminClient(socket, { timeoutMs: Math.max(timeoutMs, MIN_RELOAD_TIMEOUT_MS) }),
+      status,
+      color: useColor(flags.color),
+      stdin: process.stdin,
+      stdout: process.stdout,
+      stderr: process.stderr,
+    });
+    // The view is closed and the feed stopped: exit now rather than wait on a paused stdin.
+    this.exit(0);
+  }
+}

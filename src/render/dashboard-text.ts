@@ -1,0 +1,46 @@
+// The dashboard as plain text, for `provisioner dashboard --once` and for output that is not a
+// terminal (`kubectl exec` without -t, a pipe, a log): one snapshot of the agent's status, no
+// colours, no cursor movement, and nothing of ink or React loaded.
+import type { AgentStatusJson } from '../core/agent/reload-types.js';
+import {
+  cleanupsSection,
+  configLines,
+  errorLines,
+  lastReloadLine,
+  lineText,
+  titleLine,
+  volumesSection,
+} from '../core/dashboard/lines.js';
+import type { Line, Section } from '../core/dashboard/lines.js';
+import { initialState } from '../core/dashboard/model.js';
+
+function text(line: Line): string {
+  return lineText(line).trimEnd();
+}
+
+function section(s: Section): string[] {
+  return [
+    text(s.title),
+    ...(s.header !== undefined && s.rows.length > 0 ? [text(s.header)] : []),
+    ...(s.rows.length > 0 ? s.rows : [s.empty]).map(text),
+  ];
+}
+
+export function renderDashboardText(status: AgentStatusJson, options: { readonly now: number }): string {
+  // A snapshot: no size limit, no keys, and the status counts as just received.
+  const state = initialState({ now: options.now, size: { columns: 10_000, rows: 10_000 }, status, keys: false });
+  const cleanups = cleanupsSection(state);
+  const lines = [
+    text(titleLine(state, { connection: false })),
+    ...configLines(state).map(text),
+    text(lastReloadLine(state)),
+    ...errorLines(state, Number.MAX_SAFE_INTEGER).map(text),
+    '',
+    ...section(volumesSection(state)),
+    '',
+    ...(cleanups.rows.length > 0 ? section(cleanups) : [text(cleanups.title)]),
+    '',
+    'Live events, reload (r) and diff (d): run in a terminal, e.g. kubectl exec -it <pod> -- provisioner dashboard',
+  ];
+  return `${lines.join('\n')}\n`;
+}

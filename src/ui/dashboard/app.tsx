@@ -1,0 +1,171 @@
+// The dashboard's ink root: holds the view model, feeds it the agent's messages, keys, resizes and
+// a clock tick, and runs the effects the reducer asks for (reload, diff, quit).
+import { useApp, useInput, useStdin, useWindowSize } from 'ink';
+import type { Key } from 'ink';
+import { useCallback, useEffect, useRef, useState } from 'react';
+import type { ReactNode } from 'react';
+import type { ReloadResult } from '../../core/agent/reload-types.js';
+import type { DashboardFeed, FeedMessage } from '../../core/dashboard/feed.js';
+import { update } from '../../core/dashboard/model.js';
+import type { Action, DashboardState, Effect, KeyPress, Size } from '../../core/dashboard/model.js';
+import { DashboardView } from './view.js';
+
+/** What `d` shows: a diff (ok) or why there is none (the on-disk config is invalid or unreadable). */
+export interface DiffContent {
+  readonly ok: boolean;
+  readonly title: string;
+  readonly lines: readonly string[];
+}
+
+/** The actions keys trigger; AdminClient-backed in the command, fakes in tests. */
+export interface DashboardServices {
+  reload(force: boolean): Promise<ReloadResult>;
+  diff(): Promise<DiffContent>;
+}
+
+export interface DashboardAppProps {
+  readonly initial: DashboardState;
+  readonly feed: DashboardFeed;
+  readonly services: DashboardServices;
+  readonly color: boolean;
+  readonly now?: () => number;
+  /** A fixed size (tests); default: the terminal's, following resizes. */
+  readonly size?: Size;
+  /** Period of the clock tick that ages uptimes and elapsed times; default 1 s. */
+  readonly tickMs?: number;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export function toAction(message: FeedMessage): Action {
+  switch (message.type) {
+    case 'connected':
+      return { type: 'connected', at: message.at };
+    case 'event':
+      return { type: 'agent-event', event: message.event, at: message.at };
+    case 'disconnected':
+      return {
+        type: 'disconnected',
+        at: message.at,
+        reason: message.reason,
+        attempt: message.attempt,
+        retryAt: message.retryAt,
+      };
+  }
+}
+
+export function toKeyPress(key: Key): KeyPress {
+  return {
+    upArrow: key.upArrow,
+    downArrow: key.downArrow,
+    leftArrow: key.leftArrow,
+    rightArrow: key.rightArrow,
+    pageUp: key.pageUp,
+    pageDown: key.pageDown,
+    home: key.home,
+    end: key.end,
+    return: key.return,
+    escape: key.escape,
+    tab: key.tab,
+    backspace: key.backspace,
+    delete: key.delete,
+    ctrl: key.ctrl,
+    meta: key.meta,
+    shift: key.shift,
+  };
+}
+
+export function DashboardApp(props: DashboardAppProps): ReactNode {
+  const { exit } = useApp();
+  const { isRawModeSupported } = useStdin();
+  const terminal = useWindowSize();
+  const size = props.size ?? terminal;
+  const now = props.now ?? Date.now;
+  const [state, setState] = useState(props.initial);
+  // The reducer runs outside React's updater so that effects run exactly once per action.
+  const current = useRef(props.initial);
+  const mounted = useRef(true);
+  const latest = useRef({ props, exit, now });
+  latest.current = { props, exit, now };
+
+  const dispatch = useCallback((action: Action): void => {
+    if (!mounted.current) return;
+    const { state: next, effects } = update(current.current, action);
+    if (next !== current.current) {
+      current.current = next;
+      setState(next);
+    }
+    for (const effect of effects) runEffect(effect);
+  }, []);
+
+  const runEffect = (effect: Effect): void => {
+    const { props: p, exit: quit, now: clock } = latest.current;
+    switch (effect.type) {
+      case 'reload':
+        p.services.reload(effect.force).then(
+          (result) => {
+            dispatch({ type: 'reload-finished', result, at: clock() });
+          },
+          (err: unknown) => {
+            dispatch({ type: 'reload-failed', message: messageOf(err), at: clock() });
+          },
+        );
+        break;
+      case 'diff':
+        p.services.diff().then(
+          (d) => {
+            dispatch({ type: d.ok ? 'diff-loaded' : 'diff-failed', title: d.title, lines: d.lines });
+          },
+          (err: unknown) => {
+            dispatch({ type: 'diff-failed', title: 'Diff: failed', lines: [messageOf(err)] });
+          },
+        );
+        break;
+      case 'quit':
+        mounted.current = false;
+        quit();
+        break;
+    }
+  };
+
+  useEffect(() => {
+    dispatch({ type: 'resize', size: { columns: size.columns, rows: size.rows } });
+  }, [dispatch, size.columns, size.rows]);
+
+  useEffect(() => {
+    const stop = props.feed.start((message) => {
+      dispatch(toAction(message));
+    });
+    return () => {
+      void stop();
+    };
+  }, [dispatch, props.feed]);
+
+  const tickMs = props.tickMs ?? 1000;
+  useEffect(() => {
+    const timer = setInterval(() => {
+      dispatch({ type: 'tick', now: latest.current.now() });
+    }, tickMs);
+    return () => {
+      clearInterval(timer);
+    };
+  }, [dispatch, tickMs]);
+
+  useEffect(
+    () => () => {
+      mounted.current = false;
+    },
+    [],
+  );
+
+  useInput(
+    (input, key) => {
+      dispatch({ type: 'key', input, key: toKeyPress(key) });
+    },
+    { isActive: isRawModeSupported },
+  );
+
+  return <DashboardView state={state} color={props.color} />;
+}

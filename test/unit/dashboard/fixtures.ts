@@ -1,0 +1,151 @@
+// Agent statuses, events and a scriptable feed for the dashboard's tests.
+import type {
+  AgentEvent,
+  AgentStatusJson,
+  CleanupStatus,
+  ReloadOutcome,
+  ReloadResult,
+} from '../../../src/core/agent/reload-types.js';
+import type { DashboardFeed, FeedMessage } from '../../../src/core/dashboard/feed.js';
+
+export const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
+export const HASH_A = `sha256:${'a1'.repeat(32)}`;
+export const HASH_B = `sha256:${'b2'.repeat(32)}`;
+export const HASH_C = `sha256:${'c3'.repeat(32)}`;
+
+export function cleanup(overrides: Partial<CleanupStatus> = {}): CleanupStatus {
+  return {
+    pv: 'local-pv-44444444',
+    method: 'process',
+    state: 'running',
+    startedAt: T0 - 42_000,
+    attempts: 1,
+    ...overrides,
+  };
+}
+
+export function status(overrides: Partial<AgentStatusJson> = {}): AgentStatusJson {
+  return {
+    formatVersion: 1,
+    node: 'worker-7',
+    version: '1.2.3',
+    pid: 4242,
+    startedAt: T0 - 3_723_000,
+    now: T0,
+    generation: 7,
+    ready: true,
+    config: { source: '/etc/provisioner/config', appliedHash: HASH_A, onDiskHash: HASH_A, subPath: false },
+    reloadPending: false,
+    classes: [
+      {
+        name: 'fast-disks',
+        hostDir: '/mnt/fast-disks',
+        mountDir: '/mnt/fast-disks',
+        persistentVolumes: [
+          {
+            name: 'local-pv-11111111',
+            path: '/mnt/fast-disks/nvme0',
+            capacity: '100Gi',
+            phase: 'Bound',
+            claim: 'db/data-0',
+          },
+          { name: 'local-pv-22222222', path: '/mnt/fast-disks/nvme1', capacity: '100Gi', phase: 'Available' },
+        ],
+        skipped: [{ entry: 'lost+found', reason: 'not-a-mount-point', message: 'not mounted' }],
+      },
+      {
+        name: 'slow-disks',
+        hostDir: '/mnt/slow-disks',
+        mountDir: '/mnt/slow-disks',
+        persistentVolumes: [
+          {
+            name: 'local-pv-33333333',
+            path: '/mnt/slow-disks/sda',
+            capacity: '2Ti',
+            phase: 'Released',
+            claim: 'web/cache',
+          },
+        ],
+        skipped: [],
+      },
+    ],
+    cleanups: [cleanup()],
+    lastPass: { at: T0 - 3000, durationMs: 12, created: 0, deleted: 0 },
+    ...overrides,
+  };
+}
+
+export function reloadResult(outcome: ReloadOutcome, overrides: Partial<ReloadResult> = {}): ReloadResult {
+  return {
+    outcome,
+    trigger: 'admin',
+    forced: false,
+    generation: 7,
+    appliedHash: HASH_A,
+    changes: [],
+    issues: [],
+    startedAt: T0 - 1000,
+    durationMs: 14,
+    ...overrides,
+  };
+}
+
+export const APPLIED = reloadResult('applied', {
+  trigger: 'fs',
+  generation: 8,
+  appliedHash: HASH_B,
+  candidateHash: HASH_B,
+  changes: [
+    {
+      path: 'storageClassMap.fast-disks.fsType',
+      action: 'modified',
+      impact: 'new-pvs-only',
+      summary: 'New PVs get the new spec.local.fsType.',
+    },
+  ],
+});
+
+export const REJECTED = reloadResult('rejected', {
+  trigger: 'fs',
+  candidateHash: HASH_C,
+  issues: [
+    {
+      severity: 'error',
+      path: 'storageClassMap.fast-disks.volumeMode',
+      message: 'unsupported volume mode "Blok"',
+      position: { file: '/etc/provisioner/config/storageClassMap', line: 4, column: 15 },
+    },
+    { severity: 'error', path: 'useJobForCleaning', message: 'not a boolean' },
+    { severity: 'warning', path: 'fsType2', message: 'unknown key ignored' },
+  ],
+});
+
+export function logEvent(message: string, level = 'info', at = T0): AgentEvent {
+  return { type: 'log', at, level, message, fields: {} };
+}
+
+/** A feed the test drives by hand. */
+export class FakeFeed implements DashboardFeed {
+  listener: ((message: FeedMessage) => void) | undefined;
+  started = 0;
+  stopped = 0;
+
+  start(listener: (message: FeedMessage) => void): () => Promise<void> {
+    this.listener = listener;
+    this.started += 1;
+    return () => {
+      this.stopped += 1;
+      this.listener = undefined;
+      return Promise.resolve();
+    };
+  }
+
+  send(message: FeedMessage): void {
+    if (this.listener === undefined) throw new Error('the feed is not started');
+    this.listener(message);
+  }
+
+  event(event: AgentEvent, at = T0): void {
+    this.send({ type: 'event', event, at });
+  }
+}

@@ -1,0 +1,245 @@
+// The dashboard's text: formatters, the lines of each part, and the plain snapshot.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  configLines,
+  diffLine,
+  errorLines,
+  formatAge,
+  keysLine,
+  lastReloadLine,
+  lineText,
+  reloadSummary,
+  shortHash,
+  sliceLine,
+  statusLine,
+  titleLine,
+  volumesSection,
+} from '../../../src/core/dashboard/lines.js';
+import { initialState, update } from '../../../src/core/dashboard/model.js';
+import type { DashboardState } from '../../../src/core/dashboard/model.js';
+import { renderDashboardText } from '../../../src/render/dashboard-text.js';
+import { APPLIED, HASH_A, HASH_B, HASH_C, REJECTED, reloadResult, status, T0 } from './fixtures.js';
+
+const SIZE = { columns: 100, rows: 30 };
+
+function noPass(): ReturnType<typeof status> {
+  const s = { ...status() };
+  delete s.lastPass;
+  return s;
+}
+
+function state(overrides: Parameters<typeof status>[0] = {}): DashboardState {
+  return initialState({ now: T0, size: SIZE, status: status(overrides) });
+}
+
+describe('dashboard lines: formatters', () => {
+  it('shortens hashes to the algorithm and 12 hex digits', () => {
+    assert.equal(shortHash(HASH_A), 'sha256:a1a1a1a1a1a1');
+    assert.equal(shortHash(undefined), '-');
+    assert.equal(shortHash('weird'), 'weird');
+  });
+
+  it('formats ages compactly', () => {
+    assert.deepEqual([0, 850, 12_000, 184_000, 7_500_000, 2 * 86_400_000 + 3_600_000, -5].map(formatAge), [
+      '0ms',
+      '850ms',
+      '12s',
+      '3m04s',
+      '2h05m',
+      '2d01h',
+      '0ms',
+    ]);
+  });
+
+  it('summarizes every reload outcome in the words of `provisioner reload`', () => {
+    assert.equal(reloadSummary(APPLIED), 'Applied: generation 8 serves sha256:b2b2b2b2b2b2 (1 change, 14 ms).');
+    assert.equal(
+      reloadSummary(reloadResult('applied', { forced: true })),
+      'Applied (forced): generation 7 serves sha256:a1a1a1a1a1a1 (no config changes: the sync loop restarted, 14 ms).',
+    );
+    assert.equal(
+      reloadSummary(reloadResult('noop')),
+      'No change: generation 7 already serves sha256:a1a1a1a1a1a1 (14 ms).',
+    );
+    assert.equal(
+      reloadSummary(REJECTED),
+      'Rejected: the config read is invalid (2 problems); generation 7 keeps serving sha256:a1a1a1a1a1a1.',
+    );
+    assert.equal(
+      reloadSummary(reloadResult('rolled-back', { error: 'sync timed out' })),
+      'Rolled back: sync timed out; generation 7 serves sha256:a1a1a1a1a1a1 again.',
+    );
+    assert.equal(
+      reloadSummary(reloadResult('failed')),
+      'Failed: no reason given; generation 7 serves sha256:a1a1a1a1a1a1.',
+    );
+  });
+
+  it('cuts the first columns off a line, across segments', () => {
+    const line = [{ text: 'abc', tone: 'added' as const }, { text: 'defg' }, { text: 'h', tone: 'bad' as const }];
+    assert.deepEqual(sliceLine(line, 0), line);
+    assert.deepEqual(sliceLine(line, 4), [{ text: 'efg' }, { text: 'h', tone: 'bad' }]);
+    assert.deepEqual(sliceLine(line, 3), [{ text: 'defg' }, { text: 'h', tone: 'bad' }]);
+    assert.deepEqual(sliceLine(line, 9), []);
+  });
+
+  it('colours diff lines by their prefix', () => {
+    assert.deepEqual(
+      ['--- a', '+++ b', '@@ -1 +1 @@', '+x', '-y', ' z', 'Changes:'].map((l) => diffLine(l)[0]?.tone),
+      ['title', 'title', 'hunk', 'added', 'removed', undefined, 'title'],
+    );
+  });
+});
+
+describe('dashboard lines: header and footer', () => {
+  it('shows node, version, pid, uptime and the connection', () => {
+    const s = update(state(), { type: 'connected', at: T0 }).state;
+    assert.equal(
+      lineText(titleLine(s)),
+      'provisioner dashboard  connected  node worker-7  up 1h02m  ready  agent 1.2.3  pid 4242',
+    );
+    const lost = update(s, {
+      type: 'disconnected',
+      at: T0,
+      reason: 'the socket does not exist',
+      attempt: 3,
+      retryAt: T0 + 1000,
+    }).state;
+    assert.match(lineText(titleLine(lost)), /^provisioner dashboard {2}reconnecting… {2}node worker-7/u);
+    assert.equal(
+      lineText(statusLine(lost)),
+      'agent unreachable for 0ms (attempt 3, next in 1s): the socket does not exist',
+    );
+  });
+
+  it('shows generation, sync state, source, and the applied hash against the on-disk one', () => {
+    assert.deepEqual(configLines(state()).map(lineText), [
+      'config  generation 7  [in sync]  /etc/provisioner/config',
+      'hashes  applied sha256:a1a1a1a1a1a1  on disk sha256:a1a1a1a1a1a1',
+    ]);
+    const propagating = state({
+      config: { source: '/c', appliedHash: HASH_A, onDiskHash: HASH_B, subPath: true },
+      reloadPending: true,
+    });
+    assert.deepEqual(configLines(propagating).map(lineText), [
+      'config  generation 7  [propagating]  reload pending  subPath mount: never updates  /c',
+      'hashes  applied sha256:a1a1a1a1a1a1  on disk sha256:b2b2b2b2b2b2',
+    ]);
+    const rejected = state({
+      config: { source: '/c', appliedHash: HASH_A, onDiskHash: HASH_C, subPath: false },
+      rejected: REJECTED,
+    });
+    const [first, second] = configLines(rejected);
+    assert.equal(lineText(first), 'config  generation 7  [rejected]  /c');
+    assert.equal(first.find((s) => s.text === '[rejected]')?.tone, 'bad');
+    assert.equal(second.at(-1)?.tone, 'bad', 'the rejected on-disk hash is marked');
+    const invalid = state({
+      config: { source: '/c', appliedHash: HASH_A, subPath: false },
+      rejected: reloadResult('rejected', { issues: [] }),
+    });
+    assert.equal(lineText(configLines(invalid)[1]), 'hashes  applied sha256:a1a1a1a1a1a1  on disk (invalid)');
+    const unreadable = state({
+      config: { source: '/c', appliedHash: HASH_A, subPath: false },
+      rejected: reloadResult('failed', { error: 'EACCES' }),
+    });
+    assert.equal(lineText(configLines(unreadable)[1]), 'hashes  applied sha256:a1a1a1a1a1a1  on disk (unreadable)');
+    const none = initialState({ now: T0, size: SIZE });
+    assert.equal(lineText(configLines(none)[0]), 'config  waiting for the agent’s status');
+  });
+
+  it('shows the last reload and pass, and the rejected errors within a line budget', () => {
+    const s = state({ lastReload: APPLIED });
+    assert.equal(
+      lineText(lastReloadLine(s)),
+      'last reload  applied (fs) 1 change  14 ms, 986ms ago  last pass 3s ago (+0 -0, 12 ms)',
+    );
+    assert.equal(
+      lineText(lastReloadLine(initialState({ now: T0, size: SIZE, status: noPass() }))),
+      'last reload  none since the agent started',
+    );
+    const rejected = state({
+      config: { source: '/c', appliedHash: HASH_A, onDiskHash: HASH_C, subPath: false },
+      rejected: REJECTED,
+    });
+    assert.equal(errorLines(rejected, 3).length, 2);
+    assert.deepEqual(errorLines(rejected, 1).map(lineText), ['  … and 2 more (d shows the on-disk config)']);
+    assert.deepEqual(errorLines(state(), 3), []);
+  });
+
+  it('shows the keys, or why there are none', () => {
+    assert.match(lineText(keysLine(state())), /^r reload {2}d diff {2}\/ filter/u);
+    const readOnly = initialState({ now: T0, size: SIZE, status: status(), keys: false });
+    assert.match(lineText(keysLine(readOnly)), /^read-only: stdin is not a terminal/u);
+  });
+});
+
+describe('dashboard lines: volumes', () => {
+  it('aligns the columns to the widest cell', () => {
+    const section = volumesSection(state());
+    assert.deepEqual(section.rows.map(lineText), [
+      'fast-disks  /mnt/fast-disks  (2 PVs, 1 skipped)',
+      '  local-pv-11111111 100Gi    Bound     db/data-0 /mnt/fast-disks/nvme0',
+      '  local-pv-22222222 100Gi    Available -         /mnt/fast-disks/nvme1',
+      '  skipped lost+found: not-a-mount-point (not mounted)',
+      'slow-disks  /mnt/slow-disks  (1 PV)',
+      '  local-pv-33333333 2Ti      Released  web/cache /mnt/slow-disks/sda',
+    ]);
+    assert.equal(lineText(section.header ?? []), '  PV                CAPACITY PHASE     CLAIM     PATH');
+    assert.equal(lineText(section.title), '> Volumes  2 classes, 3 PVs');
+  });
+
+  it('shows the scroll range and the filter in the title', () => {
+    const s = { ...state(), filter: 'nvme' };
+    assert.equal(
+      lineText(volumesSection(s, { offset: 2, shown: 1 }).title),
+      '> Volumes  2 classes, 3 PVs  3-3 of 3  filter "nvme"',
+    );
+  });
+});
+
+describe('dashboard text snapshot', () => {
+  it('prints the status as plain text, without colours or the connection', () => {
+    const text = renderDashboardText(
+      status({
+        config: { source: '/etc/provisioner/config', appliedHash: HASH_A, onDiskHash: HASH_C, subPath: false },
+        rejected: REJECTED,
+        lastReload: REJECTED,
+      }),
+      { now: T0 },
+    );
+    assert.equal(
+      text,
+      [
+        'provisioner dashboard  node worker-7  up 1h02m  ready  agent 1.2.3  pid 4242',
+        'config  generation 7  [rejected]  /etc/provisioner/config',
+        'hashes  applied sha256:a1a1a1a1a1a1  on disk sha256:c3c3c3c3c3c3',
+        'last reload  rejected (fs)  14 ms, 986ms ago  last pass 3s ago (+0 -0, 12 ms)',
+        '  error: /etc/provisioner/config/storageClassMap:4: storageClassMap.fast-disks.volumeMode: unsupported volume mode "Blok"',
+        '  error: useJobForCleaning: not a boolean',
+        '',
+        'Volumes  2 classes, 3 PVs',
+        '  PV                CAPACITY PHASE     CLAIM     PATH',
+        'fast-disks  /mnt/fast-disks  (2 PVs, 1 skipped)',
+        '  local-pv-11111111 100Gi    Bound     db/data-0 /mnt/fast-disks/nvme0',
+        '  local-pv-22222222 100Gi    Available -         /mnt/fast-disks/nvme1',
+        '  skipped lost+found: not-a-mount-point (not mounted)',
+        'slow-disks  /mnt/slow-disks  (1 PV)',
+        '  local-pv-33333333 2Ti      Released  web/cache /mnt/slow-disks/sda',
+        '',
+        'Cleanups  1 in flight',
+        '  local-pv-44444444    process running   42s     attempt 1',
+        '',
+        'Live events, reload (r) and diff (d): run in a terminal, e.g. kubectl exec -it <pod> -- provisioner dashboard',
+        '',
+      ].join('\n'),
+    );
+    assert.ok(!text.includes('\u001b'), 'no escape sequences');
+  });
+
+  it('says when nothing is configured or cleaning', () => {
+    const text = renderDashboardText(status({ classes: [], cleanups: [] }), { now: T0 });
+    assert.match(text, /^Volumes {2}0 classes, 0 PVs\n {2}no classes configured$/mu);
+    assert.match(text, /^Cleanups {2}none in flight$/mu);
+  });
+});
