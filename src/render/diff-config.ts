@@ -41,25 +41,30 @@ export function diffConfigExitCode(c: ConfigComparison): 0 | 1 {
   return c.identical ? 0 : 1;
 }
 
+/** One change with its effect-table row, as diff-config and simulate print it in JSON. */
+export function changeToJson(ch: ConfigChange): ChangeJson {
+  return {
+    path: ch.path,
+    field: ch.field,
+    action: ch.action,
+    ...(ch.before !== undefined ? { before: ch.before } : {}),
+    ...(ch.after !== undefined ? { after: ch.after } : {}),
+    impact: ch.effect.impact,
+    summary: ch.effect.summary,
+    existingPVs: ch.effect.existingPVs,
+    newPVs: ch.effect.newPVs,
+    cleanupsInFlight: ch.effect.cleanupsInFlight,
+    ...(ch.effect.upstream !== undefined ? { upstream: ch.effect.upstream } : {}),
+  };
+}
+
 export function toDiffConfigJson(c: ConfigComparison): DiffConfigJson {
   return {
     formatVersion: DIFF_CONFIG_FORMAT_VERSION,
     from: c.from,
     to: c.to,
     identical: c.identical,
-    changes: c.changes.map((ch) => ({
-      path: ch.path,
-      field: ch.field,
-      action: ch.action,
-      ...(ch.before !== undefined ? { before: ch.before } : {}),
-      ...(ch.after !== undefined ? { after: ch.after } : {}),
-      impact: ch.effect.impact,
-      summary: ch.effect.summary,
-      existingPVs: ch.effect.existingPVs,
-      newPVs: ch.effect.newPVs,
-      cleanupsInFlight: ch.effect.cleanupsInFlight,
-      ...(ch.effect.upstream !== undefined ? { upstream: ch.effect.upstream } : {}),
-    })),
+    changes: c.changes.map(changeToJson),
     summary: { changes: c.changes.length, byImpact: c.countsByImpact },
     unifiedDiff: c.unifiedDiff,
     warnings: c.warnings.map((w) => ({ ...issueToJson(w), side: w.side })),

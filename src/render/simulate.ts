@@ -9,6 +9,7 @@ import type { SkippedEntry } from '../core/discovery/plan.js';
 import type { Job, PersistentVolume } from '../core/kube/objects.js';
 import type { PassPlan, PlannedCleanup, SimulationPlan } from '../core/simulate/plan.js';
 import type { ScenarioReport, StepReport } from '../core/simulate/run.js';
+import { changeToJson } from './diff-config.js';
 
 export const SIMULATE_FORMAT_VERSION = 1;
 
@@ -254,19 +255,7 @@ export function toPlanJson(s: SimulationPlan): SimulatePlanJson {
       ? {
           reload: {
             from: r.from,
-            changes: r.changes.map((ch) => ({
-              path: ch.path,
-              field: ch.field,
-              action: ch.action,
-              ...(ch.before !== undefined ? { before: ch.before } : {}),
-              ...(ch.after !== undefined ? { after: ch.after } : {}),
-              impact: ch.effect.impact,
-              summary: ch.effect.summary,
-              existingPVs: ch.effect.existingPVs,
-              newPVs: ch.effect.newPVs,
-              cleanupsInFlight: ch.effect.cleanupsInFlight,
-              ...(ch.effect.upstream !== undefined ? { upstream: ch.effect.upstream } : {}),
-            })),
+            changes: r.changes.map(changeToJson),
             delta: {
               create: {
                 added: r.delta.create.added.map((c) => c.pv),
