@@ -369,22 +369,18 @@ export class Agent implements AdminTarget {
       this.queued.force ||= request.force === true;
       return this.queued.promise;
     }
-    const running = this.running;
-    const entry = {
-      trigger: request.trigger,
-      force: request.force === true,
-      promise: Promise.resolve(undefined as unknown as ReloadResult),
-    };
-    entry.promise = running
+    // `force` of the pending request may still be raised by requests that join it.
+    const pending = { trigger: request.trigger, force: request.force === true };
+    const promise = this.running
       .catch(() => undefined)
       .then(() => {
         this.queued = undefined;
         this.reloadMetrics.reloadPending.set({}, 0);
-        return this.begin(entry.trigger, entry.force);
+        return this.begin(pending.trigger, pending.force);
       });
-    this.queued = entry;
+    this.queued = Object.assign(pending, { promise });
     this.reloadMetrics.reloadPending.set({}, 1);
-    return entry.promise;
+    return promise;
   }
 
   private begin(trigger: ReloadRequest['trigger'], force: boolean): Promise<ReloadResult> {
