@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
+import { ALLOW_NAMES } from '../core/agent/reload-guard.js';
 import { UsageError } from '../core/errors.js';
 
 export const DEFAULT_ADMIN_SOCKET = '/run/provisioner/admin.sock';
@@ -9,11 +10,14 @@ export default class Reload extends ProvisionerCommand {
 
   static override description = `Asks the agent on this node (\`provisioner run\`) through its admin socket to read its config source and apply it, and waits until the reload finished. The agent also reloads by itself when the ConfigMap changes; use this to apply a change at once, or with --force to restart its sync loop on an unchanged config.
 
-Exit codes: 0 applied or no change, 1 not applied (rejected, rolled back or failed: the previous config keeps serving), 2 no agent reachable (or a usage error), 3 the agent did not answer within --timeout.`;
+A change that would orphan existing PVs or change their ownership is refused by the reload guard (docs/reload.md) unless --allow names its impact class; a restart of the agent also applies it.
+
+Exit codes: 0 applied or no change, 1 not applied (rejected, refused, rolled back or failed: the previous config keeps serving), 2 no agent reachable (or a usage error), 3 the agent did not answer within --timeout.`;
 
   static override examples = [
     '<%= config.bin %> <%= command.id %>',
     '<%= config.bin %> <%= command.id %> --force -o json',
+    '<%= config.bin %> <%= command.id %> --allow orphans-pvs',
     'kubectl -n kube-system exec ds/local-volume-provisioner -- provisioner <%= command.id %>',
   ];
 
@@ -22,6 +26,12 @@ Exit codes: 0 applied or no change, 1 not applied (rejected, rolled back or fail
       description: "The agent's admin socket.",
       default: DEFAULT_ADMIN_SOCKET,
       env: 'PROVISIONER_ADMIN_SOCKET',
+    }),
+    allow: Flags.string({
+      description: `Apply changes of these guarded impact classes (comma-separated), which a live reload otherwise refuses: ${Object.keys(ALLOW_NAMES).join(', ')}.`,
+      multiple: true,
+      delimiter: ',',
+      options: Object.keys(ALLOW_NAMES),
     }),
     force: Flags.boolean({
       description: 'Restart the sync loop even when the config is unchanged.',
@@ -44,7 +54,8 @@ Exit codes: 0 applied or no change, 1 not applied (rejected, rolled back or fail
     const { AdminClient } = await import('../core/agent/admin-client.js');
     const render = await import('../render/reload.js');
     const client = new AdminClient(flags['admin-socket'], { timeoutMs: Number(timeout.nanos / 1_000_000n) });
-    const result = await client.reload({ force: flags.force });
+    const allow = [...new Set((flags.allow ?? []).flatMap((name) => ALLOW_NAMES[name] ?? []))];
+    const result = await client.reload({ force: flags.force, allow });
     this.writeOut(
       this.machineOutput ? JSON.stringify(render.toReloadJson(result), null, 2) : render.renderReloadText(result),
     );

@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
+import { DEFAULT_RELOAD_GUARD_POLICY, isReloadGuardPolicy, RELOAD_GUARD_POLICIES } from '../core/agent/reload-guard.js';
 import { UsageError } from '../core/errors.js';
 
 type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
@@ -17,7 +18,7 @@ export default class Run extends ProvisionerCommand {
 
   static override description = `The container entrypoint. Reads the config (a mounted ConfigMap directory), connects to the cluster (in-cluster service account, or KUBECONFIG), labels PVs of this node that upstream created, then discovers volumes every --discovery-period and whenever the mount table or a discovery directory changes, and cleans released volumes.
 
-The config is watched: a ConfigMap update (kubelet's ..data swap), a SIGHUP or \`provisioner reload\` restarts the sync loop on the new config without restarting the process. An invalid config is rejected and the running one stays.
+The config is watched: a ConfigMap update (kubelet's ..data swap), a SIGHUP or \`provisioner reload\` restarts the sync loop on the new config without restarting the process. An invalid config is rejected and the running one stays. A change that would orphan existing PVs or change their ownership is refused by default (--reload-guard); \`provisioner reload --allow\` or a restart applies it.
 
 Serves /metrics, /healthz and /ready on --listen-address, and the admin endpoint (status, events, reload) on --admin-socket.
 
@@ -54,6 +55,13 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     'config-debounce': Flags.string({
       description: 'Quiet time that ends a burst of config file events (Go duration).',
       default: '100ms',
+    }),
+    'reload-guard': Flags.string({
+      description:
+        'A live reload (file change, SIGHUP, `reload` without --allow) that would orphan PVs or change their ownership: refuse it (the running config stays), warn and apply it, or apply it.',
+      options: [...RELOAD_GUARD_POLICIES],
+      default: DEFAULT_RELOAD_GUARD_POLICY,
+      env: 'PROVISIONER_RELOAD_GUARD',
     }),
     'drain-timeout': Flags.string({
       description: 'Longest wait for the old sync loop to stop on a reload (Go duration).',
@@ -128,6 +136,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
         cleanupConcurrency: flags['cleanup-concurrency'],
         jobImage: process.env['JOB_CONTAINER_IMAGE'],
         drainTimeoutMs: ms('drain-timeout'),
+        reloadGuard: isReloadGuardPolicy(flags['reload-guard']) ? flags['reload-guard'] : DEFAULT_RELOAD_GUARD_POLICY,
         startTimeoutMs: ms('start-timeout'),
         adminSocket: flags['admin-socket'],
         watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },

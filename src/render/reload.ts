@@ -10,7 +10,7 @@ export interface ReloadJson {
   readonly result: ReloadResult;
 }
 
-/** 0 when the agent serves the config it read (applied, or already did: noop); 1 otherwise. */
+/** 0 when the agent serves the config it read (applied, or already did: noop); 1 otherwise (refused too). */
 export function reloadExitCode(result: ReloadResult): 0 | 1 {
   return result.outcome === 'applied' || result.outcome === 'noop' ? 0 : 1;
 }
@@ -46,6 +46,7 @@ export function toReloadJson(r: ReloadResult): ReloadJson {
       changes: r.changes.map((c) => ({ path: c.path, action: c.action, impact: c.impact, summary: c.summary })),
       issues: r.issues.map(issueCopy),
       ...(r.error !== undefined ? { error: r.error } : {}),
+      ...(r.needsAllow !== undefined ? { needsAllow: [...r.needsAllow] } : {}),
       startedAt: r.startedAt,
       durationMs: r.durationMs,
     },
@@ -92,6 +93,11 @@ export function renderReloadText(r: ReloadResult): string {
       if (r.error !== undefined && errors.length === 0) lines.push(`  ${r.error}`);
       break;
     }
+    case 'refused':
+      // The error says why, what keeps serving and how to apply it (--allow, or a restart).
+      lines.push(`Refused: ${r.error ?? `generation ${r.generation} keeps serving ${r.appliedHash}`}.`);
+      if (r.changes.length > 0) lines.push('Changes not applied:', ...r.changes.map(changeLine));
+      break;
     case 'rolled-back':
       lines.push(
         `Rolled back: the new generation failed to start: ${r.error ?? 'no reason given'}`,

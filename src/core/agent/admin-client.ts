@@ -4,7 +4,9 @@ import { request } from 'node:http';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { formatGoDuration } from '../config/duration.js';
 import { ExitCode, ProvisionerError } from '../errors.js';
+import { RELOAD_OUTCOMES } from './reload-types.js';
 import type { AgentEvent, AgentStatusJson, AppliedConfigJson, ReloadResult } from './reload-types.js';
+import type { GuardedImpact } from './reload-guard.js';
 
 /** Why the socket could not be used: it does not exist, nobody listens on it, or we may not connect. */
 export type UnreachableReason = 'missing' | 'refused' | 'denied';
@@ -66,7 +68,7 @@ export interface AdminClientOptions {
 }
 
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
-const OUTCOMES: ReadonlySet<string> = new Set(['applied', 'noop', 'rejected', 'rolled-back', 'failed']);
+const OUTCOMES: ReadonlySet<string> = new Set<string>(RELOAD_OUTCOMES);
 const EVENT_TYPES: ReadonlySet<string> = new Set(['status', 'reload', 'pass', 'cleanup', 'log']);
 
 function formatMs(ms: number): string {
@@ -150,8 +152,13 @@ export class AdminClient {
   }
 
   /** POST /v1/reload: resolves when the agent finished the reload, whatever its outcome. */
-  async reload(options: { readonly force?: boolean } = {}): Promise<ReloadResult> {
-    const body = JSON.stringify(options.force === true ? { force: true } : {});
+  async reload(
+    options: { readonly force?: boolean; readonly allow?: readonly GuardedImpact[] } = {},
+  ): Promise<ReloadResult> {
+    const body = JSON.stringify({
+      ...(options.force === true ? { force: true } : {}),
+      ...(options.allow !== undefined && options.allow.length > 0 ? { allow: options.allow } : {}),
+    });
     return this.json(
       'POST',
       '/v1/reload',

@@ -7,6 +7,8 @@ import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import { StartupError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { GUARDED_IMPACTS, isGuardedImpact } from './reload-guard.js';
+import type { GuardedImpact } from './reload-guard.js';
 import type { AdminTarget, AgentEvent } from './reload-types.js';
 
 export interface AdminServerOptions {
@@ -73,9 +75,14 @@ function readBody(req: IncomingMessage): Promise<string | undefined> {
   });
 }
 
-/** `{}` or `{ "force": boolean }`; an empty body is `{}`. Returns an error message when invalid. */
-export function parseReloadBody(text: string): { force: boolean } | { error: string } {
-  if (text.trim() === '') return { force: false };
+/**
+ * `{}`, `{ "force": boolean, "allow": ["orphans-pvs", "ownership-change"] }`; an empty body is `{}`.
+ * Returns an error message when invalid.
+ */
+export function parseReloadBody(
+  text: string,
+): { force: boolean; allow: readonly GuardedImpact[] } | { error: string } {
+  if (text.trim() === '') return { force: false, allow: [] };
   let value: unknown;
   try {
     value = JSON.parse(text) as unknown;
@@ -87,7 +94,17 @@ export function parseReloadBody(text: string): { force: boolean } | { error: str
   }
   const force: unknown = (value as Record<string, unknown>)['force'];
   if (force !== undefined && typeof force !== 'boolean') return { error: '"force" must be true or false' };
-  return { force: force === true };
+  const allow: unknown = (value as Record<string, unknown>)['allow'];
+  const valid = `one of ${GUARDED_IMPACTS.join(', ')}`;
+  if (allow !== undefined && !Array.isArray(allow)) return { error: `"allow" must be a list of impact classes, ${valid}` };
+  const items: readonly unknown[] = Array.isArray(allow) ? allow : [];
+  const allowed: GuardedImpact[] = [];
+  for (const item of items) {
+    if (typeof item !== 'string' || !isGuardedImpact(item))
+      return { error: `"allow": ${JSON.stringify(item)} is not a guarded impact class; expected ${valid}` };
+    if (!allowed.includes(item)) allowed.push(item);
+  }
+  return { force: force === true, allow: allowed };
 }
 
 /** Is a process serving this socket? Connecting tells: refused means the file is stale. */
@@ -245,7 +262,11 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       return;
     }
     // Synchronous: answer when the reload finished. Every outcome is a 200; the outcome is in the body.
-    const result = await target.reload({ trigger: 'admin', force: parsed.force });
+    const result = await target.reload({
+      trigger: 'admin',
+      force: parsed.force,
+      ...(parsed.allow.length > 0 ? { allow: parsed.allow } : {}),
+    });
     sendJson(res, 200, result);
   };
 

@@ -32,6 +32,8 @@ import { startAdminServer } from './admin-server.js';
 import type { RunningAdminServer } from './admin-server.js';
 import { ConfigWatcher, fingerprintConfigSource } from '../config/watcher.js';
 import { detectSubPathMountOnHost } from '../config/subpath.js';
+import { allowCommand, DEFAULT_RELOAD_GUARD_POLICY, guardReload } from './reload-guard.js';
+import type { GuardedImpact, GuardVerdict, ReloadGuardPolicy } from './reload-guard.js';
 import type { RunningHttpServer } from './http.js';
 import type {
   AdminTarget,
@@ -67,6 +69,11 @@ export interface AgentOptions {
   readonly version?: string;
   /** Unix socket of the admin endpoint; undefined: none. */
   readonly adminSocket?: string;
+  /**
+   * What a live reload does with a change that would orphan PVs or change their ownership and that
+   * the request did not allow (docs/reload.md, "The reload guard"); default `refuse`.
+   */
+  readonly reloadGuard?: ReloadGuardPolicy;
   /** Watch the config source and reload on change; undefined: reload only when asked. */
   readonly watch?: { readonly pollIntervalMs: number; readonly debounceMs: number; readonly useFsEvents?: boolean };
 }
@@ -130,6 +137,18 @@ async function within<T>(
   }
 }
 
+/** What the guard found, for the result, the log and the Node event. */
+function guardReason(verdict: Exclude<GuardVerdict, { verdict: 'apply' }>): string {
+  const what = verdict.needs
+    .map((impact) => {
+      const paths = verdict.guarded.filter((c) => c.impact === impact).map((c) => c.path);
+      const effect = impact === 'orphans-pvs' ? 'would orphan existing PVs' : 'would change which PVs the agent owns';
+      return `${effect} (${paths.join(', ')})`;
+    })
+    .join('; ');
+  return `a live reload that ${what}`;
+}
+
 export class Agent implements AdminTarget {
   private readonly listeners = new Set<(event: AgentEvent) => void>();
   private readonly logger: Logger;
@@ -148,8 +167,10 @@ export class Agent implements AdminTarget {
   private onDiskHash: string | undefined;
   private lastReload: ReloadResult | undefined;
   private rejected: ReloadResult | undefined;
+  /** The candidate hash last refused by the reload guard: its Node event is sent once. */
+  private refusedHash: string | undefined;
   private running: Promise<ReloadResult> | undefined;
-  private queued: { trigger: ReloadRequest['trigger']; force: boolean; promise: Promise<ReloadResult> } | undefined;
+  private queued: (ReloadAsk & { promise: Promise<ReloadResult> }) | undefined;
   private stopping = false;
   readonly cleanups: CleanupTable;
   adopted = 0;
@@ -364,27 +385,30 @@ export class Agent implements AdminTarget {
    */
   reload(request: ReloadRequest): Promise<ReloadResult> {
     this.reloadMetrics.watchEvents.inc({ source: request.trigger });
-    if (this.running === undefined) return this.begin(request.trigger, request.force === true);
+    const allow = request.allow ?? [];
+    if (this.running === undefined) return this.begin({ trigger: request.trigger, force: request.force === true, allow });
     if (this.queued) {
+      // Joining requests share one reload: force if any asked, allowed what any allowed.
       this.queued.force ||= request.force === true;
+      this.queued.allow = [...new Set([...this.queued.allow, ...allow])];
       return this.queued.promise;
     }
-    // `force` of the pending request may still be raised by requests that join it.
-    const pending = { trigger: request.trigger, force: request.force === true };
+    // `force` and `allow` of the pending request may still be widened by requests that join it.
+    const pending: ReloadAsk = { trigger: request.trigger, force: request.force === true, allow };
     const promise = this.running
       .catch(() => undefined)
       .then(() => {
         this.queued = undefined;
         this.reloadMetrics.reloadPending.set({}, 0);
-        return this.begin(pending.trigger, pending.force);
+        return this.begin(pending);
       });
     this.queued = Object.assign(pending, { promise });
     this.reloadMetrics.reloadPending.set({}, 1);
     return promise;
   }
 
-  private begin(trigger: ReloadRequest['trigger'], force: boolean): Promise<ReloadResult> {
-    const run = this.runReload(trigger, force).finally(() => {
+  private begin(ask: ReloadAsk): Promise<ReloadResult> {
+    const run = this.runReload(ask).finally(() => {
       if (this.running === run) this.running = undefined;
     });
     this.running = run;
@@ -394,6 +418,8 @@ export class Agent implements AdminTarget {
   private finishReload(result: ReloadResult): ReloadResult {
     const m = this.reloadMetrics;
     m.reloads.inc({ result: result.outcome });
+    m.reloadRefused.set({}, result.outcome === 'refused' ? 1 : 0);
+    if (result.outcome !== 'refused') this.refusedHash = undefined;
     this.lastReload = result;
     if (result.outcome === 'applied' || result.outcome === 'noop') {
       this.rejected = undefined;
@@ -417,6 +443,7 @@ export class Agent implements AdminTarget {
       changes?: ReloadResult['changes'];
       issues?: readonly ConfigIssue[];
       error?: string;
+      needsAllow?: readonly GuardedImpact[];
     },
   ): ReloadResult {
     return {
@@ -429,12 +456,48 @@ export class Agent implements AdminTarget {
       changes: fields.changes ?? [],
       issues: fields.issues ?? [],
       ...(fields.error !== undefined ? { error: fields.error } : {}),
+      ...(fields.needsAllow !== undefined ? { needsAllow: fields.needsAllow } : {}),
       startedAt: fields.startedAt,
       durationMs: this.deps.clock.now() - fields.startedAt,
     };
   }
 
-  private async runReload(trigger: ReloadRequest['trigger'], force: boolean): Promise<ReloadResult> {
+  private nodeRef(): { apiVersion: 'v1'; kind: 'Node'; name: string; uid: string } {
+    return { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid };
+  }
+
+  /** The guard said refuse: the running config stays; log and Node event once per candidate. */
+  private refuse(
+    verdict: Extract<GuardVerdict, { verdict: 'refuse' }>,
+    loaded: LoadedConfig,
+    changes: ReloadResult['changes'],
+    base: { trigger: ReloadRequest['trigger']; force: boolean; startedAt: number },
+  ): ReloadResult {
+    const command = allowCommand(verdict.needs);
+    const error = `${guardReason(verdict)} was refused; generation ${String(this.current.number)} keeps serving ${this.applied.hash}. Apply it with \`${command}\` or by restarting the agent`;
+    const first = this.refusedHash !== loaded.hash;
+    this.refusedHash = loaded.hash;
+    this.logger.log(first ? 'warn' : 'info', 'config refused by the reload guard: the running config stays', {
+      config: loaded.hash,
+      needsAllow: verdict.needs.join(','),
+      changes: verdict.guarded.map((c) => c.path).join(', '),
+      trigger: base.trigger,
+    });
+    if (first) this.events.record(this.nodeRef(), 'Warning', 'ConfigRefused', `config ${loaded.hash}: ${error}`);
+    return this.finishReload(
+      this.result('refused', {
+        ...base,
+        candidateHash: loaded.hash,
+        changes,
+        issues: loaded.warnings,
+        error,
+        needsAllow: verdict.needs,
+      }),
+    );
+  }
+
+  private async runReload(ask: ReloadAsk): Promise<ReloadResult> {
+    const { trigger, force, allow } = ask;
     const { clock } = this.deps;
     const startedAt = clock.now();
     const base = { trigger, force, startedAt };
@@ -452,7 +515,7 @@ export class Agent implements AdminTarget {
           first: errors[0]?.message,
         });
         this.events.record(
-          { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid },
+          this.nodeRef(),
           'Warning',
           'ConfigRejected',
           `config in ${this.options.configPath} rejected (${errors.length} problems; first: ${errors[0] ? `${errors[0].path}: ${errors[0].message}` : '?'}); still applying ${this.applied.hash}`,
@@ -473,6 +536,16 @@ export class Agent implements AdminTarget {
       impact: c.effect.impact,
       summary: c.effect.summary,
     }));
+    const verdict = guardReload(changes, this.options.reloadGuard ?? DEFAULT_RELOAD_GUARD_POLICY, allow);
+    if (verdict.verdict === 'refuse') return this.refuse(verdict, loaded, changes, base);
+    const guardWarnings: ConfigIssue[] =
+      verdict.verdict === 'warn'
+        ? verdict.guarded.map((c) => ({
+            severity: 'warning',
+            path: c.path,
+            message: `applied by a live reload although it is ${c.impact} (--reload-guard=warn)`,
+          }))
+        : [];
     const restartStarted = clock.now();
     // Re-read the Node: nodeLabelsForPV copies its labels as they are now.
     try {
@@ -503,13 +576,26 @@ export class Agent implements AdminTarget {
         trigger,
       });
       this.events.record(
-        { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid },
+        this.nodeRef(),
         'Normal',
         'ConfigApplied',
         `generation ${String(next.number)} applies config ${loaded.hash} (${String(changes.length)} changes)`,
       );
+      if (verdict.verdict === 'warn') {
+        const reason = guardReason(verdict);
+        this.logger.log('warn', 'config applied although the reload guard would refuse it (--reload-guard=warn)', {
+          config: loaded.hash,
+          changes: verdict.guarded.map((c) => c.path).join(', '),
+        });
+        this.events.record(this.nodeRef(), 'Warning', 'UnsafeConfigApplied', `config ${loaded.hash}: ${reason} was applied (--reload-guard=warn)`);
+      }
       return this.finishReload(
-        this.result('applied', { ...base, candidateHash: loaded.hash, changes, issues: loaded.warnings }),
+        this.result('applied', {
+          ...base,
+          candidateHash: loaded.hash,
+          changes,
+          issues: [...loaded.warnings, ...guardWarnings],
+        }),
       );
     }
     // The new generation cannot start (a missing permission, an unreachable API): roll back.
@@ -524,7 +610,7 @@ export class Agent implements AdminTarget {
       config: this.applied.hash,
     });
     this.events.record(
-      { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid },
+      this.nodeRef(),
       'Warning',
       'ConfigRolledBack',
       `${error}; rolled back to ${this.applied.hash}`,
@@ -640,6 +726,13 @@ export class Agent implements AdminTarget {
     this.listeners.clear();
     this.deps.logger.log('info', 'agent stopped', { generations: this.generations });
   }
+}
+
+/** A reload to run: what asked, whether forced, which guarded impacts it allows. */
+interface ReloadAsk {
+  readonly trigger: ReloadRequest['trigger'];
+  force: boolean;
+  allow: readonly GuardedImpact[];
 }
 
 function diagnostics(): NonNullable<AgentStatusJson['diagnostics']> {

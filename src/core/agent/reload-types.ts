@@ -2,6 +2,7 @@
 // `diff-config` (the running agent as --from) and the dashboard. JSON-serializable throughout.
 import type { ConfigIssue } from '../errors.js';
 import type { ProvisionerConfig } from '../config/model.js';
+import type { GuardedImpact } from './reload-guard.js';
 
 /** What asked for a reload. */
 export type ReloadTrigger = 'fs' | 'poll' | 'signal' | 'admin';
@@ -10,10 +11,13 @@ export type ReloadTrigger = 'fs' | 'poll' | 'signal' | 'admin';
  * - applied: a new generation serves the new config;
  * - noop: the config read has the hash already applied (and no force);
  * - rejected: the config is invalid; the current generation keeps running;
+ * - refused: valid, but a live reload that nobody allowed would orphan PVs or change their
+ *   ownership (the reload guard); the current generation keeps running;
  * - rolled-back: the new generation failed to start; the previous config serves again;
  * - failed: reading the config failed (source unreadable) or even the rollback failed.
  */
-export type ReloadOutcome = 'applied' | 'noop' | 'rejected' | 'rolled-back' | 'failed';
+export const RELOAD_OUTCOMES = ['applied', 'noop', 'rejected', 'refused', 'rolled-back', 'failed'] as const;
+export type ReloadOutcome = (typeof RELOAD_OUTCOMES)[number];
 
 export interface ReloadChange {
   readonly path: string;
@@ -35,8 +39,10 @@ export interface ReloadResult {
   readonly changes: readonly ReloadChange[];
   /** Validation errors (rejected) and warnings. */
   readonly issues: readonly ConfigIssue[];
-  /** Why a reload failed or was rolled back. */
+  /** Why a reload failed, was rolled back or refused. */
   readonly error?: string;
+  /** Refused: the impact classes `provisioner reload --allow` must name to apply the candidate. */
+  readonly needsAllow?: readonly GuardedImpact[];
   readonly startedAt: number;
   readonly durationMs: number;
 }
@@ -45,6 +51,8 @@ export interface ReloadRequest {
   readonly trigger: ReloadTrigger;
   /** Restart the sync loop even when the config is unchanged. */
   readonly force?: boolean;
+  /** Guarded impact classes this request explicitly allows (`provisioner reload --allow`). */
+  readonly allow?: readonly GuardedImpact[];
 }
 
 export interface ClassStatus {
@@ -91,7 +99,7 @@ export interface AgentStatusJson {
     readonly subPath: boolean;
   };
   readonly lastReload?: ReloadResult;
-  /** The last rejected or failed reload, until a later one succeeds. */
+  /** The last reload not applied (rejected, refused, rolled back or failed), until a later one succeeds. */
   readonly rejected?: ReloadResult;
   readonly reloadPending: boolean;
   readonly classes: readonly ClassStatus[];

@@ -74,6 +74,7 @@ export const SYNC_LABEL: Readonly<Record<SyncState, string>> = {
   'in-sync': 'in sync',
   propagating: 'propagating',
   rejected: 'rejected',
+  refused: 'refused',
   unknown: 'unknown',
 };
 
@@ -81,6 +82,7 @@ const SYNC_TONE: Readonly<Record<SyncState, Tone>> = {
   'in-sync': 'ok',
   propagating: 'warn',
   rejected: 'bad',
+  refused: 'warn',
   unknown: 'dim',
 };
 
@@ -100,6 +102,8 @@ export function reloadSummary(r: ReloadResult): string {
       const errors = r.issues.filter((i) => i.severity === 'error').length;
       return `Rejected: the config read is invalid (${plural(errors, 'problem')}); generation ${r.generation} keeps serving ${shortHash(r.appliedHash)}.`;
     }
+    case 'refused':
+      return `Refused by the reload guard (needs --allow ${(r.needsAllow ?? []).join(',')}); generation ${r.generation} keeps serving ${shortHash(r.appliedHash)}.`;
     case 'rolled-back':
       return `Rolled back: ${r.error ?? 'no reason given'}; generation ${r.generation} serves ${shortHash(r.appliedHash)} again.`;
     case 'failed':
@@ -109,7 +113,7 @@ export function reloadSummary(r: ReloadResult): string {
 
 function outcomeTone(r: ReloadResult): Tone {
   if (r.outcome === 'applied' || r.outcome === 'noop') return 'ok';
-  return r.outcome === 'rejected' ? 'warn' : 'bad';
+  return r.outcome === 'rejected' || r.outcome === 'refused' ? 'warn' : 'bad';
 }
 
 // ---- header -------------------------------------------------------------------------------------

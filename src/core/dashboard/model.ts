@@ -173,17 +173,19 @@ export function agentNow(state: DashboardState): number {
   return state.status.now + Math.max(0, state.now - state.statusReceivedAt);
 }
 
-export type SyncState = 'in-sync' | 'propagating' | 'rejected' | 'unknown';
+export type SyncState = 'in-sync' | 'propagating' | 'rejected' | 'refused' | 'unknown';
 
 /**
  * The applied config against the on-disk one: in sync (same hash), propagating (the source changed
  * and a reload is pending or running), rejected (the last read was invalid or failed, and it is
- * still what is on disk), unknown (no status, or the source was unreadable at the last read).
+ * still what is on disk), refused (the reload guard refused what is on disk: it waits for
+ * `reload --allow` or a restart), unknown (no status, or the source was unreadable at the last read).
  */
 export function configSync(status: AgentStatusJson | undefined): SyncState {
   if (status === undefined) return 'unknown';
   const { appliedHash, onDiskHash } = status.config;
   const rejected = status.rejected;
+  if (rejected?.outcome === 'refused' && rejected.candidateHash === onDiskHash) return 'refused';
   if (rejected !== undefined && (onDiskHash === undefined || rejected.candidateHash === onDiskHash)) return 'rejected';
   if (onDiskHash === undefined) return status.reloadPending ? 'propagating' : 'unknown';
   if (status.reloadPending || onDiskHash !== appliedHash) return 'propagating';
@@ -286,10 +288,11 @@ export function layoutOf(state: DashboardState): Layout {
   });
 }
 
-/** Error lines of the rejected config, shown under the config line. */
+/** Error lines of the rejected config (or why it was refused), shown under the config line. */
 export function rejectedErrors(state: DashboardState): readonly string[] {
   const rejected = state.status?.rejected;
-  if (rejected === undefined || configSync(state.status) !== 'rejected') return [];
+  const sync = configSync(state.status);
+  if (rejected === undefined || (sync !== 'rejected' && sync !== 'refused')) return [];
   const errors = rejected.issues.filter((i) => i.severity === 'error');
   if (errors.length > 0) {
     return errors.map((i) => {
@@ -393,7 +396,7 @@ function plural(n: number, word: string): string {
 
 function reloadSeverity(result: ReloadResult): Severity {
   if (result.outcome === 'applied' || result.outcome === 'noop') return 'info';
-  return result.outcome === 'rejected' ? 'warn' : 'error';
+  return result.outcome === 'rejected' || result.outcome === 'refused' ? 'warn' : 'error';
 }
 
 /** One line about a reload, for the event list. */
@@ -409,6 +412,8 @@ export function reloadEventText(result: ReloadResult): string {
       const errors = result.issues.filter((i) => i.severity === 'error').length;
       return `${head}: ${plural(errors, 'problem')}; generation ${result.generation} keeps serving`;
     }
+    case 'refused':
+      return `${head}: needs --allow ${(result.needsAllow ?? []).join(',')}; generation ${result.generation} keeps serving`;
     case 'rolled-back':
     case 'failed':
       return `${head}: ${result.error ?? 'no reason given'}`;

@@ -14,6 +14,7 @@ export interface ReloadMetrics {
   readonly generation: Gauge;
   readonly restartDuration: Histogram;
   readonly reloadPending: Gauge;
+  readonly reloadRefused: Gauge;
 }
 
 export function createReloadMetrics(registry: MetricsRegistry): ReloadMetrics {
@@ -44,6 +45,10 @@ export function createReloadMetrics(registry: MetricsRegistry): ReloadMetrics {
       [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     ),
     reloadPending: registry.gauge(`${P}_config_reload_pending`, 'Whether a reload waits behind the one running.'),
+    reloadRefused: registry.gauge(
+      `${P}_config_reload_refused`,
+      'Whether the last reload was refused by the reload guard (the config read waits for `reload --allow` or a restart).',
+    ),
   };
 }
 

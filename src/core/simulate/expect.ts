@@ -13,6 +13,7 @@
 //     events: { VolumeFailedDelete: 1 }        # Kubernetes Events recorded since the start, by reason
 import type { Node } from 'yaml';
 import { isScalar, isSeq } from 'yaml';
+import { RELOAD_OUTCOMES } from '../agent/reload-types.js';
 import type { ReloadOutcome } from '../agent/reload-types.js';
 import type { CleanupState } from '../cleanup/table.js';
 import type { Input } from './input.js';
@@ -42,7 +43,6 @@ export const PV_FIELDS = [
 ] as const;
 export type PvField = (typeof PV_FIELDS)[number];
 const CLEANUP_STATES: readonly CleanupState[] = ['queued', 'running', 'succeeded', 'failed'];
-const RELOAD_OUTCOMES: readonly ReloadOutcome[] = ['applied', 'noop', 'rejected', 'rolled-back', 'failed'];
 
 export interface PvExpectation {
   readonly volume: string;

@@ -656,6 +656,7 @@ class ScenarioRun {
       applied: `reload applied: generation ${r.generation} serves ${shortHash(r.appliedHash)} (${r.changes.length} ${r.changes.length === 1 ? 'change' : 'changes'})`,
       noop: `reload: no change (${shortHash(r.appliedHash)} already applied)`,
       rejected: `reload rejected: ${errors.length} ${errors.length === 1 ? 'problem' : 'problems'}; generation ${r.generation} keeps serving ${shortHash(r.appliedHash)}`,
+      refused: `reload refused by the reload guard (needs --allow ${(r.needsAllow ?? []).join(',')}); generation ${r.generation} keeps serving ${shortHash(r.appliedHash)}`,
       'rolled-back': `reload rolled back: ${r.error ?? '?'}; generation ${r.generation} serves ${shortHash(r.appliedHash)}`,
       failed: `reload failed: ${r.error ?? '?'}; generation ${r.generation} keeps serving`,
     };

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { Agent } from '../../../src/core/agent/agent.js';
+import type { AgentOptions } from '../../../src/core/agent/agent.js';
 import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { systemClock } from '../../../src/core/clock.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
@@ -29,16 +30,30 @@ describe('config reload', () => {
     await rm(root, { recursive: true, force: true });
   });
 
-  async function start(name: string, options: { wrap?: (m: MemoryCluster) => Cluster; startTimeoutMs?: number } = {}) {
+  interface StartOptions {
+    wrap?: (m: MemoryCluster) => Cluster;
+    startTimeoutMs?: number;
+    /** The ConfigMap's keys (default: the class `fast`). */
+    config?: Readonly<Record<string, string>>;
+    reloadGuard?: AgentOptions['reloadGuard'];
+    watch?: boolean;
+    /** Reuse the config directory of an earlier start (a restart). */
+    keepConfig?: boolean;
+  }
+
+  async function start(name: string, options: StartOptions = {}) {
     const dir = join(root, name);
-    await writeConfigMapVolume(dir, { storageClassMap: CLASS() });
+    if (options.keepConfig !== true) await writeConfigMapVolume(dir, options.config ?? { storageClassMap: CLASS() });
     const memory = new MemoryCluster();
     const cluster = options.wrap ? options.wrap(memory) : memory;
-    await memory.storageClasses.create({ metadata: { name: 'fast' }, provisioner: 'kubernetes.io/no-provisioner' });
+    for (const sc of ['fast', 'slow'])
+      await memory.storageClasses.create({ metadata: { name: sc }, provisioner: 'kubernetes.io/no-provisioner' });
     await memory.nodes.create({ metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'node-a' } } });
     const volumes = new MemoryVolumes();
     volumes.addDirectory('/mnt/fast');
     volumes.addMount('/mnt/fast/disk1');
+    volumes.addDirectory('/mnt/slow');
+    volumes.addMount('/mnt/slow/hdd1');
     const cleaner = new MemoryCleaner();
     const logger = new MemoryLogger();
     const agent = await Agent.start(
@@ -54,6 +69,8 @@ describe('config reload', () => {
         cleanupConcurrency: 2,
         jobImage: 'img',
         startTimeoutMs: options.startTimeoutMs ?? 2000,
+        ...(options.reloadGuard !== undefined ? { reloadGuard: options.reloadGuard } : {}),
+        ...(options.watch === true ? { watch: { pollIntervalMs: 40, debounceMs: 10 } } : {}),
       },
       { cluster, volumes, cleaner, clock: systemClock, logger },
     );
@@ -220,6 +237,128 @@ describe('config reload', () => {
     } finally {
       await t.agent.stop();
     }
+  });
+
+  describe('the reload guard', () => {
+    const TWO = { storageClassMap: `${CLASS()}slow:\n  hostDir: /mnt/slow\n  mountDir: /mnt/slow\n` };
+    const metric = (agent: Agent, series: string): string | undefined =>
+      new RegExp(`^${series.replace(/[{}]/gu, '\\$&')} (\\S+)$`, 'mu').exec(agent['metrics'].registry.render())?.[1];
+    const refusedEvents = async (memory: MemoryCluster) =>
+      (await memory.events.list({ namespace: 'default' })).items.filter(
+        (e) => e.reason === 'ConfigRefused' && e.involvedObject.kind === 'Node',
+      );
+
+    it('refuses a watched change that orphans PVs: running config stays, reason, one Node event, metric, status; --allow applies it', async () => {
+      const t = await start('guard-refuse', { config: TWO, watch: true });
+      try {
+        await waitFor(
+          () => t.agent.generation.persistentVolumes.list().length === 2,
+          'both classes published',
+        );
+        const before = t.agent.status().config.appliedHash;
+        await writeConfigMapVolume(t.dir, { storageClassMap: CLASS() });
+        await waitFor(() => t.agent.status().lastReload?.outcome === 'refused', 'the watcher-triggered reload refused');
+        const status = t.agent.status();
+        const refused = status.rejected;
+        assert.equal(refused?.outcome, 'refused');
+        assert.ok(refused.trigger === 'fs' || refused.trigger === 'poll', refused.trigger);
+        assert.equal(status.generation, 1, 'no new generation');
+        assert.equal(status.config.appliedHash, before);
+        assert.equal(refused.candidateHash, status.config.onDiskHash, 'status shows the refused candidate');
+        assert.deepEqual(refused.needsAllow, ['orphans-pvs']);
+        assert.match(refused.error ?? '', /would orphan existing PVs \(storageClassMap\.slow\)/u);
+        assert.match(refused.error ?? '', /provisioner reload --allow orphans-pvs/u);
+        assert.ok(t.agent.appliedConfig().config.storageClassMap['slow'], 'the running config keeps the class');
+        assert.equal(metric(t.agent, 'local_volume_provisioner_config_reloads_total{result="refused"}'), '1');
+        assert.equal(metric(t.agent, 'local_volume_provisioner_config_reload_refused'), '1');
+        assert.equal(metric(t.agent, 'local_volume_provisioner_config_last_reload_successful'), '0');
+        await waitFor(async () => (await refusedEvents(t.memory)).length === 1, 'a ConfigRefused event on the Node');
+
+        // The watcher does not retry the same content: several poll periods later, still one attempt.
+        await delay(300);
+        assert.equal(metric(t.agent, 'local_volume_provisioner_config_reloads_total{result="refused"}'), '1');
+        // SIGHUP and `reload` without --allow are live reloads too: refused, but no second event.
+        assert.equal((await t.agent.reload({ trigger: 'signal' })).outcome, 'refused');
+        const plain = await t.agent.reload({ trigger: 'admin', force: true });
+        assert.equal(plain.outcome, 'refused', 'force is not allow');
+        assert.equal(metric(t.agent, 'local_volume_provisioner_config_reloads_total{result="refused"}'), '3');
+        assert.equal(
+          t.logger.records.filter((r) => r.message.startsWith('config refused') && r.level === 'warn').length,
+          1,
+          'warned once per refused content',
+        );
+        await delay(50);
+        assert.equal((await refusedEvents(t.memory)).length, 1, 'one Node event per refused content');
+
+        const allowed = await t.agent.reload({ trigger: 'admin', allow: ['orphans-pvs'] });
+        assert.equal(allowed.outcome, 'applied');
+        assert.equal(allowed.generation, 2);
+        assert.equal(t.agent.appliedConfig().config.storageClassMap['slow'], undefined);
+        assert.equal(t.agent.status().rejected, undefined);
+        assert.equal(metric(t.agent, 'local_volume_provisioner_config_reload_refused'), '0');
+        // The orphaned PV is left alone, never deleted.
+        await t.memory.persistentVolumes.get(persistentVolumeName('hdd1', 'node-a', 'slow'));
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it('a restart applies what a live reload refused (start-up is not guarded)', async () => {
+      const t = await start('guard-restart', { config: TWO });
+      await writeConfigMapVolume(t.dir, { storageClassMap: CLASS() });
+      const r = await t.agent.reload({ trigger: 'signal' });
+      await t.agent.stop();
+      assert.equal(r.outcome, 'refused');
+      const again = await start('guard-restart', { keepConfig: true });
+      try {
+        assert.equal(again.agent.status().config.appliedHash, r.candidateHash);
+        assert.equal(again.agent.appliedConfig().config.storageClassMap['slow'], undefined);
+      } finally {
+        await again.agent.stop();
+      }
+    });
+
+    it('an ownership change is refused too; allowing only orphans-pvs is not enough', async () => {
+      const t = await start('guard-owner');
+      try {
+        await writeConfigMapVolume(t.dir, { storageClassMap: CLASS(), useNodeNameOnly: 'true' });
+        const r = await t.agent.reload({ trigger: 'admin', allow: ['orphans-pvs'] });
+        assert.equal(r.outcome, 'refused');
+        assert.deepEqual(r.needsAllow, ['ownership-change']);
+        assert.equal((await t.agent.reload({ trigger: 'admin', allow: ['ownership-change'] })).outcome, 'applied');
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it('policy warn applies with a warning and a Warning event; policy apply applies', async () => {
+      const w = await start('guard-warn', { config: TWO, reloadGuard: 'warn' });
+      try {
+        await writeConfigMapVolume(w.dir, { storageClassMap: CLASS() });
+        const r = await w.agent.reload({ trigger: 'fs' });
+        assert.equal(r.outcome, 'applied');
+        assert.ok(
+          r.issues.some(
+            (i) => i.severity === 'warning' && i.path === 'storageClassMap.slow' && /orphans-pvs/u.test(i.message),
+          ),
+        );
+        await waitFor(async () => {
+          const events = await w.memory.events.list({ namespace: 'default' });
+          return events.items.some((e) => e.reason === 'UnsafeConfigApplied' && e.type === 'Warning');
+        }, 'an UnsafeConfigApplied Warning event');
+      } finally {
+        await w.agent.stop();
+      }
+      const a = await start('guard-apply', { config: TWO, reloadGuard: 'apply' });
+      try {
+        await writeConfigMapVolume(a.dir, { storageClassMap: CLASS() });
+        const r = await a.agent.reload({ trigger: 'fs' });
+        assert.equal(r.outcome, 'applied');
+        assert.equal(r.issues.length, 0);
+      } finally {
+        await a.agent.stop();
+      }
+    });
   });
 
   it('leaks nothing over 200 reloads: watches, listeners and handles stay flat', async () => {

@@ -57,6 +57,19 @@ const OUTCOMES = {
     error: 'listing PVs failed: connection refused',
   }),
   failed: reloadResult('failed', { error: 'cannot read /etc/provisioner/config: EACCES' }),
+  refused: reloadResult('refused', {
+    candidateHash: HASH_B,
+    changes: [
+      {
+        path: 'storageClassMap.slow',
+        action: 'removed',
+        impact: 'orphans-pvs',
+        summary: 'PVs of the removed class are left alone.',
+      },
+    ],
+    error: 'a live reload that would orphan existing PVs (storageClassMap.slow) was refused; generation 7 keeps serving x. Apply it with `provisioner reload --allow orphans-pvs` or by restarting the agent',
+    needsAllow: ['orphans-pvs'],
+  }),
 } satisfies Record<ReloadOutcome, ReloadResult>;
 
 describe('provisioner reload (process)', () => {
@@ -134,6 +147,44 @@ describe('provisioner reload (process)', () => {
       ].join('\n'),
     );
     assert.equal(r.stderr, '');
+  });
+
+  it('refused: exit 1, why, what to allow and the changes not applied; --allow is passed on', async () => {
+    answer(OUTCOMES.refused);
+    const r = await reload();
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(
+      r.stdout,
+      [
+        'Refused: a live reload that would orphan existing PVs (storageClassMap.slow) was refused; generation 7 keeps serving x. Apply it with `provisioner reload --allow orphans-pvs` or by restarting the agent.',
+        'Changes not applied:',
+        '  - storageClassMap.slow  [orphans-pvs] PVs of the removed class are left alone.',
+        '',
+      ].join('\n'),
+    );
+    const json = await reload('-o', 'json');
+    assert.equal(json.code, 1);
+    const parsed: unknown = JSON.parse(json.stdout);
+    assert.ok(validate(parsed), schemaErrors());
+    assert.deepEqual((parsed as { result: ReloadResult }).result.needsAllow, ['orphans-pvs']);
+    // The --fail-on aliases of diff-config name the same classes; the agent gets canonical names, once each.
+    const allowed = await reload('--allow', 'orphans,ownership-change', '--allow', 'orphans-pvs');
+    assert.equal(allowed.code, 1);
+    assert.deepEqual(target.reloadRequests.at(-1), {
+      trigger: 'admin',
+      force: false,
+      allow: ['orphans-pvs', 'ownership-change'],
+    });
+  });
+
+  it('--allow with a class that is not guarded (or unknown) is a usage error: exit 2, nothing sent', async () => {
+    for (const value of ['new-pvs-only', 'orphan', 'any']) {
+      const r = await reload('--allow', value);
+      assert.equal(r.code, 2, `${value}: ${r.stderr}`);
+      assert.match(r.stderr, /--allow/u);
+      assert.match(r.stderr, /orphans-pvs/u, 'names the valid values');
+    }
+    assert.equal(target.reloadRequests.length, 0);
   });
 
   it('rolled-back and failed: exit 1 with the error', async () => {
