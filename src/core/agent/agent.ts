@@ -118,12 +118,19 @@ async function fetchNode(cluster: Cluster, clock: Clock, logger: Logger, name: s
   throw new StartupError(`cannot get Node ${name}: ${message(last)}`);
 }
 
+/** The promise's value, or `ok: false` after ms or as soon as `abandon` aborts (the agent stopping). */
 async function within<T>(
   clock: Clock,
   promise: Promise<T>,
   ms: number,
+  abandon?: AbortSignal,
 ): Promise<{ ok: true; value: T } | { ok: false }> {
   const timer = new AbortController();
+  const onAbandon = (): void => {
+    timer.abort();
+  };
+  if (abandon?.aborted) timer.abort();
+  abandon?.addEventListener('abort', onAbandon, { once: true });
   try {
     return await Promise.race([
       promise.then((value) => ({ ok: true as const, value })),
@@ -133,6 +140,7 @@ async function within<T>(
       ),
     ]);
   } finally {
+    abandon?.removeEventListener('abort', onAbandon);
     timer.abort();
   }
 }
@@ -172,6 +180,8 @@ export class Agent implements AdminTarget {
   private running: Promise<ReloadResult> | undefined;
   private queued: (ReloadAsk & { promise: Promise<ReloadResult> }) | undefined;
   private stopping = false;
+  /** Aborted by stop(): a reload waiting on a drain or a sync gives up at once. */
+  private readonly stopped = new AbortController();
   readonly cleanups: CleanupTable;
   adopted = 0;
 
@@ -462,6 +472,12 @@ export class Agent implements AdminTarget {
     };
   }
 
+  /** A reload that finds the agent stopping gives up before starting anything. */
+  private abandoned(base: { trigger: ReloadRequest['trigger']; force: boolean; startedAt: number }): ReloadResult {
+    this.logger.log('info', 'reload abandoned: the agent is stopping', { trigger: base.trigger });
+    return this.finishReload(this.result('failed', { ...base, error: 'the agent is stopping' }));
+  }
+
   private nodeRef(): { apiVersion: 'v1'; kind: 'Node'; name: string; uid: string } {
     return { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid };
   }
@@ -506,6 +522,7 @@ export class Agent implements AdminTarget {
     try {
       loaded = parseConfigSnapshot(await readConfigSnapshot(this.options.configPath));
     } catch (err) {
+      if (this.stopping) return this.abandoned(base);
       if (err instanceof InvalidConfigError) {
         this.onDiskHash = undefined;
         const errors = err.issues.filter((i) => i.severity === 'error');
@@ -526,6 +543,7 @@ export class Agent implements AdminTarget {
       this.logger.log('error', 'config reload failed: the running config stays', { error });
       return this.finishReload(this.result('failed', { ...base, error }));
     }
+    if (this.stopping) return this.abandoned(base);
     this.onDiskHash = loaded.hash;
     if (loaded.hash === this.applied.hash && !force) {
       return this.finishReload(this.result('noop', { ...base, candidateHash: loaded.hash, issues: loaded.warnings }));
@@ -553,8 +571,11 @@ export class Agent implements AdminTarget {
     } catch (err) {
       this.logger.log('warn', 'could not re-read the Node; keeping its last known labels', { error: message(err) });
     }
+    if (this.stopping) return this.abandoned(base);
     const old = this.current;
-    const drained = await within(clock, old.stop(), this.options.drainTimeoutMs ?? 10_000);
+    const drained = await within(clock, old.stop(), this.options.drainTimeoutMs ?? 10_000, this.stopped.signal);
+    // Never start a generation once stopping: stop() stops the current one (still `old`).
+    if (this.stopping) return this.abandoned(base);
     if (!drained.ok)
       this.logger.log(
         'warn',
@@ -564,7 +585,9 @@ export class Agent implements AdminTarget {
     const next = this.newGeneration(loaded);
     this.current = next;
     next.start();
-    const synced = await within(clock, next.whenSynced, this.options.startTimeoutMs ?? 30_000);
+    const synced = await within(clock, next.whenSynced, this.options.startTimeoutMs ?? 30_000, this.stopped.signal);
+    // Stopping while the new generation syncs: stop() stops it (it is current); no rollback starts.
+    if (this.stopping) return this.abandoned(base);
     if (synced.ok) {
       this.applied = loaded;
       this.recordApplied();
@@ -601,6 +624,7 @@ export class Agent implements AdminTarget {
     // The new generation cannot start (a missing permission, an unreachable API): roll back.
     const error = `generation ${String(next.number)} did not sync within ${String(this.options.startTimeoutMs ?? 30_000)} ms: ${next.syncError() ?? 'no error reported'}`;
     await next.stop();
+    if (this.stopping) return this.abandoned(base);
     const previous = this.newGeneration(this.applied);
     this.current = previous;
     previous.start();
@@ -712,12 +736,17 @@ export class Agent implements AdminTarget {
 
   // ---- lifecycle ------------------------------------------------------------------------------
 
-  /** Graceful stop: lets a reload in progress finish, then stops the generation, cleanups and servers. */
+  /**
+   * Graceful stop: a reload in progress gives up at its next step (it never starts a generation
+   * once stopping); then the current generation, cleanups and servers stop. Nothing runs after.
+   */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.stopped.abort();
     await this.watcher?.stop();
     const pending = this.queued?.promise ?? this.running;
     if (pending) await within(this.deps.clock, pending, this.options.drainTimeoutMs ?? 10_000);
+    // Whatever is current now: a reload that gave up left either the old or an unsynced new one.
     await this.current.stop();
     await this.cleanups.stop();
     await this.admin?.close();
