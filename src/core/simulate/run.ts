@@ -651,7 +651,10 @@ class ScenarioRun {
     const details =
       r.outcome === 'rejected'
         ? errors.map((i) => this.readableIssue(i))
-        : r.changes.map((c) => `${c.path} [${c.impact}] ${c.summary}`);
+        : [
+            ...(r.outcome === 'refused' && r.error !== undefined ? [r.error] : []),
+            ...r.changes.map((c) => `${c.path} [${c.impact}] ${c.summary}`),
+          ];
     const summaries: Record<ReloadResult['outcome'], string> = {
       applied: `reload applied: generation ${r.generation} serves ${shortHash(r.appliedHash)} (${r.changes.length} ${r.changes.length === 1 ? 'change' : 'changes'})`,
       noop: `reload: no change (${shortHash(r.appliedHash)} already applied)`,
@@ -744,6 +747,7 @@ class ScenarioRun {
           cleanupBackoff: { initialMs: s.cleanupBackoffMs, maxMs: Math.max(s.cleanupBackoffMs, 300_000) },
           drainTimeoutMs: 10_000,
           startTimeoutMs: 30_000,
+          reloadGuard: s.reloadGuard,
           version: 'simulate',
         },
         {
@@ -958,6 +962,26 @@ class ScenarioRun {
           this.config = agent.appliedConfig().config;
         this.recordReload(result, mark);
         return what;
+      }
+      case 'reload requested': {
+        const agent = this.agent;
+        if (!agent) fail('no agent is running');
+        const mark = this.actions.length;
+        const result = await this.drive(
+          agent.reload({
+            trigger: 'admin',
+            force: step.force,
+            ...(step.allow.length > 0 ? { allow: step.allow } : {}),
+          }),
+        );
+        if (result.outcome === 'applied' || result.outcome === 'rolled-back')
+          this.config = agent.appliedConfig().config;
+        this.recordReload(result, mark);
+        const flags = [
+          ...(step.allow.length > 0 ? [`--allow ${step.allow.join(',')}`] : []),
+          ...(step.force ? ['--force'] : []),
+        ];
+        return `the operator runs provisioner reload${flags.length > 0 ? ` ${flags.join(' ')}` : ''}`;
       }
       case 'cleanup succeeds':
       case 'cleanup fails':

@@ -5,6 +5,8 @@
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { isMap, isScalar } from 'yaml';
 import type { Node, YAMLMap } from 'yaml';
+import { ALLOW_NAMES, DEFAULT_RELOAD_GUARD_POLICY, RELOAD_GUARD_POLICIES } from '../agent/reload-guard.js';
+import type { GuardedImpact, ReloadGuardPolicy } from '../agent/reload-guard.js';
 import type { SourcePosition } from '../errors.js';
 import { Input, readInputText } from './input.js';
 import { readEntry } from './node-facts.js';
@@ -18,6 +20,7 @@ export const STEP_TYPES = [
   'claim bound',
   'claim released',
   'config changed',
+  'reload requested',
   'cleanup succeeds',
   'cleanup fails',
   'cleanup is slow',
@@ -64,6 +67,12 @@ export type Step = StepBase &
     | { readonly type: 'claim bound'; readonly volume: VolumeRef; readonly claim?: string }
     | { readonly type: 'claim released'; readonly volume: VolumeRef }
     | { readonly type: 'config changed'; readonly config: ConfigInput }
+    /** `provisioner reload [--allow …] [--force]`: the operator asks for a reload. */
+    | {
+        readonly type: 'reload requested';
+        readonly allow: readonly GuardedImpact[];
+        readonly force: boolean;
+      }
     | { readonly type: 'cleanup succeeds'; readonly volume: VolumeRef }
     | { readonly type: 'cleanup fails'; readonly volume: VolumeRef; readonly message: string }
     | {
@@ -94,6 +103,8 @@ export interface ScenarioSettings {
   readonly createStorageClasses: boolean;
   /** Create the discovery directory (mountDir) of every configured class (the DaemonSet's mounts). */
   readonly createDiscoveryDirectories: boolean;
+  /** The agent's --reload-guard. */
+  readonly reloadGuard: ReloadGuardPolicy;
 }
 
 export const DEFAULT_SETTINGS: ScenarioSettings = {
@@ -106,6 +117,7 @@ export const DEFAULT_SETTINGS: ScenarioSettings = {
   cleanupBackoffMs: 5_000,
   createStorageClasses: true,
   createDiscoveryDirectories: true,
+  reloadGuard: DEFAULT_RELOAD_GUARD_POLICY,
 };
 
 export interface Scenario {
@@ -135,6 +147,7 @@ const SETTING_KEYS = [
   'cleanupBackoff',
   'createStorageClasses',
   'createDiscoveryDirectories',
+  'reloadGuard',
 ];
 const STEP_EXTRA_KEYS = ['expect', 'note'];
 
@@ -307,6 +320,23 @@ function readStep(input: Input, node: Node, i: number, baseDir: string): Step | 
       if (config) step = { ...base, type, config };
       break;
     }
+    case 'reload requested': {
+      // `- reload requested` or `- reload requested: { allow: [orphans-pvs], force: true }`.
+      const empty = value === null || (isScalar(value) && (value.value === null || value.value === ''));
+      const m = empty ? undefined : input.map(value, at);
+      if (m) input.pairs(m, at, ['allow', 'force']);
+      const allowNode = m ? input.get(m, 'allow') : null;
+      const names = allowNode === null ? [] : isScalar(allowNode) ? [allowNode] : (input.list(allowNode, `${at}.allow`) ?? []);
+      const allow: GuardedImpact[] = [];
+      names.forEach((n, i) => {
+        const name = input.oneOf(n, `${at}.allow[${String(i)}]`, Object.keys(ALLOW_NAMES));
+        const impact = name !== undefined ? ALLOW_NAMES[name] : undefined;
+        if (impact !== undefined && !allow.includes(impact)) allow.push(impact);
+      });
+      const force = m ? input.boolean(input.get(m, 'force'), `${at}.force`, false) : false;
+      if (empty || m) step = { ...base, type, allow, force: force === true };
+      break;
+    }
     case 'time passes': {
       const durationMs = input.duration(value, at);
       if (durationMs !== undefined) step = { ...base, type, durationMs };
@@ -347,6 +377,9 @@ function readSettings(input: Input, node: Node | null): ScenarioSettings {
       input.boolean(input.get(map, 'createStorageClasses'), 'settings.createStorageClasses', true) ?? true,
     createDiscoveryDirectories:
       input.boolean(input.get(map, 'createDiscoveryDirectories'), 'settings.createDiscoveryDirectories', true) ?? true,
+    reloadGuard:
+      input.oneOf(input.get(map, 'reloadGuard'), 'settings.reloadGuard', RELOAD_GUARD_POLICIES, DEFAULT_RELOAD_GUARD_POLICY) ??
+      DEFAULT_RELOAD_GUARD_POLICY,
   };
   if (settings.discoveryPeriodMs <= 0)
     input.error('settings.discoveryPeriod', 'must be positive', input.get(map, 'discoveryPeriod'));

@@ -1,7 +1,7 @@
 // The README's "try it without a cluster" story, as a user runs it: `provisioner run --sandbox`.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -62,6 +62,68 @@ describe('provisioner run --sandbox', () => {
       const r = await runCli(['reload', '--admin-socket', join(dir, 'admin.sock')]);
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, /^No change: generation 2 already serves sha256:/u);
+    } finally {
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, stderr);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a watched edit that orphans PVs; `provisioner reload --allow orphans-pvs` applies it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lvp-sandbox-guard-'));
+    const cls = (name: string): string => {
+      const at = join(dir, 'disks', name);
+      mkdirSync(join(at, 'vol1'), { recursive: true });
+      return `${name}:\n  hostDir: ${at}\n  mountDir: ${at}\n`;
+    };
+    mkdirSync(join(dir, 'config'), { recursive: true });
+    writeFileSync(join(dir, 'config/storageClassMap'), cls('fast') + cls('slow'));
+    const socket = join(dir, 'admin.sock');
+    const child = spawn(
+      process.execPath,
+      [CLI, 'run', '--sandbox', dir, '--listen-address', '127.0.0.1:0', '--config-debounce', '50ms'],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MY_NODE_NAME: '' } },
+    );
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => {
+      child.on('exit', (code) => {
+        resolve(code);
+      });
+    });
+    const client = new AdminClient(socket, { timeoutMs: 5000 });
+    try {
+      await eventually(async () => {
+        const s = await client.status();
+        return s.classes.every((c) => c.persistentVolumes.length === 1) && s.classes.length === 2 ? true : undefined;
+      }, 'both classes published');
+      writeFileSync(join(dir, 'config/storageClassMap'), cls('fast'));
+      const refused = await eventually(async () => {
+        const s = await client.status();
+        return s.lastReload?.outcome === 'refused' ? s : undefined;
+      }, 'the watched edit refused');
+      assert.equal(refused.generation, 1);
+      assert.deepEqual(refused.rejected?.needsAllow, ['orphans-pvs']);
+      assert.equal(refused.classes.length, 2, 'the running config keeps both classes');
+      assert.match(stderr, /config refused by the reload guard/u);
+
+      const plain = await runCli(['reload', '--admin-socket', socket]);
+      assert.equal(plain.code, 1, plain.stderr);
+      assert.match(plain.stdout, /^Refused: a live reload that would orphan existing PVs \(storageClassMap\.slow\)/u);
+      assert.match(plain.stdout, /provisioner reload --allow orphans-pvs/u);
+
+      const bad = await runCli(['reload', '--admin-socket', socket, '--allow', 'orphans-pv']);
+      assert.equal(bad.code, 2, bad.stderr);
+
+      const allowed = await runCli(['reload', '--admin-socket', socket, '--allow', 'orphans-pvs']);
+      assert.equal(allowed.code, 0, allowed.stderr);
+      assert.match(allowed.stdout, /^Applied: generation 2 serves sha256:/u);
+      const after = await client.status();
+      assert.deepEqual(
+        after.classes.map((c) => c.name),
+        ['fast'],
+      );
+      assert.equal(after.rejected, undefined);
     } finally {
       child.kill('SIGTERM');
       assert.equal(await exited, 0, stderr);

@@ -176,7 +176,9 @@ describe('simulate: scenarios', () => {
           '    expect: { reload: rejected, generation: 5 }',
           '',
         ].join('\n'),
-        'settings: { createStorageClasses: false }\ncluster: ' +
+        // The file drops the class `extra` (orphans-pvs): this test is about merging config inputs, so
+        // the reload guard applies it; the guard has its own scenario (class-removed-orphans).
+        'settings: { createStorageClasses: false, reloadGuard: apply }\ncluster: ' +
           JSON.stringify(join(FIXTURES, 'scenario-cluster.yaml')) +
           '\n',
       ),
@@ -267,7 +269,7 @@ describe('simulate: bad scenarios', () => {
       /^11:\d+ steps\[4\]\.claim bound\.claim: expected namespace\/name/u,
       /^13:\d+ steps\[5\]\.expect\.pvs: expected an integer >= 0/u,
       /^13:\d+ steps\[5\]\.expect\.pv\.phaze: unknown key "phaze"; did you mean "phase"\?/u,
-      /^13:\d+ steps\[5\]\.expect\.reload: "aplied" is not one of applied, noop, rejected, rolled-back, failed; did you mean "applied"\?/u,
+      /^13:\d+ steps\[5\]\.expect\.reload: "aplied" is not one of applied, noop, rejected, refused, rolled-back, failed; did you mean "applied"\?/u,
       /^13:\d+ steps\[5\]\.expect\.cleanups\.done: unknown key "done"/u,
       /^14:\d+ steps\[6\]\.agent restarted: "agent restarted" takes no arguments/u,
       /^15:\d+ steps\[7\]: one step type per step, found "disk added", "config changed"/u,
@@ -278,6 +280,25 @@ describe('simulate: bad scenarios', () => {
         `${re.source} in\n${issues.join('\n')}`,
       );
     assert.equal(issues.length, expected.length, issues.join('\n'));
+  });
+
+  it('reload requested: --allow takes the guarded classes only; settings.reloadGuard a policy', () => {
+    const issues = issuesOf(() =>
+      parseScenario(
+        's.yaml',
+        [
+          'config: { storageClassMap: "fast: {hostDir: /mnt/fast, mountDir: /mnt/fast}" }',
+          'settings: { reloadGuard: never }',
+          'steps:',
+          '  - reload requested: { allow: [orphans, new-pvs-only], forse: true }',
+          '',
+        ].join('\n'),
+      ),
+    );
+    assert.equal(issues.length, 3, issues.join('\n'));
+    assert.match(issues.join('\n'), /settings\.reloadGuard: "never" is not one of refuse, warn, apply/u);
+    assert.match(issues.join('\n'), /steps\[1\]\.reload requested\.allow\[1\]: "new-pvs-only" is not one of orphans-pvs, ownership-change, orphans, ownership/u);
+    assert.match(issues.join('\n'), /steps\[1\]\.reload requested\.forse: unknown key "forse"; did you mean "force"\?/u);
   });
 
   it('a step that cannot be carried out fails the run (exit 3) naming the step', async () => {
