@@ -179,6 +179,7 @@ describe('Helm chart helm/provisioner', () => {
       assert.ok(args(c).includes('--config-sync-period=5s'));
       assert.ok(args(c).includes('--drain-timeout=10s'));
       assert.ok(args(c).includes('--start-timeout=30s'));
+      assert.ok(args(c).includes('--reload-guard=refuse'), 'the reload guard refuses by default');
       assert.equal(envFieldPath(c, 'MY_NODE_NAME'), 'spec.nodeName');
       assert.equal(envFieldPath(c, 'MY_NAMESPACE'), 'metadata.namespace');
       assert.equal(envValue(c, 'JOB_CONTAINER_IMAGE'), c.image, 'cleanup Jobs run the same image');
@@ -264,6 +265,7 @@ describe('Helm chart helm/provisioner', () => {
         ['nodeCleanupController.enabled=true', /no node cleanup controller/u],
         ['logFormat=xml', /logFormat must be text or json/u],
         ['logLevel=trace', /logLevel must be/u],
+        ['hotReload.guard=ignore', /hotReload\.guard must be refuse, warn or apply, not "ignore"/u],
       ] as const) {
         const r = templateChart({ set: [set] });
         assert.notEqual(r.status, 0, set);
@@ -288,7 +290,7 @@ describe('Helm chart helm/provisioner', () => {
       const ds = asDaemonSet(
         renderChart({
           values: [
-            'hotReload: {configSyncPeriod: 2s, drainTimeout: 3s, startTimeout: 1m}',
+            'hotReload: {configSyncPeriod: 2s, drainTimeout: 3s, startTimeout: 1m, guard: warn}',
             'adminSocket: {dir: /var/run/lvp}',
             'logFormat: text',
             'extraArgs: ["--cleanup-concurrency=2"]',
@@ -300,6 +302,7 @@ describe('Helm chart helm/provisioner', () => {
         '--config-sync-period=2s',
         '--drain-timeout=3s',
         '--start-timeout=1m',
+        '--reload-guard=warn',
         '--log-format=text',
         '--cleanup-concurrency=2',
       ]) {
