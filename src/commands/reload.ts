@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
-import { ALLOW_NAMES } from '../core/agent/reload-guard.js';
+import { ALLOW_NAMES } from '../core/config/reload-guard.js';
 import { UsageError } from '../core/errors.js';
 
 export const DEFAULT_ADMIN_SOCKET = '/run/provisioner/admin.sock';

@@ -1,6 +1,10 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
-import { DEFAULT_RELOAD_GUARD_POLICY, isReloadGuardPolicy, RELOAD_GUARD_POLICIES } from '../core/agent/reload-guard.js';
+import {
+  DEFAULT_RELOAD_GUARD_POLICY,
+  isReloadGuardPolicy,
+  RELOAD_GUARD_POLICIES,
+} from '../core/config/reload-guard.js';
 import { UsageError } from '../core/errors.js';
 
 type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };

@@ -6,7 +6,7 @@ import { formatGoDuration } from '../config/duration.js';
 import { ExitCode, ProvisionerError } from '../errors.js';
 import { RELOAD_OUTCOMES } from './reload-types.js';
 import type { AgentEvent, AgentStatusJson, AppliedConfigJson, ReloadResult } from './reload-types.js';
-import type { GuardedImpact } from './reload-guard.js';
+import type { GuardedImpact } from '../config/reload-guard.js';
 
 /** Why the socket could not be used: it does not exist, nobody listens on it, or we may not connect. */
 export type UnreachableReason = 'missing' | 'refused' | 'denied';

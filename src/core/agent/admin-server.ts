@@ -7,8 +7,8 @@ import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import { StartupError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { GUARDED_IMPACTS, isGuardedImpact } from './reload-guard.js';
-import type { GuardedImpact } from './reload-guard.js';
+import { GUARDED_IMPACTS, isGuardedImpact } from '../config/reload-guard.js';
+import type { GuardedImpact } from '../config/reload-guard.js';
 import type { AdminTarget, AgentEvent } from './reload-types.js';
 
 export interface AdminServerOptions {
@@ -79,9 +79,7 @@ function readBody(req: IncomingMessage): Promise<string | undefined> {
  * `{}`, `{ "force": boolean, "allow": ["orphans-pvs", "ownership-change"] }`; an empty body is `{}`.
  * Returns an error message when invalid.
  */
-export function parseReloadBody(
-  text: string,
-): { force: boolean; allow: readonly GuardedImpact[] } | { error: string } {
+export function parseReloadBody(text: string): { force: boolean; allow: readonly GuardedImpact[] } | { error: string } {
   if (text.trim() === '') return { force: false, allow: [] };
   let value: unknown;
   try {
@@ -96,7 +94,8 @@ export function parseReloadBody(
   if (force !== undefined && typeof force !== 'boolean') return { error: '"force" must be true or false' };
   const allow: unknown = (value as Record<string, unknown>)['allow'];
   const valid = `one of ${GUARDED_IMPACTS.join(', ')}`;
-  if (allow !== undefined && !Array.isArray(allow)) return { error: `"allow" must be a list of impact classes, ${valid}` };
+  if (allow !== undefined && !Array.isArray(allow))
+    return { error: `"allow" must be a list of impact classes, ${valid}` };
   const items: readonly unknown[] = Array.isArray(allow) ? allow : [];
   const allowed: GuardedImpact[] = [];
   for (const item of items) {

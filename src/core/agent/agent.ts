@@ -32,8 +32,8 @@ import { startAdminServer } from './admin-server.js';
 import type { RunningAdminServer } from './admin-server.js';
 import { ConfigWatcher, fingerprintConfigSource } from '../config/watcher.js';
 import { detectSubPathMountOnHost } from '../config/subpath.js';
-import { allowCommand, DEFAULT_RELOAD_GUARD_POLICY, guardReload } from './reload-guard.js';
-import type { GuardedImpact, GuardVerdict, ReloadGuardPolicy } from './reload-guard.js';
+import { allowCommand, DEFAULT_RELOAD_GUARD_POLICY, guardReload } from '../config/reload-guard.js';
+import type { GuardedImpact, GuardVerdict, ReloadGuardPolicy } from '../config/reload-guard.js';
 import type { RunningHttpServer } from './http.js';
 import type {
   AdminTarget,
@@ -396,7 +396,8 @@ export class Agent implements AdminTarget {
   reload(request: ReloadRequest): Promise<ReloadResult> {
     this.reloadMetrics.watchEvents.inc({ source: request.trigger });
     const allow = request.allow ?? [];
-    if (this.running === undefined) return this.begin({ trigger: request.trigger, force: request.force === true, allow });
+    if (this.running === undefined)
+      return this.begin({ trigger: request.trigger, force: request.force === true, allow });
     if (this.queued) {
       // Joining requests share one reload: force if any asked, allowed what any allowed.
       this.queued.force ||= request.force === true;
@@ -472,6 +473,11 @@ export class Agent implements AdminTarget {
     };
   }
 
+  /** A method, not the field: TypeScript would carry a test of the field across the awaits. */
+  private isStopping(): boolean {
+    return this.stopping;
+  }
+
   /** A reload that finds the agent stopping gives up before starting anything. */
   private abandoned(base: { trigger: ReloadRequest['trigger']; force: boolean; startedAt: number }): ReloadResult {
     this.logger.log('info', 'reload abandoned: the agent is stopping', { trigger: base.trigger });
@@ -522,7 +528,7 @@ export class Agent implements AdminTarget {
     try {
       loaded = parseConfigSnapshot(await readConfigSnapshot(this.options.configPath));
     } catch (err) {
-      if (this.stopping) return this.abandoned(base);
+      if (this.isStopping()) return this.abandoned(base);
       if (err instanceof InvalidConfigError) {
         this.onDiskHash = undefined;
         const errors = err.issues.filter((i) => i.severity === 'error');
@@ -543,7 +549,7 @@ export class Agent implements AdminTarget {
       this.logger.log('error', 'config reload failed: the running config stays', { error });
       return this.finishReload(this.result('failed', { ...base, error }));
     }
-    if (this.stopping) return this.abandoned(base);
+    if (this.isStopping()) return this.abandoned(base);
     this.onDiskHash = loaded.hash;
     if (loaded.hash === this.applied.hash && !force) {
       return this.finishReload(this.result('noop', { ...base, candidateHash: loaded.hash, issues: loaded.warnings }));
@@ -571,11 +577,11 @@ export class Agent implements AdminTarget {
     } catch (err) {
       this.logger.log('warn', 'could not re-read the Node; keeping its last known labels', { error: message(err) });
     }
-    if (this.stopping) return this.abandoned(base);
+    if (this.isStopping()) return this.abandoned(base);
     const old = this.current;
     const drained = await within(clock, old.stop(), this.options.drainTimeoutMs ?? 10_000, this.stopped.signal);
     // Never start a generation once stopping: stop() stops the current one (still `old`).
-    if (this.stopping) return this.abandoned(base);
+    if (this.isStopping()) return this.abandoned(base);
     if (!drained.ok)
       this.logger.log(
         'warn',
@@ -587,7 +593,7 @@ export class Agent implements AdminTarget {
     next.start();
     const synced = await within(clock, next.whenSynced, this.options.startTimeoutMs ?? 30_000, this.stopped.signal);
     // Stopping while the new generation syncs: stop() stops it (it is current); no rollback starts.
-    if (this.stopping) return this.abandoned(base);
+    if (this.isStopping()) return this.abandoned(base);
     if (synced.ok) {
       this.applied = loaded;
       this.recordApplied();
@@ -610,7 +616,12 @@ export class Agent implements AdminTarget {
           config: loaded.hash,
           changes: verdict.guarded.map((c) => c.path).join(', '),
         });
-        this.events.record(this.nodeRef(), 'Warning', 'UnsafeConfigApplied', `config ${loaded.hash}: ${reason} was applied (--reload-guard=warn)`);
+        this.events.record(
+          this.nodeRef(),
+          'Warning',
+          'UnsafeConfigApplied',
+          `config ${loaded.hash}: ${reason} was applied (--reload-guard=warn)`,
+        );
       }
       return this.finishReload(
         this.result('applied', {
@@ -624,7 +635,7 @@ export class Agent implements AdminTarget {
     // The new generation cannot start (a missing permission, an unreachable API): roll back.
     const error = `generation ${String(next.number)} did not sync within ${String(this.options.startTimeoutMs ?? 30_000)} ms: ${next.syncError() ?? 'no error reported'}`;
     await next.stop();
-    if (this.stopping) return this.abandoned(base);
+    if (this.isStopping()) return this.abandoned(base);
     const previous = this.newGeneration(this.applied);
     this.current = previous;
     previous.start();
@@ -633,12 +644,7 @@ export class Agent implements AdminTarget {
       error,
       config: this.applied.hash,
     });
-    this.events.record(
-      this.nodeRef(),
-      'Warning',
-      'ConfigRolledBack',
-      `${error}; rolled back to ${this.applied.hash}`,
-    );
+    this.events.record(this.nodeRef(), 'Warning', 'ConfigRolledBack', `${error}; rolled back to ${this.applied.hash}`);
     return this.finishReload(
       this.result('rolled-back', { ...base, candidateHash: loaded.hash, changes, issues: loaded.warnings, error }),
     );

@@ -3,6 +3,7 @@
 import { EFFECT_TABLE, IMPACT_CLASSES, IMPACT_DESCRIPTIONS } from './effects.js';
 import type { EffectRow } from './effects.js';
 import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from './model.js';
+import { GUARDED_IMPACTS } from './reload-guard.js';
 
 export const RELOAD_TABLE_BEGIN = '<!-- BEGIN GENERATED: effect table -->';
 export const RELOAD_TABLE_END = '<!-- END GENERATED: effect table -->';
@@ -23,9 +24,16 @@ export function renderReloadDoc(): string {
   const lines = [
     RELOAD_TABLE_BEGIN,
     '',
-    '| impact class | meaning |',
-    '|---|---|',
-    ...IMPACT_CLASSES.map((c) => `| \`${c}\` | ${cell(IMPACT_DESCRIPTIONS[c])} |`),
+    '| impact class | meaning | live reload (default `--reload-guard=refuse`) |',
+    '|---|---|---|',
+    ...IMPACT_CLASSES.map(
+      (c) =>
+        `| \`${c}\` | ${cell(IMPACT_DESCRIPTIONS[c])} | ${
+          (GUARDED_IMPACTS as readonly string[]).includes(c)
+            ? `refused until \`provisioner reload --allow ${c}\` or a restart`
+            : 'applied'
+        } |`,
+    ),
     '',
     '| change | impact | existing PVs | PVs not created yet | cleanups in flight | upstream |',
     '|---|---|---|---|---|---|',

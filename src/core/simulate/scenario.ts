@@ -5,8 +5,8 @@
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { isMap, isScalar } from 'yaml';
 import type { Node, YAMLMap } from 'yaml';
-import { ALLOW_NAMES, DEFAULT_RELOAD_GUARD_POLICY, RELOAD_GUARD_POLICIES } from '../agent/reload-guard.js';
-import type { GuardedImpact, ReloadGuardPolicy } from '../agent/reload-guard.js';
+import { ALLOW_NAMES, DEFAULT_RELOAD_GUARD_POLICY, RELOAD_GUARD_POLICIES } from '../config/reload-guard.js';
+import type { GuardedImpact, ReloadGuardPolicy } from '../config/reload-guard.js';
 import type { SourcePosition } from '../errors.js';
 import { Input, readInputText } from './input.js';
 import { readEntry } from './node-facts.js';
@@ -326,7 +326,8 @@ function readStep(input: Input, node: Node, i: number, baseDir: string): Step | 
       const m = empty ? undefined : input.map(value, at);
       if (m) input.pairs(m, at, ['allow', 'force']);
       const allowNode = m ? input.get(m, 'allow') : null;
-      const names = allowNode === null ? [] : isScalar(allowNode) ? [allowNode] : (input.list(allowNode, `${at}.allow`) ?? []);
+      const names =
+        allowNode === null ? [] : isScalar(allowNode) ? [allowNode] : (input.list(allowNode, `${at}.allow`) ?? []);
       const allow: GuardedImpact[] = [];
       names.forEach((n, i) => {
         const name = input.oneOf(n, `${at}.allow[${String(i)}]`, Object.keys(ALLOW_NAMES));
@@ -378,8 +379,12 @@ function readSettings(input: Input, node: Node | null): ScenarioSettings {
     createDiscoveryDirectories:
       input.boolean(input.get(map, 'createDiscoveryDirectories'), 'settings.createDiscoveryDirectories', true) ?? true,
     reloadGuard:
-      input.oneOf(input.get(map, 'reloadGuard'), 'settings.reloadGuard', RELOAD_GUARD_POLICIES, DEFAULT_RELOAD_GUARD_POLICY) ??
-      DEFAULT_RELOAD_GUARD_POLICY,
+      input.oneOf(
+        input.get(map, 'reloadGuard'),
+        'settings.reloadGuard',
+        RELOAD_GUARD_POLICIES,
+        DEFAULT_RELOAD_GUARD_POLICY,
+      ) ?? DEFAULT_RELOAD_GUARD_POLICY,
   };
   if (settings.discoveryPeriodMs <= 0)
     input.error('settings.discoveryPeriod', 'must be positive', input.get(map, 'discoveryPeriod'));

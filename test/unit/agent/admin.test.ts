@@ -144,8 +144,14 @@ describe('admin endpoint', () => {
     const missing = await raw(server.socketPath, 'GET', '/v2/nothing');
     assert.equal(missing.status, 404);
     assert.deepEqual(JSON.parse(missing.body), { error: 'no such endpoint: /v2/nothing' });
-    assert.deepEqual(parseReloadBody(''), { force: false });
-    assert.deepEqual(parseReloadBody('{"force":true}'), { force: true });
+    assert.deepEqual(parseReloadBody(''), { force: false, allow: [] });
+    assert.deepEqual(parseReloadBody('{"force":true}'), { force: true, allow: [] });
+    const badAllow = await raw(server.socketPath, 'POST', '/v1/reload', '{"allow":["everything"]}');
+    assert.equal(badAllow.status, 400);
+    assert.match(
+      (JSON.parse(badAllow.body) as { error: string }).error,
+      /^"allow": "everything" is not a guarded impact class; expected one of orphans-pvs, ownership-change$/u,
+    );
     assert.ok('error' in parseReloadBody('[true]'));
   });
 

@@ -251,10 +251,7 @@ describe('config reload', () => {
     it('refuses a watched change that orphans PVs: running config stays, reason, one Node event, metric, status; --allow applies it', async () => {
       const t = await start('guard-refuse', { config: TWO, watch: true });
       try {
-        await waitFor(
-          () => t.agent.generation.persistentVolumes.list().length === 2,
-          'both classes published',
-        );
+        await waitFor(() => t.agent.generation.persistentVolumes.list().length === 2, 'both classes published');
         const before = t.agent.status().config.appliedHash;
         await writeConfigMapVolume(t.dir, { storageClassMap: CLASS() });
         await waitFor(() => t.agent.status().lastReload?.outcome === 'refused', 'the watcher-triggered reload refused');

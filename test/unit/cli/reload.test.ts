@@ -67,7 +67,8 @@ const OUTCOMES = {
         summary: 'PVs of the removed class are left alone.',
       },
     ],
-    error: 'a live reload that would orphan existing PVs (storageClassMap.slow) was refused; generation 7 keeps serving x. Apply it with `provisioner reload --allow orphans-pvs` or by restarting the agent',
+    error:
+      'a live reload that would orphan existing PVs (storageClassMap.slow) was refused; generation 7 keeps serving x. Apply it with `provisioner reload --allow orphans-pvs` or by restarting the agent',
     needsAllow: ['orphans-pvs'],
   }),
 } satisfies Record<ReloadOutcome, ReloadResult>;

@@ -297,8 +297,14 @@ describe('simulate: bad scenarios', () => {
     );
     assert.equal(issues.length, 3, issues.join('\n'));
     assert.match(issues.join('\n'), /settings\.reloadGuard: "never" is not one of refuse, warn, apply/u);
-    assert.match(issues.join('\n'), /steps\[1\]\.reload requested\.allow\[1\]: "new-pvs-only" is not one of orphans-pvs, ownership-change, orphans, ownership/u);
-    assert.match(issues.join('\n'), /steps\[1\]\.reload requested\.forse: unknown key "forse"; did you mean "force"\?/u);
+    assert.match(
+      issues.join('\n'),
+      /steps\[1\]\.reload requested\.allow\[1\]: "new-pvs-only" is not one of orphans-pvs, ownership-change, orphans, ownership/u,
+    );
+    assert.match(
+      issues.join('\n'),
+      /steps\[1\]\.reload requested\.forse: unknown key "forse"; did you mean "force"\?/u,
+    );
   });
 
   it('a step that cannot be carried out fails the run (exit 3) naming the step', async () => {

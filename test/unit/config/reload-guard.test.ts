@@ -9,8 +9,8 @@ import {
   GUARDED_IMPACTS,
   guardReload,
   RELOAD_GUARD_POLICIES,
-} from '../../../src/core/agent/reload-guard.js';
-import type { GuardedImpact } from '../../../src/core/agent/reload-guard.js';
+} from '../../../src/core/config/reload-guard.js';
+import type { GuardedImpact } from '../../../src/core/config/reload-guard.js';
 import { parseReloadBody } from '../../../src/core/agent/admin-server.js';
 
 const change = (path: string, impact: string): { path: string; impact: string } => ({ path, impact });
@@ -37,7 +37,10 @@ describe('reload guard decision', () => {
     });
     assert.equal(guardReload([removed], 'warn', []).verdict, 'warn');
     assert.equal(guardReload([removed], 'apply', []).verdict, 'apply');
-    assert.equal(allowCommand(['orphans-pvs', 'ownership-change']), 'provisioner reload --allow orphans-pvs,ownership-change');
+    assert.equal(
+      allowCommand(['orphans-pvs', 'ownership-change']),
+      'provisioner reload --allow orphans-pvs,ownership-change',
+    );
   });
 
   it('the guarded classes are the effect table rows that orphan or re-own PVs; --allow names them as --fail-on does', () => {

@@ -3,7 +3,7 @@
 // the agent owns. It decides by the impact class of each change (the effect table), not by whether
 // PVs exist right now: the same edit gets the same verdict on every node and in `diff-config`, and
 // a PV created a second later cannot slip through. A restart (start-up) is not guarded.
-import type { ImpactClass } from '../config/effects.js';
+import type { ImpactClass } from './effects.js';
 
 /** What a live reload with a guarded change does. */
 export const RELOAD_GUARD_POLICIES = ['refuse', 'warn', 'apply'] as const;
