@@ -71,6 +71,10 @@ describe('dashboard lines: formatters', () => {
       'Rolled back: sync timed out; generation 7 serves sha256:a1a1a1a1a1a1 again.',
     );
     assert.equal(
+      reloadSummary(reloadResult('refused', { needsAllow: ['orphans-pvs', 'ownership-change'] })),
+      'Refused by the reload guard (needs --allow orphans-pvs,ownership-change); generation 7 keeps serving sha256:a1a1a1a1a1a1.',
+    );
+    assert.equal(
       reloadSummary(reloadResult('failed')),
       'Failed: no reason given; generation 7 serves sha256:a1a1a1a1a1a1.',
     );

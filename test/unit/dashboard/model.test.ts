@@ -134,12 +134,37 @@ describe('dashboard model: config sync', () => {
       'propagating',
     ],
     ['no on-disk hash yet', { config: { source: 's', appliedHash: HASH_A, subPath: false } }, 'unknown'],
+    [
+      'the on-disk config refused by the reload guard',
+      {
+        config: { source: 's', appliedHash: HASH_A, onDiskHash: HASH_C, subPath: false },
+        rejected: reloadResult('refused', { candidateHash: HASH_C, needsAllow: ['orphans-pvs'] }),
+      },
+      'refused',
+    ],
+    [
+      'a newer config on disk than the refused one',
+      {
+        config: { source: 's', appliedHash: HASH_A, onDiskHash: HASH_B, subPath: false },
+        rejected: reloadResult('refused', { candidateHash: HASH_C, needsAllow: ['orphans-pvs'] }),
+      },
+      'propagating',
+    ],
   ];
   for (const [name, overrides, expected] of cases) {
     it(`${expected}: ${name}`, () => {
       assert.equal(configSync(status(overrides)), expected);
     });
   }
+
+  it('a refused config shows why (and what to allow) under the config line', () => {
+    const error = 'a live reload that would orphan existing PVs (storageClassMap.slow) was refused; …';
+    const state = connected({
+      config: { source: 's', appliedHash: HASH_A, onDiskHash: HASH_C, subPath: false },
+      rejected: reloadResult('refused', { candidateHash: HASH_C, needsAllow: ['orphans-pvs'], error }),
+    });
+    assert.deepEqual(rejectedErrors(state), [error]);
+  });
 
   it('lists the rejected config errors with file and line, only while rejected', () => {
     const rejected = connected({
