@@ -96,3 +96,23 @@ export class ManualClock implements Clock {
     return this.sleepers.length;
   }
 }
+
+/** Waits for `promise` at most `ms` on `clock`: its value, or `{ ok: false }` when time ran out first. */
+export async function within<T>(
+  clock: Clock,
+  promise: Promise<T>,
+  ms: number,
+): Promise<{ ok: true; value: T } | { ok: false }> {
+  const timer = new AbortController();
+  try {
+    return await Promise.race([
+      promise.then((value) => ({ ok: true as const, value })),
+      clock.sleep(ms, timer.signal).then(
+        () => ({ ok: false as const }),
+        () => ({ ok: false as const }),
+      ),
+    ]);
+  } finally {
+    timer.abort();
+  }
+}

@@ -240,6 +240,7 @@ export class Agent implements AdminTarget {
       logger: this.logger,
       component: provisionerName(this.node, loaded.config.useNodeNameOnly),
       host: this.node.name,
+      dropped: this.metrics.eventsDropped,
     });
     try {
       this.http = await startHttpServer({
