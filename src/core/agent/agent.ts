@@ -3,6 +3,7 @@
 // current generation. A reload reads and validates the config, stops the current generation
 // within a drain deadline, starts the next one, and commits when its caches have synced; if the
 // new generation cannot start, the last good config is started again (rollback).
+import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { diffConfigs } from '../config/diff.js';
 import { parseConfigSnapshot, readConfigSnapshot } from '../config/source.js';
@@ -109,25 +110,6 @@ async function fetchNode(cluster: Cluster, clock: Clock, logger: Logger, name: s
     }
   }
   throw new StartupError(`cannot get Node ${name}: ${message(last)}`);
-}
-
-async function within<T>(
-  clock: Clock,
-  promise: Promise<T>,
-  ms: number,
-): Promise<{ ok: true; value: T } | { ok: false }> {
-  const timer = new AbortController();
-  try {
-    return await Promise.race([
-      promise.then((value) => ({ ok: true as const, value })),
-      clock.sleep(ms, timer.signal).then(
-        () => ({ ok: false as const }),
-        () => ({ ok: false as const }),
-      ),
-    ]);
-  } finally {
-    timer.abort();
-  }
 }
 
 export class Agent implements AdminTarget {
