@@ -52,7 +52,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   relists = 0;
   /** Watches opened (for tests and diagnostics). */
   watches = 0;
-  /** The last list or watch error, cleared by a successful list. */
+  /** The last list or watch error, cleared by a successful list or a watch event. */
   lastError: string | undefined;
 
   constructor(private readonly options: ReflectorOptions<T>) {
@@ -226,6 +226,8 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
             });
             for await (const event of events) {
               received += 1;
+              // The watch works (again): an earlier "ended at once" is no longer the state.
+              if (received === 1) this.lastError = undefined;
               if (event.type === 'BOOKMARK') {
                 resourceVersion = event.resourceVersion;
                 continue;
