@@ -27,8 +27,6 @@ export interface ReflectorOptions<T> {
   /** Full relist period (the informer "resync"); jittered in [p, 2p). 0 disables. */
   readonly relistPeriodMs?: number;
   readonly random?: () => number;
-  /** Retry delays (default: client-go's reflector, 800 ms doubling to 30 s, jittered, reset after 2 min healthy). */
-  readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number; readonly resetAfterMs?: number };
   /** Called for every change of the store (not for unchanged objects of a relist). */
   readonly onChange?: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T) => void;
 }
@@ -125,10 +123,11 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
     this.touched.set(name, this.sequence);
     if (object === undefined) this.store.delete(name);
     else this.store.set(name, object);
-    // Bound the tombstones: the oldest entries that are not in the store any more go first.
+    // Bound the tombstones: the oldest entries that are not in the store any more go first, down
+    // to half the bound at once so that the scan is rare.
     if (this.touched.size > this.store.size + MAX_TOMBSTONES) {
       for (const [n, at] of this.touched) {
-        if (this.touched.size <= this.store.size + MAX_TOMBSTONES) break;
+        if (this.touched.size <= this.store.size + MAX_TOMBSTONES / 2) break;
         if (this.store.has(n)) continue;
         this.touched.delete(n);
         this.forgottenBefore = Math.max(this.forgottenBefore, at + 1);
@@ -184,11 +183,8 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   /** Runs until the signal aborts. Never throws except on abort. */
   async run(signal: AbortSignal): Promise<void> {
     const { client, clock, logger, resource } = this.options;
-    const backoff = new Backoff({
-      clock,
-      ...this.options.backoff,
-      ...(this.options.random ? { random: this.options.random } : {}),
-    });
+    // client-go's reflector: 800 ms doubling to 30 s, jittered to [d, 2d), reset after 2 min healthy.
+    const backoff = new Backoff({ clock, ...(this.options.random ? { random: this.options.random } : {}) });
     /** Sleeps `ms` unless the signal aborts first; false when it did. */
     const pause = async (ms: number, until: AbortSignal): Promise<boolean> => {
       try {

@@ -321,4 +321,17 @@ describe('Reflector.upsert (the agent’s own writes, resourceVersions opaque)',
     assert.equal(reflector.get('b'), undefined);
     await stop();
   });
+  it('remembers deleted names within a bound; a write older than what it forgot is declined', async () => {
+    const { reflector, send, stop } = await started([]);
+    const since = reflector.position();
+    for (let i = 0; i < 25_000; i++) send({ type: 'DELETED', object: pv(`gone-${i}`, `d${i}`) });
+    await settle();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.ok(reflector['touched'].size <= 10_000, `tombstones kept: ${reflector['touched'].size}`);
+    reflector.upsert(pv('gone-0', 'w0'), since);
+    assert.equal(reflector.get('gone-0'), undefined, 'its tombstone is forgotten, so it is not resurrected');
+    reflector.upsert(pv('new', 'n1'), reflector.position());
+    assert.equal(reflector.get('new')?.metadata.resourceVersion, 'n1', 'a write started after is taken');
+    await stop();
+  });
 });
