@@ -24,9 +24,9 @@ RUN npm run build && npm prune --omit=dev
 # ---- runtime: production dependencies, the build output and the cleaner scripts ----------------
 FROM node:24-bookworm-slim
 # The tools the cleaner scripts run: mkfs (util-linux) with mke2fs (e2fsprogs), wipefs, blkdiscard,
-# ionice, findmnt (util-linux), shred, dd, sync, realpath, stat (coreutils).
+# ionice, findmnt (util-linux), shred, dd, sync, realpath, stat (coreutils). tini: PID 1 (below).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends util-linux e2fsprogs coreutils \
+    && apt-get install -y --no-install-recommends util-linux e2fsprogs coreutils tini \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/provisioner
 ENV NODE_ENV=production
@@ -38,6 +38,11 @@ COPY --from=build /app/bin/run.js ./bin/run.js
 COPY cleaners/ /scripts/
 RUN chmod 0755 /scripts/*.sh /opt/provisioner/bin/run.js \
     && ln -s /opt/provisioner/bin/run.js /usr/local/bin/provisioner \
-    && provisioner --version
-ENTRYPOINT ["provisioner"]
+    && provisioner --version \
+    && tini --version
+# tini is PID 1: it reaps the zombies that PID 1 inherits (children of a cleaner that exited before
+# them; Node does not reap processes it did not spawn) and forwards SIGTERM to the agent. The
+# DaemonSet sets only `args`, so this entrypoint stays. The Jobs' `command` replaces it; there the
+# cleaner script's shell is PID 1 and reaps its own children.
+ENTRYPOINT ["tini", "--", "provisioner"]
 CMD ["run"]

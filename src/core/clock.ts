@@ -96,3 +96,30 @@ export class ManualClock implements Clock {
     return this.sleepers.length;
   }
 }
+
+/** Waits for `promise` at most `ms` on `clock` (or until `abandon` aborts): its value, or `{ ok: false }` when time ran out first. */
+export async function within<T>(
+  clock: Clock,
+  promise: Promise<T>,
+  ms: number,
+  abandon?: AbortSignal,
+): Promise<{ ok: true; value: T } | { ok: false }> {
+  const timer = new AbortController();
+  const onAbandon = (): void => {
+    timer.abort();
+  };
+  if (abandon?.aborted) timer.abort();
+  abandon?.addEventListener('abort', onAbandon, { once: true });
+  try {
+    return await Promise.race([
+      promise.then((value) => ({ ok: true as const, value })),
+      clock.sleep(ms, timer.signal).then(
+        () => ({ ok: false as const }),
+        () => ({ ok: false as const }),
+      ),
+    ]);
+  } finally {
+    abandon?.removeEventListener('abort', onAbandon);
+    timer.abort();
+  }
+}

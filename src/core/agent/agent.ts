@@ -3,6 +3,7 @@
 // current generation. A reload reads and validates the config, stops the current generation
 // within a drain deadline, starts the next one, and commits when its caches have synced; if the
 // new generation cannot start, the last good config is started again (rollback).
+import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { diffConfigs } from '../config/diff.js';
 import { parseConfigSnapshot, readConfigSnapshot } from '../config/source.js';
@@ -116,33 +117,6 @@ async function fetchNode(cluster: Cluster, clock: Clock, logger: Logger, name: s
     }
   }
   throw new StartupError(`cannot get Node ${name}: ${message(last)}`);
-}
-
-/** The promise's value, or `ok: false` after ms or as soon as `abandon` aborts (the agent stopping). */
-async function within<T>(
-  clock: Clock,
-  promise: Promise<T>,
-  ms: number,
-  abandon?: AbortSignal,
-): Promise<{ ok: true; value: T } | { ok: false }> {
-  const timer = new AbortController();
-  const onAbandon = (): void => {
-    timer.abort();
-  };
-  if (abandon?.aborted) timer.abort();
-  abandon?.addEventListener('abort', onAbandon, { once: true });
-  try {
-    return await Promise.race([
-      promise.then((value) => ({ ok: true as const, value })),
-      clock.sleep(ms, timer.signal).then(
-        () => ({ ok: false as const }),
-        () => ({ ok: false as const }),
-      ),
-    ]);
-  } finally {
-    abandon?.removeEventListener('abort', onAbandon);
-    timer.abort();
-  }
 }
 
 /** What the guard found, for the result, the log and the Node event. */
@@ -271,6 +245,7 @@ export class Agent implements AdminTarget {
       logger: this.logger,
       component: provisionerName(this.node, loaded.config.useNodeNameOnly),
       host: this.node.name,
+      dropped: this.metrics.eventsDropped,
     });
     try {
       this.http = await startHttpServer({

@@ -314,6 +314,8 @@ export class Generation {
       storageClass: (name) => this.storageClasses.get(name),
       cleanupInProgress: (name) => this.deps.table.inProgress(name),
     });
+    // Every write below starts after this point of the PV watch (see Reflector.upsert).
+    const since = this.persistentVolumes.position();
     const published = await publishVolumes(
       plan.create,
       {
@@ -322,11 +324,11 @@ export class Generation {
         logger,
         metrics,
         onCreated: (pv) => {
-          this.persistentVolumes.upsert(pv);
+          this.persistentVolumes.upsert(pv, since);
         },
         onExisting: async (name) => {
           const adopted = await adoptNodeVolume({ cluster: this.deps.cluster, logger, metrics }, this.node, name);
-          if (adopted) this.persistentVolumes.upsert(adopted);
+          if (adopted) this.persistentVolumes.upsert(adopted, since);
           return adopted !== undefined;
         },
       },

@@ -2,6 +2,7 @@
 // blockCleanerCommand (LOCAL_PV_BLKDEVICE set) or empties a filesystem volume; the in-memory one
 // records calls and can be slow or fail on demand (tests, simulate).
 import { spawn } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
 import { deleteVolumeContents } from './filesystem.js';
 
 export interface CleanOptions {
@@ -34,20 +35,105 @@ function lines(onLine: (line: string) => void): (chunk: Buffer) => void {
   };
 }
 
-/** The real cleaner. `environment` is the agent's own environment (the command layer passes it). */
+export interface ProcessCleanerOptions {
+  /** After SIGTERM to the cleaner's process group, how long before SIGKILL (default 5 s). */
+  readonly killGraceMs?: number;
+}
+
+/**
+ * Whether any process of group `pgid` still runs. A zombie does not count: it has ended, and is
+ * waiting for its parent (PID 1 once the leader has exited) to reap it; kill(-pgid, 0) would still
+ * find it. Linux: read from /proc; without /proc, kill(-pgid, 0) decides.
+ */
+async function groupRunning(pgid: number): Promise<boolean> {
+  try {
+    process.kill(-pgid, 0);
+  } catch (err) {
+    // EPERM: a member exists but changed its credentials; still running.
+    if (!(err instanceof Error && 'code' in err && err.code === 'EPERM')) return false;
+  }
+  let pids: string[];
+  try {
+    pids = (await readdir('/proc')).filter((name) => /^\d+$/u.test(name));
+  } catch {
+    return true;
+  }
+  for (const pid of pids) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (pgrp === String(pgid) && state !== 'Z' && state !== 'X') return true;
+  }
+  return false;
+}
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => {
+    setTimeout(resolve, ms);
+  });
+
+/**
+ * Ends every process of group `pgid`: SIGTERM, then SIGKILL after `graceMs` if any is left, then
+ * waits a little for the kernel to end them. Bounded: returns after about graceMs + 2 s at most.
+ */
+async function endGroup(pgid: number, graceMs: number): Promise<void> {
+  if (!(await groupRunning(pgid))) return;
+  signalGroup(pgid, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline) {
+    await sleep(25);
+    if (!(await groupRunning(pgid))) return;
+  }
+  signalGroup(pgid, 'SIGKILL');
+  const killed = Date.now() + 2_000;
+  while (Date.now() < killed && (await groupRunning(pgid))) await sleep(25);
+}
+
+/**
+ * The real cleaner. `environment` is the agent's own environment (the command layer passes it).
+ *
+ * The command runs in a process group of its own (detached), so that what it starts can be ended
+ * with it: on abort, the whole group gets SIGTERM, then SIGKILL after a grace period. When the
+ * command itself exits, whatever it left running in its group is ended the same way before the
+ * result counts: exit 0 means "the device is wiped", after which the PV is deleted and the device
+ * published again for a new claim; a leftover `dd` or `shred` still writing to it would then
+ * destroy the next tenant's data, and after a failure it would race the retry. A cleaner that
+ * wants work to outlive it must not be a blockCleanerCommand.
+ */
 export class ProcessCleaner implements VolumeCleaner {
-  constructor(private readonly environment: Readonly<Record<string, string | undefined>>) {}
+  constructor(
+    private readonly environment: Readonly<Record<string, string | undefined>>,
+    private readonly options: ProcessCleanerOptions = {},
+  ) {}
 
   cleanBlock(device: string, command: readonly string[], options: CleanOptions): Promise<void> {
     const [file, ...args] = command;
     if (file === undefined || file === '') return Promise.reject(new CleanerFailedError('empty block cleaner command'));
+    if (options.signal.aborted) return Promise.reject(new CleanerFailedError(`${command.join(' ')}: aborted`));
+    const graceMs = this.options.killGraceMs ?? 5_000;
     return new Promise((resolve, reject) => {
       const child = spawn(file, args, {
         env: { ...this.environment, LOCAL_PV_BLKDEVICE: device },
         stdio: ['ignore', 'pipe', 'pipe'],
-        signal: options.signal,
-        killSignal: 'SIGTERM',
+        detached: true,
       });
+      const pgid = child.pid;
+      let aborted = false;
+      let ending: Promise<void> | undefined;
+      const end = (): Promise<void> => (ending ??= pgid === undefined ? Promise.resolve() : endGroup(pgid, graceMs));
+      const onAbort = (): void => {
+        aborted = true;
+        void end();
+      };
+      options.signal.addEventListener('abort', onAbort, { once: true });
       child.stdout.on(
         'data',
         lines((l) => options.onOutput?.(l, 'stdout')),
@@ -57,16 +143,21 @@ export class ProcessCleaner implements VolumeCleaner {
         lines((l) => options.onOutput?.(l, 'stderr')),
       );
       child.on('error', (err) => {
+        options.signal.removeEventListener('abort', onAbort);
         reject(new CleanerFailedError(`${file}: ${err.message}`));
       });
-      child.on('close', (code, signal) => {
-        if (code === 0) resolve();
-        else
-          reject(
-            new CleanerFailedError(
-              `${command.join(' ')} exited ${code === null ? `on ${signal ?? 'a signal'}` : `with status ${code}`}`,
-            ),
-          );
+      // 'exit', not 'close': a background child holding the pipes would delay 'close' until it ends.
+      child.on('exit', (code, signal) => {
+        options.signal.removeEventListener('abort', onAbort);
+        void end().then(() => {
+          if (code === 0 && !aborted) resolve();
+          else
+            reject(
+              new CleanerFailedError(
+                `${command.join(' ')} ${aborted ? 'aborted' : 'exited'} ${code === null ? `on ${signal ?? 'a signal'}` : `with status ${code}`}`,
+              ),
+            );
+        });
       });
     });
   }

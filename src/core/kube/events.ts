@@ -1,10 +1,17 @@
 // Kubernetes Events, as client-go's recorder writes them: cluster-scoped objects' events go to the
 // `default` namespace; repeats of the same event are suppressed for a while instead of spamming
 // the apiserver every pass (upstream re-emits on every 10 s loop).
+//
+// Events are written one at a time from a bounded queue. While the apiserver is slow or hangs,
+// the queue stays at its bound: the oldest events are dropped and counted (client-go's
+// broadcaster also queues at most 1000 and drops when full), with a warning at most once a
+// minute, so a slow API never grows the agent's memory. Events are best effort by design.
+import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
+import type { Counter } from '../metrics/registry.js';
 import type { Cluster } from './cluster.js';
-import type { ObjectReference } from './objects.js';
+import type { CoreEvent, ObjectReference } from './objects.js';
 
 export interface EventSink {
   record(object: ObjectReference, type: 'Normal' | 'Warning', reason: string, message: string): void;
@@ -20,17 +27,35 @@ export interface EventRecorderOptions {
   /** Suppress an identical event for this long. */
   readonly repeatAfterMs?: number;
   readonly maxTracked?: number;
+  /** Events waiting to be written, at most (default 1000, as client-go); the oldest are dropped beyond. */
+  readonly maxQueued?: number;
+  /** How long flush() waits by default (default 5 s); what is left is dropped. */
+  readonly flushTimeoutMs?: number;
+  /** Counts the events dropped (queue full, or left at a flush deadline). */
+  readonly dropped?: Counter;
 }
+
+const DROP_LOG_INTERVAL_MS = 60_000;
 
 export class EventRecorder implements EventSink {
   private readonly lastSent = new Map<string, number>();
-  private pending = Promise.resolve();
+  private readonly queue: CoreEvent[] = [];
+  private writer: Promise<void> | undefined;
+  private lastDropLog = -Infinity;
+  private droppedSinceLog = 0;
   sent = 0;
+  /** Events dropped since the start (queue full or flush deadline). */
+  dropped = 0;
 
   constructor(private readonly options: EventRecorderOptions) {}
 
+  /** Events waiting to be written (the one being written included). */
+  get queued(): number {
+    return this.queue.length + (this.writer !== undefined ? 1 : 0);
+  }
+
   record(object: ObjectReference, type: 'Normal' | 'Warning', reason: string, message: string): void {
-    const { clock, cluster, logger } = this.options;
+    const { clock } = this.options;
     const key = `${object.kind ?? ''}/${object.namespace ?? ''}/${object.name ?? ''}/${object.uid ?? ''}/${reason}/${message}`;
     const now = clock.now();
     const last = this.lastSent.get(key);
@@ -46,35 +71,70 @@ export class EventRecorder implements EventSink {
     const namespace = object.namespace ?? 'default';
     const time = new Date(now).toISOString();
     const name = `${object.name ?? 'unknown'}.${(BigInt(now) * 1_000_000n).toString(16)}${Math.floor(Math.random() * 0xffff).toString(16)}`;
-    this.pending = this.pending.then(async () => {
-      try {
-        await cluster.events.create(
-          {
-            metadata: { name, namespace },
-            involvedObject: object,
-            reason,
-            message,
-            type,
-            source: { component: this.options.component, host: this.options.host },
-            firstTimestamp: time,
-            lastTimestamp: time,
-            count: 1,
-          },
-          { namespace },
-        );
-        this.sent += 1;
-      } catch (err) {
-        logger.log('warn', 'could not record event', {
-          reason,
-          error: err instanceof Error ? err.message : String(err),
-        });
-      }
+    this.queue.push({
+      metadata: { name, namespace },
+      involvedObject: object,
+      reason,
+      message,
+      type,
+      source: { component: this.options.component, host: this.options.host },
+      firstTimestamp: time,
+      lastTimestamp: time,
+      count: 1,
     });
+    const bound = Math.max(1, this.options.maxQueued ?? 1000);
+    // The one being written counts against the bound too.
+    const excess = this.queued - bound;
+    if (excess > 0) this.drop(this.queue.splice(0, excess), 'the event queue is full');
+    this.writer ??= this.write();
   }
 
-  /** Waits for events already recorded to be written (tests, shutdown). */
-  async flush(): Promise<void> {
-    await this.pending;
+  private async write(): Promise<void> {
+    const { cluster, logger } = this.options;
+    try {
+      for (let event = this.queue.shift(); event !== undefined; event = this.queue.shift()) {
+        try {
+          await cluster.events.create(event, { namespace: event.metadata.namespace ?? 'default' });
+          this.sent += 1;
+        } catch (err) {
+          logger.log('warn', 'could not record event', {
+            reason: event.reason,
+            error: err instanceof Error ? err.message : String(err),
+          });
+        }
+      }
+    } finally {
+      this.writer = undefined;
+    }
+  }
+
+  private drop(events: readonly CoreEvent[], why: string): void {
+    if (events.length === 0) return;
+    this.dropped += events.length;
+    this.droppedSinceLog += events.length;
+    this.options.dropped?.inc({}, events.length);
+    const now = this.options.clock.now();
+    if (now - this.lastDropLog < DROP_LOG_INTERVAL_MS) return;
+    this.lastDropLog = now;
+    this.options.logger.log('warn', `${why}: dropping the oldest events (the apiserver is slow or unreachable)`, {
+      dropped: this.droppedSinceLog,
+      droppedTotal: this.dropped,
+      lastReason: events.at(-1)?.reason,
+    });
+    this.droppedSinceLog = 0;
+  }
+
+  /**
+   * Waits for the events recorded so far to be written, at most `timeoutMs` (shutdown, tests);
+   * the ones still queued then are dropped. A write in flight is left to its request timeout.
+   */
+  async flush(timeoutMs = this.options.flushTimeoutMs ?? 5_000): Promise<void> {
+    if (this.writer === undefined) return;
+    const done = await within(this.options.clock, this.writer, timeoutMs);
+    if (!done.ok) {
+      this.lastDropLog = -Infinity;
+      this.drop(this.queue.splice(0), `events not written within ${timeoutMs} ms of the flush`);
+    }
   }
 }
 

@@ -1,6 +1,13 @@
 // List + watch into a local store, like client-go's reflector: paginated list, watch from the
-// list's resourceVersion, relist on 410 Gone or any error with capped exponential backoff, and a
-// periodic relist as a watchdog against watches that silently stall. Everything stops on abort.
+// list's resourceVersion, relist on 410 Gone or any error, and a periodic relist as a watchdog
+// against watches that silently stall. Everything stops on abort.
+//
+// Retries go through one Backoff (capped, jittered, exponential) that a successful LIST does not
+// reset: only a period without failures does (client-go's backoff manager). Otherwise a server that
+// allows the list but refuses the watch gets a full LIST every 500 ms forever. A watch that ends
+// at once without an event (a misbehaving server or proxy) counts as a failure too before it is
+// re-opened (client-go: "very short watch").
+import { Backoff } from '../backoff.js';
 import { isAborted } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
@@ -24,14 +31,26 @@ export interface ReflectorOptions<T> {
   readonly onChange?: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T) => void;
 }
 
+/** Names of deleted objects remembered for upsert(); beyond this the oldest are forgotten. */
+const MAX_TOMBSTONES = 10_000;
+/** A watch that ends sooner than this without an event counts as a failure. */
+const SHORT_WATCH_MS = 1_000;
+
 export class Reflector<T extends { metadata: ObjectMeta }> {
   private readonly store = new Map<string, T>();
+  /** Sequence number of the last list or watch update of each name (deleted ones too, bounded). */
+  private readonly touched = new Map<string, number>();
+  private sequence = 0;
+  /** Positions before this may have lost their tombstones: upsert() cannot tell, so it declines. */
+  private forgottenBefore = 0;
   private syncedResolve: (() => void) | undefined;
   /** Resolves after the first complete list. */
   readonly synced: Promise<void>;
   private lastSyncAt = 0;
   relists = 0;
-  /** The last list or watch error, cleared by a successful list. */
+  /** Watches opened (for tests and diagnostics). */
+  watches = 0;
+  /** The last list or watch error, cleared by a successful list or a watch event. */
   lastError: string | undefined;
 
   constructor(private readonly options: ReflectorOptions<T>) {
@@ -57,11 +76,30 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
     return this.lastSyncAt;
   }
 
-  /** Records an object the agent itself just wrote, so the next pass sees it before the watch does. */
-  upsert(object: T): void {
-    const name = object.metadata.name;
+  /** Where the store is in the list/watch stream: take it before a write, pass it to upsert(). */
+  position(): number {
+    return this.sequence;
+  }
+
+  /**
+   * Records an object the agent itself wrote (a write started at `since`, from position()), so
+   * the next pass sees it before the watch does.
+   *
+   * resourceVersions are opaque (only equality means anything), so the write is not ordered
+   * against the store by its version. Instead: the watch delivers every change of an object in
+   * order, including this write. If the list or watch has updated this name since the write
+   * started, the store is at least as new as the write or the watch is about to deliver it: keep
+   * the store (accepting the older write would roll back a change the watch already delivered,
+   * and nothing would correct it before the next relist). Otherwise the write is the newest the
+   * agent knows. client-go keeps its own writes out of the informer store for the same reason;
+   * its MutationCache overlays them but orders them by parsing the version as an etcd integer.
+   */
+  upsert(object: T, since: number): void {
+    const name = this.key(object);
     const old = this.store.get(name);
-    if (old && Number(old.metadata.resourceVersion ?? 0) > Number(object.metadata.resourceVersion ?? 0)) return;
+    if (old !== undefined && old.metadata.resourceVersion === object.metadata.resourceVersion) return;
+    const touchedAt = this.touched.get(name);
+    if (touchedAt !== undefined ? touchedAt > since : since < this.forgottenBefore) return;
     this.store.set(name, object);
     this.options.onChange?.(old ? 'MODIFIED' : 'ADDED', object);
   }
@@ -76,6 +114,25 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
 
   private key(object: T): string {
     return object.metadata.name;
+  }
+
+  /** Stores what the list or watch says about an object; `undefined` deletes it. */
+  private observe(name: string, object: T | undefined): void {
+    this.sequence += 1;
+    this.touched.delete(name);
+    this.touched.set(name, this.sequence);
+    if (object === undefined) this.store.delete(name);
+    else this.store.set(name, object);
+    // Bound the tombstones: the oldest entries that are not in the store any more go first, down
+    // to half the bound at once so that the scan is rare.
+    if (this.touched.size > this.store.size + MAX_TOMBSTONES) {
+      for (const [n, at] of this.touched) {
+        if (this.touched.size <= this.store.size + MAX_TOMBSTONES / 2) break;
+        if (this.store.has(n)) continue;
+        this.touched.delete(n);
+        this.forgottenBefore = Math.max(this.forgottenBefore, at + 1);
+      }
+    }
   }
 
   private async relist(signal: AbortSignal): Promise<string> {
@@ -96,15 +153,15 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
         page.metadata.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined;
       resourceVersion = page.metadata.resourceVersion ?? resourceVersion;
     } while (continueToken !== undefined);
-    for (const [name, old] of this.store) {
+    for (const [name, old] of [...this.store]) {
       if (!seen.has(name)) {
-        this.store.delete(name);
+        this.observe(name, undefined);
         this.options.onChange?.('DELETED', old);
       }
     }
     for (const [name, item] of seen) {
       const old = this.store.get(name);
-      this.store.set(name, item);
+      this.observe(name, item);
       if (!old) this.options.onChange?.('ADDED', item);
       else if (old.metadata.resourceVersion !== item.metadata.resourceVersion)
         this.options.onChange?.('MODIFIED', item);
@@ -126,11 +183,20 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   /** Runs until the signal aborts. Never throws except on abort. */
   async run(signal: AbortSignal): Promise<void> {
     const { client, clock, logger, resource } = this.options;
-    let failures = 0;
+    // client-go's reflector: 800 ms doubling to 30 s, jittered to [d, 2d), reset after 2 min healthy.
+    const backoff = new Backoff({ clock, ...(this.options.random ? { random: this.options.random } : {}) });
+    /** Sleeps `ms` unless the signal aborts first; false when it did. */
+    const pause = async (ms: number, until: AbortSignal): Promise<boolean> => {
+      try {
+        await clock.sleep(ms, until);
+        return true;
+      } catch {
+        return false;
+      }
+    };
     while (!signal.aborted) {
       try {
         let resourceVersion = await this.relist(signal);
-        failures = 0;
         const relistAt = clock.now() + this.nextRelistDelay();
         // One watch controller per relist period: stopping it makes the loop relist.
         const watchScope = new AbortController();
@@ -143,6 +209,9 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
           : Promise.resolve();
         try {
           while (!watchScope.signal.aborted) {
+            const openedAt = clock.now();
+            let received = 0;
+            this.watches += 1;
             const events = client.watch({
               resourceVersion,
               allowBookmarks: true,
@@ -152,21 +221,35 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
               ...(this.options.namespace !== undefined ? { namespace: this.options.namespace } : {}),
             });
             for await (const event of events) {
+              received += 1;
+              // The watch works (again): an earlier "ended at once" is no longer the state.
+              if (received === 1) this.lastError = undefined;
               if (event.type === 'BOOKMARK') {
                 resourceVersion = event.resourceVersion;
                 continue;
               }
               const object = event.object;
               resourceVersion = object.metadata.resourceVersion ?? resourceVersion;
+              const name = this.key(object);
               if (event.type === 'DELETED') {
-                if (this.store.delete(this.key(object))) this.options.onChange?.('DELETED', object);
+                const existed = this.store.has(name);
+                this.observe(name, undefined);
+                if (existed) this.options.onChange?.('DELETED', object);
               } else {
-                const existed = this.store.has(this.key(object));
-                this.store.set(this.key(object), object);
+                const existed = this.store.has(name);
+                this.observe(name, object);
                 this.options.onChange?.(existed ? 'MODIFIED' : 'ADDED', object);
               }
             }
-            // The server ended the watch (timeout): resume from the last resourceVersion.
+            if (isAborted(watchScope.signal)) break;
+            // The server ended the watch: resume from the last resourceVersion. A watch that ended
+            // at once with nothing in it is a server refusing to watch: wait before re-opening.
+            if (received === 0 && clock.now() - openedAt < SHORT_WATCH_MS) {
+              const delay = backoff.next();
+              this.lastError = `the ${resource} watch ended at once without an event`;
+              logger.log('warn', `${resource} watch ended at once; re-opening it later`, { retryInMs: delay });
+              if (!(await pause(delay, watchScope.signal))) break;
+            }
           }
         } finally {
           signal.removeEventListener('abort', stopWatch);
@@ -175,20 +258,17 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
         }
       } catch (err) {
         if (isAborted(signal)) break;
-        failures += 1;
         this.lastError = err instanceof Error ? err.message : String(err);
-        const delay = isGone(err) ? 0 : Math.min(30_000, 500 * 2 ** Math.min(failures - 1, 6));
+        // 410 Gone is routine (the watch's resourceVersion was compacted): relist at once, unless
+        // it keeps happening.
+        const routine = isGone(err) && backoff.fresh;
+        const delay = backoff.next();
+        const wait = routine ? 0 : delay;
         logger.log(isGone(err) ? 'info' : 'warn', `${resource} watch ended; relisting`, {
-          error: err instanceof Error ? err.message : String(err),
-          retryInMs: delay,
+          error: this.lastError,
+          retryInMs: wait,
         });
-        if (delay > 0) {
-          try {
-            await clock.sleep(delay, signal);
-          } catch {
-            break;
-          }
-        }
+        if (wait > 0 && !(await pause(wait, signal))) break;
       }
     }
   }

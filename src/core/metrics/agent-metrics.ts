@@ -21,6 +21,7 @@ export interface AgentMetrics {
   readonly deleteTotal: Counter;
   readonly deleteFailed: Counter;
   readonly deleteDuration: Histogram;
+  readonly eventsDropped: Counter;
   /** Where the proctable gauges read their values (the process-level cleanup table). */
   cleanupStats: () => { running: number; succeeded: number; failed: number };
 }
@@ -120,6 +121,11 @@ export function createAgentMetrics(
       'From the start of a cleanup to the deletion of its PersistentVolume.',
       ['mode', 'type', 'capacity', 'cleanup_command'],
       [1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 14400],
+    ),
+    eventsDropped: registry.counter(
+      `${P}_events_dropped_total`,
+      'Kubernetes Events dropped unwritten: the queue was full while the apiserver was slow, or left at shutdown.',
+      [],
     ),
     cleanupStats: () => ({ running: 0, succeeded: 0, failed: 0 }),
     adoptedVolumes: registry.counter(

@@ -176,6 +176,7 @@ describe('Helm chart helm/provisioner', () => {
       assert.equal(c.image, 'local-volume-provisioner-ts:0.1.0');
       assert.equal(c.securityContext?.privileged, true);
       assert.equal(args(c)[0], 'run', 'args replace the image CMD ["run"]');
+      assert.equal(c.command, undefined, 'no command: the image ENTRYPOINT (tini as PID 1) stays');
       assert.ok(args(c).includes('--config-sync-period=5s'));
       assert.ok(args(c).includes('--drain-timeout=10s'));
       assert.ok(args(c).includes('--start-timeout=30s'));

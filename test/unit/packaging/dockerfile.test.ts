@@ -29,6 +29,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, posix, relative } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { parseAllDocuments } from 'yaml';
 import { REPO_ROOT } from '../../support/cli.js';
 
 interface Instruction {
@@ -213,9 +214,9 @@ describe('Dockerfile', () => {
     for (const input of inputs) assert.ok(copied.includes(input), `the build stage copies ${input}`);
   });
 
-  it('runtime stage: ENTRYPOINT ["provisioner"] on PATH (a symlink to bin/run.js) and CMD ["run"]', () => {
+  it('runtime stage: ENTRYPOINT ["tini", "--", "provisioner"] on PATH (a symlink to bin/run.js) and CMD ["run"]', () => {
     assert.ok(runtime);
-    assert.deepEqual(JSON.parse(lastArg(runtime, 'ENTRYPOINT') ?? 'null'), ['provisioner']);
+    assert.deepEqual(JSON.parse(lastArg(runtime, 'ENTRYPOINT') ?? 'null'), ['tini', '--', 'provisioner']);
     assert.deepEqual(JSON.parse(lastArg(runtime, 'CMD') ?? 'null'), ['run']);
     assert.equal(pkg.bin['provisioner'], './bin/run.js');
     const workdir = lastArg(runtime, 'WORKDIR') ?? '/';
@@ -241,10 +242,46 @@ describe('Dockerfile', () => {
     assert.ok(install !== undefined, 'apt-get install in the runtime stage');
     assert.match(install, /apt-get update/u);
     assert.match(install, /apt-get install -y --no-install-recommends /u);
-    for (const tool of ['util-linux', 'e2fsprogs', 'coreutils']) {
+    for (const tool of ['util-linux', 'e2fsprogs', 'coreutils', 'tini']) {
       assert.match(install, new RegExp(`\\s${tool}(\\s|$)`, 'u'), tool);
     }
     assert.match(install, /rm -rf \/var\/lib\/apt\/lists\/\*/u, 'apt lists removed in the same layer');
+  });
+
+  it('PID 1 is an init that reaps zombies (tini, installed from Debian), and nothing replaces it', () => {
+    assert.ok(runtime);
+    // The exec form: a shell form would make /bin/sh PID 1, which neither reaps nor forwards SIGTERM.
+    const entrypoint = JSON.parse(lastArg(runtime, 'ENTRYPOINT') ?? 'null') as unknown;
+    assert.ok(Array.isArray(entrypoint), 'ENTRYPOINT in exec (JSON) form');
+    assert.equal(entrypoint[0], 'tini', "PID 1's program is tini");
+    assert.equal(entrypoint[1], '--', 'tini stops parsing options before the agent command');
+    assert.equal(entrypoint[2], 'provisioner');
+    const install = runs(runtime).find((r) => r.includes('apt-get install')) ?? '';
+    assert.match(install, /\stini(\s|$)/u, 'tini comes from the Debian package, in the runtime stage');
+    assert.ok(
+      runs(runtime).some((r) => /\btini --version\b/u.test(r)),
+      'the image build runs tini once, so a missing binary fails the build',
+    );
+    // The pod may set args (they replace CMD), never command (it would replace the ENTRYPOINT).
+    const manifests = parseAllDocuments(readFileSync(join(REPO_ROOT, 'deploy/provisioner.yaml'), 'utf8')).map(
+      (d) => d.toJS() as unknown,
+    );
+    const daemonSets = manifests.filter(
+      (
+        m,
+      ): m is { spec: { template: { spec: { containers: { name: string; command?: unknown; args?: unknown }[] } } } } =>
+        typeof m === 'object' && m !== null && 'kind' in m && m.kind === 'DaemonSet',
+    );
+    assert.equal(daemonSets.length, 1, 'deploy/provisioner.yaml has the DaemonSet');
+    for (const c of daemonSets[0]?.spec.template.spec.containers ?? []) {
+      assert.equal(c.command, undefined, `deploy/provisioner.yaml container ${c.name} sets no command`);
+      assert.ok(Array.isArray(c.args) && c.args[0] === 'run', `container ${c.name} passes args`);
+    }
+    const templates = join(REPO_ROOT, 'helm/provisioner/templates');
+    for (const file of readdirSync(templates)) {
+      const text = readFileSync(join(templates, file), 'utf8');
+      assert.doesNotMatch(text, /^\s*command:/mu, `helm/provisioner/templates/${file} sets no container command`);
+    }
   });
 
   it('runtime stage: production files only, node_modules from the pruned build stage', () => {
