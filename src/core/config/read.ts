@@ -79,8 +79,12 @@ function fileType(info: Stats): string {
 
 /** `path` or, when it is a symlink, `path -> target`: a user sees what the link points to. */
 async function shownWithTarget(path: string): Promise<string> {
-  const target = await realpath(path).catch(() => undefined);
-  return target === undefined || target === path ? path : `${path} -> ${target}`;
+  const link = await lstat(path).then(
+    (i) => i.isSymbolicLink(),
+    () => false,
+  );
+  const target = link ? await realpath(path).catch(() => undefined) : undefined;
+  return target === undefined ? path : `${path} -> ${target}`;
 }
 
 /** Refuses what is not a regular file, naming it and, for a symlink, what it points to. */
@@ -202,7 +206,7 @@ async function readKeys(dir: string, base: string, viaData: boolean): Promise<Ke
     if (info.isDirectory()) {
       throw new ConfigSourceError(
         dir,
-        `${shown}: is a directory; every entry of a config directory (but kubelet's ..names) is a key and must be a regular file`,
+        `${shown}: is a directory; every entry of a config directory, except kubelet's ..-prefixed ones, is a key and must be a regular file`,
       );
     }
     let bytes: Buffer | undefined;
