@@ -177,8 +177,12 @@ async function entryNames(dir: string, base: string): Promise<string[]> {
   return names.sort();
 }
 
-/** A retryable "vanished mid-read" (kubelet deleted the old `..data` target). */
-class Vanished extends Error {}
+/** A retryable "vanished mid-read" (kubelet deleted the old `..data` target); `final` is thrown when retries run out. */
+class Vanished extends Error {
+  constructor(readonly final: ConfigSourceError) {
+    super(final.message);
+  }
+}
 
 async function readKeys(dir: string, base: string, viaData: boolean): Promise<KeyFileBytes[]> {
   const files: KeyFileBytes[] = [];
@@ -193,15 +197,16 @@ async function readKeys(dir: string, base: string, viaData: boolean): Promise<Ke
       info = await stat(file);
     } catch (err) {
       if (errnoCode(err) !== 'ENOENT') throw new ConfigSourceError(dir, describeFsError(err, shown));
-      if (viaData) throw new Vanished();
-      // No `..data`: nothing is mid-swap. Skipping the key would read as "not set" (an empty storageClassMap).
+      // Through `..data` it may be mid-swap: read again. Otherwise skipping the key would read as
+      // "not set" (e.g. an empty storageClassMap, every PV orphaned).
       const target = await readlink(file).catch(() => undefined);
-      throw new ConfigSourceError(
+      const unreadable = new ConfigSourceError(
         dir,
         target === undefined
           ? describeFsError(err, shown)
           : `${shown}: a dangling symlink (to ${target}); the key cannot be read`,
       );
+      throw viaData ? new Vanished(unreadable) : unreadable;
     }
     if (info.isDirectory()) {
       throw new ConfigSourceError(
@@ -214,8 +219,8 @@ async function readKeys(dir: string, base: string, viaData: boolean): Promise<Ke
       bytes = await readBounded(file, MAX_KEY_FILE_BYTES, dir, shown);
     } catch (err) {
       if (err instanceof ConfigSourceError) throw err;
-      if (errnoCode(err) === 'ENOENT' && viaData) throw new Vanished();
-      throw new ConfigSourceError(dir, describeFsError(err, shown));
+      const unreadable = new ConfigSourceError(dir, describeFsError(err, shown));
+      throw errnoCode(err) === 'ENOENT' && viaData ? new Vanished(unreadable) : unreadable;
     }
     if (bytes === undefined) {
       issues.push({
@@ -261,8 +266,11 @@ async function readDirectoryBytes(dir: string): Promise<SourceBytes> {
         ? { kind: 'directory', path: dir, files }
         : { kind: 'directory', path: dir, dataDir: data, files };
     } catch (err) {
-      const vanished = err instanceof Vanished || (data !== undefined && errnoCode(err) === 'ENOENT');
-      if (vanished && retry) continue;
+      if (err instanceof Vanished) {
+        if (retry) continue;
+        throw err.final;
+      }
+      if (data !== undefined && errnoCode(err) === 'ENOENT' && retry) continue;
       if (err instanceof ConfigSourceError || err instanceof InvalidConfigError) throw err;
       throw new ConfigSourceError(dir, describeFsError(err, data === undefined ? dir : `${dir} (via ..data)`));
     }

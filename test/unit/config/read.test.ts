@@ -198,6 +198,16 @@ describe('the bounded config reader', () => {
     const dir = await fresh('dangling-key');
     await symlink('nowhere', join(dir, 'storageClassMap'));
     await assertAllReject(dir, sourceError(/storageClassMap: a dangling symlink \(to nowhere\)/u, dir));
+
+    // Through ..data it is read again (kubelet may be mid-swap), then refused the same way.
+    const cm = await fresh('dangling-key-cm');
+    const stamp = await writeConfigMapVolume(cm, { storageClassMap: CLASS });
+    await rm(join(cm, stamp, 'storageClassMap'));
+    await symlink('nowhere', join(cm, stamp, 'storageClassMap'));
+    await assertAllReject(
+      cm,
+      sourceError(new RegExp(`^${join(cm, 'storageClassMap')}: a dangling symlink \\(to nowhere\\)`, 'u'), cm),
+    );
   });
 
   it('bytes that are not UTF-8 are a problem naming the file, line and column, never replaced', HANG, async () => {
