@@ -108,6 +108,32 @@ describe('special files and unreadable layouts as config (process)', () => {
     await rm(root, { recursive: true, force: true });
   });
 
+  it('simulate: a FIFO or a device as a scenario or fixture file exits 4 naming it, without hanging', async () => {
+    const fifo = fresh('fifo.yaml');
+    execFileSync('mkfifo', [fifo]);
+    const scenario = await runCli(['simulate', '--scenario', fifo], { env, timeoutMs: HANG_MS });
+    assert.notEqual(scenario.code, null, 'hung');
+    assert.equal(scenario.code, 4, JSON.stringify(scenario));
+    assert.match(
+      scenario.stderr,
+      new RegExp(`^error: ${quote(fifo)}: is a FIFO \\(named pipe\\), not a regular file`, 'mu'),
+    );
+    const fixture = await runCli(
+      [
+        'simulate',
+        '--config',
+        join(BASIC, 'config.yaml'),
+        '--node-facts',
+        '/dev/zero',
+        '--cluster',
+        join(BASIC, 'cluster.yaml'),
+      ],
+      { env, timeoutMs: HANG_MS },
+    );
+    assert.equal(fixture.code, 4, JSON.stringify(fixture));
+    assert.match(fixture.stderr, /^error: \/dev\/zero: is a character device, not a regular file/mu);
+  });
+
   for (const layout of LAYOUTS) {
     it(`diff-config: ${layout.name} exits ${String(layout.exitCode)} naming the path`, async () => {
       const dir = fresh(layout.name);
