@@ -13,13 +13,19 @@ export interface CliResult {
 
 export function runCli(
   args: readonly string[],
-  options: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
+  options: {
+    env?: NodeJS.ProcessEnv;
+    cwd?: string;
+    /** Kill the process (SIGKILL) after this long: a hang detector, so a hung CLI fails the test and is not left running. */
+    timeoutMs?: number;
+  } = {},
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: options.cwd ?? REPO_ROOT,
       env: { ...process.env, NO_COLOR: undefined, FORCE_COLOR: undefined, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
+      ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs, killSignal: 'SIGKILL' as const } : {}),
     });
     let stdout = '';
     let stderr = '';

@@ -1,11 +1,12 @@
 // Config sources: a mounted ConfigMap directory, a single YAML file, or a ConfigMap manifest.
-// Reading is the only IO here; turning what was read into a config is pure (snapshot → parse).
-import { readdir, readFile, realpath, stat } from 'node:fs/promises';
+// Reading (bounded, regular files only: read.ts) is the only IO; turning what was read into a config
+// is pure (snapshot → parse).
 import { join } from 'node:path';
 import { isMap, isScalar, LineCounter, parseAllDocuments } from 'yaml';
-import { ConfigSourceError, InvalidConfigError } from '../errors.js';
+import { InvalidConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { configHash } from './canonical.js';
+import { decodeConfigText, readSourceBytes } from './read.js';
 import type { ProvisionerConfig } from './model.js';
 import { parseConfigEntries } from './parse.js';
 import type { RawEntry } from './parse.js';
@@ -172,76 +173,26 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
   return { source, entries, issues: sink.issues };
 }
 
-function errorCode(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
-
-function describeFsError(err: unknown, path: string): string {
-  switch (errorCode(err)) {
-    case 'ENOENT':
-      return `${path}: no such file or directory`;
-    case 'EACCES':
-    case 'EPERM':
-      return `${path}: permission denied`;
-    case 'ENOTDIR':
-      return `${path}: a path component is not a directory`;
-    default:
-      return `${path}: ${err instanceof Error ? err.message : String(err)}`;
-  }
-}
-
-async function readDirectory(dir: string): Promise<ConfigSnapshot> {
-  // kubelet swaps `..data` atomically and then deletes the old directory: read every key through one
-  // resolved target, and start over if that target vanished mid-read.
-  for (let attempt = 0; ; attempt++) {
-    let base = dir;
-    let dataDir: string | undefined;
-    try {
-      dataDir = await realpath(join(dir, '..data'));
-      base = dataDir;
-    } catch (err) {
-      if (errorCode(err) !== 'ENOENT') throw new ConfigSourceError(dir, describeFsError(err, join(dir, '..data')));
-    }
-    try {
-      const files: ConfigFile[] = [];
-      for (const name of (await readdir(base)).sort()) {
-        if (name.startsWith('..')) continue;
-        const file = join(base, name);
-        let info;
-        try {
-          info = await stat(file);
-        } catch (err) {
-          // A dangling user-visible symlink (key removed mid-swap) is not a key.
-          if (errorCode(err) === 'ENOENT' && dataDir === undefined) continue;
-          throw err;
-        }
-        if (info.isDirectory()) continue;
-        files.push({ name, text: await readFile(file, 'utf8') });
-      }
-      return snapshotFromDirectoryFiles(dir, files, dataDir);
-    } catch (err) {
-      if (errorCode(err) === 'ENOENT' && dataDir !== undefined && attempt < 5) continue;
-      throw new ConfigSourceError(dir, describeFsError(err, base === dir ? dir : `${dir} (via ..data)`));
-    }
-  }
-}
-
-/** Reads a config source of any of the three layouts. Throws ConfigSourceError when it cannot be read. */
+/**
+ * Reads a config source of any of the three layouts, within the limits of read.ts. Throws
+ * ConfigSourceError when it cannot be read, InvalidConfigError when it is too large or not UTF-8.
+ */
 export async function readConfigSnapshot(path: string): Promise<ConfigSnapshot> {
-  let info;
-  try {
-    info = await stat(path);
-  } catch (err) {
-    throw new ConfigSourceError(path, describeFsError(err, path));
+  const read = await readSourceBytes(path);
+  if (read.kind === 'file') {
+    const decoded = decodeConfigText(read.bytes, path, '');
+    if ('issue' in decoded) throw new InvalidConfigError(path, [decoded.issue]);
+    return snapshotFromFileText(path, decoded.text);
   }
-  if (info.isDirectory()) return readDirectory(path);
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    throw new ConfigSourceError(path, describeFsError(err, path));
+  const files: ConfigFile[] = [];
+  const issues: ConfigIssue[] = [];
+  for (const f of read.files) {
+    const decoded = decodeConfigText(f.bytes, join(path, f.name), f.name);
+    if ('issue' in decoded) issues.push(decoded.issue);
+    else files.push({ name: f.name, text: decoded.text });
   }
-  return snapshotFromFileText(path, text);
+  if (issues.length > 0) throw new InvalidConfigError(path, issues);
+  return snapshotFromDirectoryFiles(path, files, read.dataDir);
 }
 
 /** Pure: a snapshot → the normalized config. Throws InvalidConfigError with every problem found. */

@@ -39,12 +39,14 @@
 
 import { createHash } from 'node:crypto';
 import type { Stats } from 'node:fs';
-import { readFile, readdir, realpath, stat } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
+import { realpath, stat } from 'node:fs/promises';
+import { basename, dirname, resolve } from 'node:path';
 import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
 import type { Clock } from '../clock.js';
+import { formatIssue, InvalidConfigError, ProvisionerError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errnoCode } from '../node/volume-error.js';
+import { readSourceBytes } from './read.js';
 
 /**
  * What noticed (or asked for) a possible change. Mirrors the reload machine's ReloadTrigger:
@@ -76,7 +78,7 @@ export interface ConfigWatcherOptions {
   readonly onChange: (source: ChangeSource, fingerprint: string) => Promise<void>;
   /**
    * A cheap content fingerprint of the source; default fingerprintConfigSource. When it throws,
-   * the fingerprint is `unreadable:<code>`: becoming unreadable (and readable again) is a change.
+   * the fingerprint is `unreadable:<reason>`: becoming unreadable (and readable again) is a change.
    */
   readonly fingerprint?: (path: string) => Promise<string>;
   /**
@@ -133,52 +135,31 @@ function hashEntry(hash: ReturnType<typeof createHash>, name: string, bytes: Buf
   hash.update(name).update('\0').update(String(bytes.length)).update('\0').update(bytes);
 }
 
-async function fingerprintDirectory(dir: string): Promise<string> {
-  // All keys through ONE resolved `..data`; start over when kubelet deleted it mid-read.
-  for (let attempt = 0; ; attempt++) {
-    let base = dir;
-    let viaData = false;
-    try {
-      base = await realpath(join(dir, '..data'));
-      viaData = true;
-    } catch (error) {
-      if (errnoCode(error) !== 'ENOENT') throw error;
-    }
-    try {
-      const hash = createHash('sha256').update('directory\0');
-      for (const name of (await readdir(base)).sort()) {
-        if (name.startsWith('..')) continue;
-        const file = join(base, name);
-        let info: Stats;
-        try {
-          info = await stat(file);
-        } catch (error) {
-          if (errnoCode(error) === 'ENOENT' && !viaData) continue; // a dangling symlink is not a key
-          throw error;
-        }
-        if (info.isDirectory()) continue;
-        hashEntry(hash, name, await readFile(file));
-      }
-      return `sha256:${hash.digest('hex')}`;
-    } catch (error) {
-      if (errnoCode(error) === 'ENOENT' && viaData && attempt < 5) continue;
-      throw error;
-    }
-  }
-}
-
 /**
  * The default fingerprint: `sha256:<hex>` over the sorted (name, bytes) of a config directory's
- * keys read through one resolved `..data` (names starting with `..` and subdirectories are not
- * keys, as in readConfigSnapshot), or over a single file's bytes. Timestamps, inode numbers and
- * the `..data` target do not count: kubelet re-projecting the same content is no change.
+ * keys read through one resolved `..data`, or over a single file's bytes. It reads with
+ * readSourceBytes, the same bounded walk as readConfigSnapshot: the same keys (names starting with
+ * `..` are not keys), and it throws for what the load refuses (a special file, a directory as a
+ * key, a dangling `..data`, too many bytes). Timestamps, inode numbers and the `..data` target do
+ * not count: kubelet re-projecting the same content is no change.
  */
 export async function fingerprintConfigSource(path: string): Promise<string> {
-  const info = await stat(path);
-  if (info.isDirectory()) return fingerprintDirectory(path);
-  const hash = createHash('sha256').update('file\0');
-  hashEntry(hash, basename(path), await readFile(path));
+  const read = await readSourceBytes(path);
+  if (read.kind === 'file') {
+    const hash = createHash('sha256').update('file\0');
+    hashEntry(hash, basename(path), read.bytes);
+    return `sha256:${hash.digest('hex')}`;
+  }
+  const hash = createHash('sha256').update('directory\0');
+  for (const f of read.files) hashEntry(hash, f.name, f.bytes);
   return `sha256:${hash.digest('hex')}`;
+}
+
+/** What an unreadable source's fingerprint says: which problem, so a different one is a change too. */
+function unreadableReason(error: unknown): string {
+  if (error instanceof InvalidConfigError) return error.issues.map(formatIssue).join('; ');
+  if (error instanceof ProvisionerError) return error.message;
+  return errnoCode(error) ?? message(error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -514,7 +495,7 @@ export class ConfigWatcher {
       try {
         fingerprint = await this.readSourceFingerprint(this.path);
       } catch (error) {
-        fingerprint = `unreadable:${errnoCode(error) ?? message(error)}`;
+        fingerprint = `unreadable:${unreadableReason(error)}`;
       }
       if (verify) await this.verifyFsWatcher();
       return fingerprint;

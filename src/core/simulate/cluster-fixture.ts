@@ -194,5 +194,5 @@ export async function buildClusterFixture(
 }
 
 export async function loadClusterFixture(path: string, options: { clock?: Clock } = {}): Promise<ClusterFixture> {
-  return buildClusterFixture(path, await readInputText(path), options);
+  return buildClusterFixture(path, await readInputText(path, 'cluster fixture'), options);
 }

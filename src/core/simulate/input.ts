@@ -1,13 +1,13 @@
 // Reading simulate's own inputs (node-facts and cluster fixtures, scenarios) with positions: every
 // problem names the file, line, column and the key path, and all problems are collected before
 // failing with InvalidInputError (exit 3, like an invalid config).
-import { readFile } from 'node:fs/promises';
 import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments } from 'yaml';
 import type { Node, YAMLMap } from 'yaml';
 import { parseGoDuration } from '../config/duration.js';
+import { decodeConfigText, readRegularFile } from '../config/read.js';
 import { suggest } from '../config/suggest.js';
 import { describeNode, IssueSink, isNullNode, scalarValue, YamlText } from '../config/yaml-node.js';
-import { ConfigSourceError, InvalidConfigError } from '../errors.js';
+import { InvalidConfigError } from '../errors.js';
 import type { ConfigIssue, SourcePosition } from '../errors.js';
 import { parseQuantity } from '../kube/quantity.js';
 
@@ -26,23 +26,29 @@ export class InvalidInputError extends InvalidConfigError {
   }
 }
 
-export async function readInputText(path: string): Promise<string> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch (err) {
-    const code = err instanceof Error && 'code' in err ? String(err.code) : '';
-    const why =
-      code === 'ENOENT'
-        ? 'no such file or directory'
-        : code === 'EISDIR'
-          ? 'is a directory, expected a YAML file'
-          : code === 'EACCES'
-            ? 'permission denied'
-            : err instanceof Error
-              ? err.message
-              : String(err);
-    throw new ConfigSourceError(path, `${path}: ${why}`);
+/** The most a fixture or scenario file may hold (a cluster fixture lists PVs; a few thousand fit easily). */
+export const MAX_INPUT_FILE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * A fixture or scenario's text, read as config is (read.ts): regular files only, without blocking,
+ * at most MAX_INPUT_FILE_BYTES, UTF-8. Not readable: ConfigSourceError (exit 4); too large or not
+ * UTF-8: InvalidInputError (exit 3).
+ */
+export async function readInputText(path: string, kind: InputKind): Promise<string> {
+  const bytes = await readRegularFile(path, MAX_INPUT_FILE_BYTES);
+  if (bytes === undefined) {
+    throw new InvalidInputError(kind, path, [
+      {
+        severity: 'error',
+        path: '',
+        message: `is larger than ${String(MAX_INPUT_FILE_BYTES / (1024 * 1024))} MiB, the most a ${kind} file may hold`,
+        position: { file: path },
+      },
+    ]);
   }
+  const decoded = decodeConfigText(bytes, path, '');
+  if ('issue' in decoded) throw new InvalidInputError(kind, path, [decoded.issue]);
+  return decoded.text;
 }
 
 /** One YAML input: its documents, an issue sink and typed accessors that report where things are. */

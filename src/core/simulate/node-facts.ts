@@ -180,6 +180,6 @@ export function nodeFactsVolumes(facts: NodeFacts): MemoryVolumes {
 }
 
 export async function loadNodeFacts(path: string): Promise<{ facts: NodeFacts; volumes: MemoryVolumes }> {
-  const facts = parseNodeFacts(path, await readInputText(path));
+  const facts = parseNodeFacts(path, await readInputText(path, 'node-facts fixture'));
   return { facts, volumes: nodeFactsVolumes(facts) };
 }

@@ -830,7 +830,9 @@ class ScenarioRun {
             })),
         );
       }
-      if (err instanceof ConfigSourceError) setupFail(undefined, 'config')(err.message);
+      // Name the user's config, not the runner's link to it.
+      if (err instanceof ConfigSourceError)
+        setupFail(undefined, 'config')(err.message.replaceAll(this.configPath, this.configFile ?? 'config'));
       throw err;
     }
     await this.ensureClassesFor(this.config);

@@ -452,5 +452,5 @@ export function parseScenario(file: string, text: string, options: { baseDir?: s
 }
 
 export async function loadScenario(path: string): Promise<Scenario> {
-  return parseScenario(path, await readInputText(path));
+  return parseScenario(path, await readInputText(path, 'scenario'));
 }

@@ -37,10 +37,9 @@ describe('config sources', () => {
     assert.notEqual(b.hash, c.hash);
   });
 
-  it('never takes names starting with .. as keys, and skips directories', async () => {
+  it('never takes names starting with .. as keys', async () => {
     const dir = join(root, 'plain');
     await mkdir(join(dir, '..2026_11_30_old'), { recursive: true });
-    await mkdir(join(dir, 'subdir'));
     await writeFile(join(dir, '..2026_11_30_old', 'storageClassMap'), 'not: [valid');
     await writeFile(join(dir, 'storageClassMap'), CLASS('/mnt/plain'));
     await writeFile(join(dir, '.hidden-but-a-key'), 'x');
@@ -50,6 +49,9 @@ describe('config sources', () => {
       ['.hidden-but-a-key', 'storageClassMap'],
     );
     assert.equal(snapshot.source.dataDir, undefined);
+    // A subdirectory is a key that cannot be read (it used to be skipped: a config without that key).
+    await mkdir(join(dir, 'subdir'));
+    await assert.rejects(readConfigSnapshot(dir), ConfigSourceError);
   });
 
   it('reads a single YAML file whose values are ConfigMap-style strings', async () => {

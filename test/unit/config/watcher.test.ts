@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { ManualClock, systemClock } from '../../../src/core/clock.js';
+import { ConfigSourceError } from '../../../src/core/errors.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { detectSubPathMount, detectSubPathMountOnHost } from '../../../src/core/config/subpath.js';
 import {
@@ -360,7 +361,7 @@ describe('ConfigWatcher', () => {
     const h = harness(dir, { restartBackoffMs: { initial: 20, max: 200 } });
     await h.watcher.start();
     await rm(dir, { recursive: true });
-    await h.waitForCall('unreadable:ENOENT');
+    await h.waitForCall(`unreadable:${dir}: no such file or directory`);
     assert.equal(h.last()?.source, 'fs');
     await waitFor(
       () => h.watcher.stats.watcherErrors >= 1 && h.watcher.stats.watching,
@@ -439,7 +440,7 @@ describe('ConfigWatcher', () => {
     const file = join(parent, 'config.yaml');
     const h = harness(file);
     await h.watcher.start();
-    assert.equal(h.watcher.fingerprint, 'unreadable:ENOENT');
+    assert.equal(h.watcher.fingerprint, `unreadable:${file}: no such file or directory`);
     assert.equal(h.watcher.stats.watching, true);
     await writeFile(file, 'useJobForCleaning: "true"\n');
     const created = await fingerprintConfigSource(file);
@@ -612,18 +613,26 @@ describe('fingerprintConfigSource', () => {
     await writeConfigMapVolume(b, { y: '2', x: '1 ' });
     assert.notEqual(await fingerprintConfigSource(b), fa, 'one more byte');
 
-    // A plain directory with the same files: the same fingerprint; `..` names and subdirectories are not keys.
+    // A plain directory with the same files: the same fingerprint; `..` names are not keys.
     const plain = join(root, 'plain');
-    await mkdir(join(plain, 'subdir'), { recursive: true });
-    await mkdir(join(plain, '..2026_old'));
+    await mkdir(join(plain, '..2026_old'), { recursive: true });
     await writeFile(join(plain, 'x'), '1');
     await writeFile(join(plain, 'y'), '2');
     await writeFile(join(plain, '..2026_old', 'x'), 'old');
-    await symlink('missing', join(plain, 'dangling'));
     assert.equal(await fingerprintConfigSource(plain), fa);
 
     assert.notEqual(await fingerprintConfigSource(join(plain, 'x')), fa, 'a file differs from a directory');
-    await assert.rejects(fingerprintConfigSource(join(root, 'nothing')), { code: 'ENOENT' });
+    await assert.rejects(
+      fingerprintConfigSource(join(root, 'nothing')),
+      (err: unknown) =>
+        err instanceof ConfigSourceError && err.message === `${join(root, 'nothing')}: no such file or directory`,
+    );
+    // What the load refuses, the fingerprint refuses too (they used to be skipped, as if absent).
+    await symlink('missing', join(plain, 'dangling'));
+    await assert.rejects(fingerprintConfigSource(plain), /dangling: a dangling symlink \(to missing\)/u);
+    await rm(join(plain, 'dangling'));
+    await mkdir(join(plain, 'subdir'));
+    await assert.rejects(fingerprintConfigSource(plain), /subdir: is a directory/u);
   });
 });
 
