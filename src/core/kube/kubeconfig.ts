@@ -1,9 +1,10 @@
 // Connection settings for RestCluster: from a kubeconfig file (like client-go's clientcmd, minus
 // credential plugins) or from the in-cluster service account. Core code: the caller passes in
 // what it read from the environment (KUBECONFIG, KUBERNETES_SERVICE_HOST/PORT).
-import { readFile as fsReadFile } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { readRegularFile } from '../config/read.js';
 
 /** How to reach and authenticate to an apiserver. */
 export interface ConnectionSettings {
@@ -37,7 +38,23 @@ export class KubeconfigError extends Error {
 
 export type ReadTextFile = (path: string) => Promise<string>;
 
-const defaultReadFile: ReadTextFile = (path) => fsReadFile(path, 'utf8');
+/** The most a kubeconfig, CA bundle, client key or token file may hold; real ones are a few KiB. */
+export const MAX_CREDENTIAL_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Reads a kubeconfig or credential file: regular files only and at most MAX_CREDENTIAL_FILE_BYTES,
+ * so a FIFO cannot hang start-up and /dev/zero cannot fill memory. fs errors (ENOENT) are thrown
+ * as they are, so a KUBECONFIG list can skip missing files as kubectl does.
+ */
+export const readCredentialFile: ReadTextFile = async (path) => {
+  const info = await stat(path);
+  if (!info.isFile()) throw new Error('not a regular file');
+  const bytes = await readRegularFile(path, MAX_CREDENTIAL_FILE_BYTES);
+  if (bytes === undefined) throw new Error(`larger than ${String(MAX_CREDENTIAL_FILE_BYTES / 2 ** 20)} MiB`);
+  return bytes.toString('utf8');
+};
+
+const defaultReadFile = readCredentialFile;
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 

@@ -15,9 +15,9 @@ import {
   type WatchEvent,
   type WatchOptions,
 } from './cluster.js';
+import { readCredentialFile } from './kubeconfig.js';
 import type { ConnectionSettings, ReadTextFile } from './kubeconfig.js';
 import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
-import { readFile as fsReadFile } from 'node:fs/promises';
 
 export interface RestClusterOptions {
   readonly connection: ConnectionSettings;
@@ -254,7 +254,7 @@ export class RestCluster implements Cluster {
     this.tokenRefreshMs = options.tokenRefreshMs ?? DEFAULT_TOKEN_REFRESH_MS;
     this.maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
     this.defaultNamespace = options.defaultNamespace ?? 'default';
-    this.readFile = options.readFile ?? ((path) => fsReadFile(path, 'utf8'));
+    this.readFile = options.readFile ?? readCredentialFile;
     this.persistentVolumes = this.client<PersistentVolume>(RESOURCES.persistentVolumes);
     this.storageClasses = this.client<StorageClass>(RESOURCES.storageClasses);
     this.nodes = this.client<Node>(RESOURCES.nodes);

@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
-import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm, symlink, writeFile, mkdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +14,13 @@ import { after, before, describe, it } from 'node:test';
 
 import { ManualClock } from '../../../src/core/clock.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
-import { KubeconfigError, inClusterSettings, loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
+import {
+  KubeconfigError,
+  MAX_CREDENTIAL_FILE_BYTES,
+  inClusterSettings,
+  loadKubeconfig,
+  readCredentialFile,
+} from '../../../src/core/kube/kubeconfig.js';
 import { RestCluster, TokenBucket, statusToError } from '../../../src/core/kube/rest-cluster.js';
 
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n';
@@ -187,6 +194,33 @@ current-context: ctx
     await rejectsKubeconfig(loadKubeconfig(join(dir, 'absent.yaml')), /cannot read kubeconfig/);
     const notYaml = await config('notyaml.yaml', 'a: [unclosed\n');
     await rejectsKubeconfig(loadKubeconfig(notYaml), /not valid YAML/);
+  });
+
+  void it('reads only regular files of bounded size: a FIFO, /dev/zero or a huge file is an error, at once', async () => {
+    const fifo = join(dir, 'fifo-kubeconfig');
+    execFileSync('mkfifo', [fifo]);
+    await rejectsKubeconfig(loadKubeconfig(fifo), /cannot read kubeconfig .*fifo-kubeconfig: not a regular file/u);
+    const zero = join(dir, 'zero-kubeconfig');
+    await symlink('/dev/zero', zero);
+    await rejectsKubeconfig(loadKubeconfig(zero), /zero-kubeconfig: not a regular file/u);
+    const huge = join(dir, 'huge-kubeconfig');
+    await writeFile(huge, Buffer.alloc(MAX_CREDENTIAL_FILE_BYTES + 1, 0x61));
+    await rejectsKubeconfig(loadKubeconfig(huge), /huge-kubeconfig: larger than 4 MiB/u);
+    const tokenFifo = join(dir, 'token-fifo');
+    execFileSync('mkfifo', [tokenFifo]);
+    const path = await config(
+      'fifo-token.yaml',
+      `apiVersion: v1
+kind: Config
+current-context: dev
+clusters: [{ name: c1, cluster: { server: "https://10.0.0.1:6443" } }]
+users: [{ name: u1, user: { tokenFile: token-fifo } }]
+contexts: [{ name: dev, context: { cluster: c1, user: u1 } }]
+`,
+    );
+    const settings = await loadKubeconfig(path);
+    assert.equal(settings.tokenFile, tokenFifo);
+    await assert.rejects(readCredentialFile(tokenFifo), /not a regular file/u);
   });
 });
 
