@@ -256,11 +256,13 @@ export class Agent implements AdminTarget {
     this.applied = loaded;
     this.onDiskHash = loaded.hash;
     this.current = this.newGeneration(loaded);
-    this.current.start();
-    this.recordApplied();
+    // Bound before the generation starts, like the listen address: a taken socket fails start-up at
+    // once, having done nothing (a failed start would otherwise wait for the first pass to end).
     if (options.adminSocket !== undefined) {
       this.admin = await startAdminServer({ socketPath: options.adminSocket, target: this, logger: this.logger });
     }
+    this.current.start();
+    this.recordApplied();
     const subPath = await detectSubPathMountOnHost(options.configPath);
     this.subPath = subPath.subPath;
     if (subPath.subPath)
