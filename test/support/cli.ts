@@ -11,9 +11,13 @@ export interface CliResult {
   readonly stderr: string;
 }
 
+/**
+ * Runs the CLI to its end. With `timeoutMs` (a hang detector, not a timing assertion) a process
+ * still running then is killed and the promise rejects.
+ */
 export function runCli(
   args: readonly string[],
-  options: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
+  options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {},
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], {
@@ -25,8 +29,16 @@ export function runCli(
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const timer =
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            child.kill('SIGKILL');
+            reject(new Error(`${args.join(' ')} still running after ${String(options.timeoutMs)} ms\n${stderr}`));
+          }, options.timeoutMs);
     child.on('error', reject);
     child.on('close', (code) => {
+      clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
   });
