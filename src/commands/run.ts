@@ -23,7 +23,7 @@ Serves /metrics, /healthz and /ready on --listen-address, and the admin endpoint
 
 Try it without a cluster: \`provisioner run --sandbox ./sandbox\` runs the real agent against an in-memory cluster; every directory under sandbox/disks/<class>/ counts as a volume.
 
-Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE.
+Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_ADMIN_SOCKET (--admin-socket).
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at start-up, 4 config unreadable, 5 start-up failed.`;
 
   static override examples = [
