@@ -257,7 +257,7 @@ export class Agent implements AdminTarget {
     this.onDiskHash = loaded.hash;
     this.current = this.newGeneration(loaded);
     // Bound before the generation starts, like the listen address: a taken socket fails start-up at
-    // once, having done nothing (a failed start would otherwise wait for the first pass to end).
+    // once, before any volume is published.
     if (options.adminSocket !== undefined) {
       this.admin = await startAdminServer({ socketPath: options.adminSocket, target: this, logger: this.logger });
     }
