@@ -115,6 +115,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     // Checked here so that a mistyped flag is a usage error (exit 2), not a failed start-up.
     if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
     if (flags['admin-socket'] === '') throw new UsageError('--admin-socket: needs a socket path');
+    if (!flags['metrics-path'].startsWith('/'))
+      throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
     const { parseListenAddress } = await import('../core/agent/http.js');
     try {
       parseListenAddress(flags['listen-address']);

@@ -121,7 +121,7 @@ describe('user errors are usage or config errors, reported at once', () => {
       );
     });
 
-    it('an invalid MY_NODE_NAME, --listen-address or --admin-socket is a usage error (exit 2)', async () => {
+    it('an invalid MY_NODE_NAME, --listen-address, --admin-socket or --metrics-path is a usage error (exit 2)', async () => {
       assertUserError(
         await run(['run'], { MY_NODE_NAME: 'Bad_Node' }),
         2,
@@ -137,6 +137,11 @@ describe('user errors are usage or config errors, reported at once', () => {
         await run(['run', '--sandbox', sandbox, '--admin-socket', '']),
         2,
         /^error: --admin-socket: needs a socket path$/mu,
+      );
+      assertUserError(
+        await run(['run', '--sandbox', sandbox, '--metrics-path', 'metrics']),
+        2,
+        /^error: --metrics-path: must start with "\/", found "metrics"$/mu,
       );
     });
 
