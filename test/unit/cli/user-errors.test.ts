@@ -19,8 +19,8 @@ const FINISHES_WITHIN_MS = 10_000;
 const LONG_PERIOD = ['--discovery-period', '1h'];
 const NO_CLUSTER = { MY_NODE_NAME: '', KUBECONFIG: '', KUBERNETES_SERVICE_HOST: '', KUBERNETES_SERVICE_PORT: '' };
 
-function run(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
-  return runCli(args, { env: { ...NO_CLUSTER, ...env }, timeoutMs: FINISHES_WITHIN_MS });
+function run(args: readonly string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Promise<CliResult> {
+  return runCli(args, { env: { ...NO_CLUSTER, ...env }, timeoutMs: FINISHES_WITHIN_MS, ...(cwd ? { cwd } : {}) });
 }
 
 function assertUserError(r: CliResult, code: number, message: RegExp): void {
@@ -109,7 +109,8 @@ describe('user errors are usage or config errors, reported at once', () => {
       const file = join(dir, 'a-file');
       await writeFile(file, 'not a directory');
       assertUserError(await run(['run', '--sandbox', file]), 2, /^error: --sandbox .*a-file: not a directory$/mu);
-      assertUserError(await run(['run', '--sandbox', '']), 2, /^error: --sandbox: needs a directory$/mu);
+      // In a scratch directory: before the fix, an empty --sandbox made a sandbox in the working directory.
+      assertUserError(await run(['run', '--sandbox', ''], {}, dir), 2, /^error: --sandbox: needs a directory$/mu);
     });
 
     it('--sandbox under /proc fails at once (exit 2) instead of hanging', async () => {
