@@ -86,3 +86,13 @@ export function useColor(flag: boolean | undefined): boolean {
   const env = process.env;
   return process.stdout.isTTY && env['NO_COLOR'] === undefined && env['TERM'] !== 'dumb';
 }
+
+/** The node's config source (the mounted ConfigMap) when a command is given none. */
+export const DEFAULT_CONFIG_DIR = '/etc/provisioner/config';
+/** Overrides DEFAULT_CONFIG_DIR for every command (`run --config-dir` reads it as its env). */
+export const CONFIG_DIR_ENV = 'PROVISIONER_CONFIG_DIR';
+
+export function defaultConfigDir(): string {
+  const value = process.env[CONFIG_DIR_ENV];
+  return value === undefined || value === '' ? DEFAULT_CONFIG_DIR : value;
+}

@@ -1,11 +1,16 @@
 import { Flags } from '@oclif/core';
-import { ProvisionerCommand, useColor } from '../cli/base-command.js';
+import {
+  CONFIG_DIR_ENV,
+  DEFAULT_CONFIG_DIR,
+  defaultConfigDir,
+  ProvisionerCommand,
+  useColor,
+} from '../cli/base-command.js';
 import { ConfigSourceError, formatIssue, ProvisionerError } from '../core/errors.js';
 import type { AgentConfigSide } from '../core/config/compare.js';
 import type { ImpactClass } from '../core/config/effects.js';
 import { DEFAULT_ADMIN_SOCKET } from './reload.js';
 
-const DEFAULT_FROM = '/etc/provisioner/config';
 /** How long diff-config waits for the running agent's config before giving up. */
 const AGENT_TIMEOUT_MS = 5000;
 
@@ -27,7 +32,7 @@ const FAIL_ON: Readonly<Record<string, readonly ImpactClass[]>> = {
 export default class DiffConfig extends ProvisionerCommand {
   static override summary = 'Show what changes between two provisioner configs and what each change does to PVs.';
 
-  static override description = `Each side is a mounted ConfigMap directory (kubelet's ..data layout), a YAML file of config keys, or a ConfigMap manifest. Without --from, the current config is the one the agent running on this node applies (asked through --admin-socket); when no agent answers there, it is ${DEFAULT_FROM}. Both are normalized (defaults filled in, keys sorted) before comparing, so formatting and layout never show up as changes.
+  static override description = `Each side is a mounted ConfigMap directory (kubelet's ..data layout), a YAML file of config keys, or a ConfigMap manifest. Without --from, the current config is the one the agent running on this node applies (asked through --admin-socket); when no agent answers there, it is ${DEFAULT_CONFIG_DIR} (or $${CONFIG_DIR_ENV}). Both are normalized (defaults filled in, keys sorted) before comparing, so formatting and layout never show up as changes.
 
 Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a listed impact class), 2 usage error, 3 invalid config, 4 config source unreadable.`;
 
@@ -39,7 +44,7 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
 
   static override flags = {
     from: Flags.string({
-      description: `The current config (directory, YAML file or ConfigMap manifest). Default: the running agent's applied config, else ${DEFAULT_FROM}.`,
+      description: `The current config (directory, YAML file or ConfigMap manifest). Default: the running agent's applied config, else ${DEFAULT_CONFIG_DIR} (or $${CONFIG_DIR_ENV}).`,
     }),
     'admin-socket': Flags.string({
       description: 'Admin socket of the running agent, asked for the current config when --from is not given.',
@@ -69,14 +74,15 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
     this.machineOutput = flags.output === 'json';
     const { compareConfigs } = await import('../core/config/compare.js');
     const render = await import('../render/diff-config.js');
-    const from = flags.from ?? (await this.runningAgentConfig(flags['admin-socket']));
+    const fallback = defaultConfigDir();
+    const from = flags.from ?? (await this.runningAgentConfig(flags['admin-socket'], fallback));
     const comparison = await compareConfigs({
       from,
       to: flags.to,
       failOn: (flags['fail-on'] ?? []).flatMap((name) => FAIL_ON[name] ?? []),
       context: flags.context,
     }).catch((err: unknown) => {
-      if (flags.from === undefined && err instanceof ConfigSourceError && err.source === DEFAULT_FROM) {
+      if (flags.from === undefined && err instanceof ConfigSourceError && err.source === fallback) {
         throw new ConfigSourceError(
           err.source,
           `${err.message} (and no agent answered on ${flags['admin-socket']}); pass --from`,
@@ -95,7 +101,7 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
   }
 
   /** The running agent's applied config, or the default path when no agent answers on the socket. */
-  private async runningAgentConfig(socketPath: string): Promise<AgentConfigSide | string> {
+  private async runningAgentConfig(socketPath: string, fallback: string): Promise<AgentConfigSide | string> {
     const { AdminClient, AgentUnreachableError } = await import('../core/agent/admin-client.js');
     try {
       const applied = await new AdminClient(socketPath, { timeoutMs: AGENT_TIMEOUT_MS }).config();
@@ -104,9 +110,9 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
       if (err instanceof AgentUnreachableError) {
         // A missing socket is the normal case off a node; say so only when an agent may be there.
         if (err.reason !== 'missing' && !this.machineOutput) {
-          this.writeErr(`note: no agent answered on ${socketPath} (${err.detail}); comparing ${DEFAULT_FROM}`);
+          this.writeErr(`note: no agent answered on ${socketPath} (${err.detail}); comparing ${fallback}`);
         }
-        return DEFAULT_FROM;
+        return fallback;
       }
       if (err instanceof ProvisionerError) {
         throw new ConfigSourceError(

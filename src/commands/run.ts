@@ -1,5 +1,5 @@
 import { Flags } from '@oclif/core';
-import { ProvisionerCommand } from '../cli/base-command.js';
+import { CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, ProvisionerCommand } from '../cli/base-command.js';
 import {
   DEFAULT_RELOAD_GUARD_POLICY,
   isReloadGuardPolicy,
@@ -28,7 +28,7 @@ Serves /metrics, /healthz and /ready on --listen-address, and the admin endpoint
 
 Try it without a cluster: \`provisioner run --sandbox ./sandbox\` runs the real agent against an in-memory cluster; every directory under sandbox/disks/<class>/ counts as a volume.
 
-Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE.
+Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_ADMIN_SOCKET (--admin-socket).
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at start-up, 4 config unreadable, 5 start-up failed.`;
 
   static override examples = [
@@ -39,7 +39,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
   static override flags = {
     'config-dir': Flags.string({
       description: 'Config source (ConfigMap directory, YAML file or manifest).',
-      default: '/etc/provisioner/config',
+      default: DEFAULT_CONFIG_DIR,
+      env: CONFIG_DIR_ENV,
     }),
     'listen-address': Flags.string({ description: 'Address of the metrics and health server.', default: ':8080' }),
     'metrics-path': Flags.string({ description: 'Path of the Prometheus metrics.', default: '/metrics' }),
@@ -123,9 +124,25 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     const { parseGoDuration } = await import('../core/config/duration.js');
     const ms = (flag: keyof typeof flags & string): number => duration(flag, String(flags[flag]), parseGoDuration);
     const sandbox = flags.sandbox;
+    // Checked here so that a mistyped flag is a usage error (exit 2), not a failed start-up.
+    if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
+    if (flags['admin-socket'] === '') throw new UsageError('--admin-socket: needs a socket path');
+    if (!flags['metrics-path'].startsWith('/'))
+      throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
+    const { parseListenAddress } = await import('../core/agent/http.js');
+    try {
+      parseListenAddress(flags['listen-address']);
+    } catch (err) {
+      throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
+    }
     const nodeName = process.env['MY_NODE_NAME'] ?? '';
     if (nodeName === '' && sandbox === undefined)
       throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
+    if (sandbox === undefined) {
+      const { nodeNameProblem } = await import('../core/kube/validation.js');
+      const problem = nodeNameProblem(nodeName);
+      if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
+    }
     const { runAgentProcess } = await import('../cli/run-agent.js');
     await runAgentProcess({
       agent: {

@@ -1,8 +1,12 @@
 import { Flags } from '@oclif/core';
-import { ProvisionerCommand, useColor } from '../cli/base-command.js';
+import {
+  CONFIG_DIR_ENV,
+  DEFAULT_CONFIG_DIR,
+  defaultConfigDir,
+  ProvisionerCommand,
+  useColor,
+} from '../cli/base-command.js';
 import { formatIssue, UsageError } from '../core/errors.js';
-
-const DEFAULT_CONFIG = '/etc/provisioner/config';
 
 export default class Simulate extends ProvisionerCommand {
   static override summary = 'Show what the agent would do on a node, before it does it; replay scenarios.';
@@ -22,7 +26,7 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
 
   static override flags = {
     config: Flags.string({
-      description: `The config to plan with (ConfigMap directory, YAML file or manifest). Default: ${DEFAULT_CONFIG}.`,
+      description: `The config to plan with (ConfigMap directory, YAML file or manifest). Default: ${DEFAULT_CONFIG_DIR} (or $${CONFIG_DIR_ENV}).`,
     }),
     from: Flags.string({
       description: 'The config applied now: also show what a reload from it to --config changes on this node.',
@@ -84,6 +88,13 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
 
     const { simulatePlan } = await import('../core/simulate/plan.js');
     const nodeName = flags.node ?? process.env['MY_NODE_NAME'];
+    // An empty MY_NODE_NAME counts as unset (as in `run`); an empty --node is a mistake.
+    if (flags.node !== undefined || (nodeName !== undefined && nodeName !== '')) {
+      const { nodeNameProblem } = await import('../core/kube/validation.js');
+      const problem = nodeNameProblem(nodeName ?? '');
+      if (problem !== undefined)
+        throw new UsageError(`${flags.node !== undefined ? '--node' : 'MY_NODE_NAME'}: ${problem}`);
+    }
     const namespace = flags.namespace ?? process.env['MY_NAMESPACE'] ?? 'default';
     const jobImage = flags['job-image'] ?? process.env['JOB_CONTAINER_IMAGE'];
     const nodeFacts =
@@ -116,7 +127,7 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
     }
     try {
       const plan = await simulatePlan({
-        config: flags.config ?? DEFAULT_CONFIG,
+        config: flags.config ?? defaultConfigDir(),
         ...(flags.from !== undefined ? { from: flags.from } : {}),
         ...(nodeName !== undefined && nodeName !== '' ? { nodeName } : {}),
         nodeFacts,

@@ -11,6 +11,10 @@ export interface CliResult {
   readonly stderr: string;
 }
 
+/**
+ * Runs the CLI to its end. With `timeoutMs` (a hang detector, not a timing assertion) a process
+ * still running then is killed and the promise rejects.
+ */
 export function runCli(
   args: readonly string[],
   options: {
@@ -25,14 +29,21 @@ export function runCli(
       cwd: options.cwd ?? REPO_ROOT,
       env: { ...process.env, NO_COLOR: undefined, FORCE_COLOR: undefined, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
-      ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs, killSignal: 'SIGKILL' as const } : {}),
     });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const timer =
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            child.kill('SIGKILL');
+            reject(new Error(`${args.join(' ')} still running after ${String(options.timeoutMs)} ms\n${stderr}`));
+          }, options.timeoutMs);
     child.on('error', reject);
     child.on('close', (code) => {
+      clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
   });

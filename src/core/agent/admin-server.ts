@@ -310,8 +310,13 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       void handle(req, res);
     });
 
-  await mkdir(dirname(socketPath), { recursive: true, mode: 0o700 }).catch((err: unknown) => {
-    throw new StartupError(`cannot create the directory of admin socket ${socketPath}: ${messageOf(err)}`);
+  // Only the socket's own directory is created (0700, like the pod's emptyDir), never a chain of
+  // them: a mistyped --admin-socket fails here instead of growing directories.
+  const socketDir = dirname(socketPath);
+  await mkdir(socketDir, { mode: 0o700 }).catch((err: unknown) => {
+    if (errnoOf(err) === 'EEXIST') return;
+    const hint = errnoOf(err) === 'ENOENT' ? ' (only the last directory is created, not its parents)' : '';
+    throw new StartupError(`cannot create the directory of admin socket ${socketPath}: ${messageOf(err)}${hint}`);
   });
   let server = create();
   try {

@@ -262,11 +262,13 @@ export class Agent implements AdminTarget {
     this.applied = loaded;
     this.onDiskHash = loaded.hash;
     this.current = this.newGeneration(loaded);
-    this.current.start();
-    this.recordApplied();
+    // Bound before the generation starts, like the listen address: a taken socket fails start-up at
+    // once, before any volume is published.
     if (options.adminSocket !== undefined) {
       this.admin = await startAdminServer({ socketPath: options.adminSocket, target: this, logger: this.logger });
     }
+    this.current.start();
+    this.recordApplied();
     const subPath = await detectSubPathMountOnHost(options.configPath);
     this.subPath = subPath.subPath;
     if (subPath.subPath)

@@ -238,7 +238,8 @@ export class Generation {
   }
 
   private async waitForTrigger(signal: AbortSignal): Promise<void> {
-    if (this.pendingTrigger) return;
+    // Stopped during the pass: an 'abort' listener added now would never fire (the sleep would run out).
+    if (this.pendingTrigger || signal.aborted) return;
     const timer = new AbortController();
     const stop = (): void => {
       timer.abort();

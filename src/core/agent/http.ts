@@ -27,7 +27,9 @@ export function parseListenAddress(address: string): { host: string | undefined;
   const m = /^(?:\[([^\]]*)\]|([^:]*)):(\d+)$/u.exec(address);
   if (!m) throw new RangeError(`invalid listen address "${address}": expected [host]:port such as :8080`);
   const host = m[1] ?? m[2] ?? '';
-  return { host: host === '' ? undefined : host, port: Number(m[3]) };
+  const port = Number(m[3]);
+  if (port > 65535) throw new RangeError(`invalid listen address "${address}": port ${m[3] ?? ''} is above 65535`);
+  return { host: host === '' ? undefined : host, port };
 }
 
 export async function startHttpServer(options: HttpServerOptions): Promise<RunningHttpServer> {

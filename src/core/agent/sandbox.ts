@@ -1,7 +1,8 @@
 // `provisioner run --sandbox DIR`: the real agent against the in-memory cluster, with its config
 // and discovery directories under DIR, for trying hot reload without a cluster or root.
-import { mkdir, readdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { UsageError } from '../errors.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { MemoryCluster } from '../kube/memory-cluster.js';
 
@@ -14,19 +15,57 @@ export interface SandboxLayout {
 
 export const SANDBOX_NODE = 'sandbox-node';
 
-/** Creates DIR/config (one file per key) and DIR/disks/<class>/vol1..2 unless they exist. */
+function errnoOf(err: unknown): string | undefined {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
+/**
+ * `mkdir -p` one level at a time. Not `mkdir(..., { recursive: true })`: where mkdir fails with
+ * ENOENT although the parent exists (procfs, sysfs: `/proc/x`), Node's recursive mkdir retries forever.
+ */
+async function makeDirectories(path: string): Promise<void> {
+  const missing: string[] = [];
+  for (let dir = path; ; dir = dirname(dir)) {
+    const found = await stat(dir).catch((err: unknown) => {
+      if (errnoOf(err) === 'ENOENT') return undefined;
+      throw err;
+    });
+    if (found !== undefined) {
+      if (!found.isDirectory()) throw new Error(`${dir} is not a directory`);
+      break;
+    }
+    missing.unshift(dir);
+    if (dirname(dir) === dir) break;
+  }
+  for (const dir of missing) {
+    await mkdir(dir).catch((err: unknown) => {
+      if (errnoOf(err) !== 'EEXIST') throw err;
+    });
+  }
+}
+
+/**
+ * Creates DIR/config (one file per key) and DIR/disks/<class>/vol1..2 unless they exist. Any
+ * problem with DIR is the user's --sandbox (exit 2), never a bug.
+ */
 export async function prepareSandbox(dir: string): Promise<SandboxLayout> {
   const root = resolve(dir);
   const configDir = join(root, 'config');
   const disksDir = join(root, 'disks');
-  await mkdir(configDir, { recursive: true });
-  if ((await readdir(configDir)).length === 0) {
-    const discovery = join(disksDir, 'local-storage');
-    await writeFile(
-      join(configDir, 'storageClassMap'),
-      `local-storage:\n  hostDir: ${discovery}\n  mountDir: ${discovery}\n  blockCleanerCommand: ["/scripts/quick_reset.sh"]\n`,
-    );
-    for (const vol of ['vol1', 'vol2']) await mkdir(join(discovery, vol), { recursive: true });
+  try {
+    const found = await stat(root).catch(() => undefined);
+    if (found !== undefined && !found.isDirectory()) throw new Error('not a directory');
+    await makeDirectories(configDir);
+    if ((await readdir(configDir)).length === 0) {
+      const discovery = join(disksDir, 'local-storage');
+      await writeFile(
+        join(configDir, 'storageClassMap'),
+        `local-storage:\n  hostDir: ${discovery}\n  mountDir: ${discovery}\n  blockCleanerCommand: ["/scripts/quick_reset.sh"]\n`,
+      );
+      for (const vol of ['vol1', 'vol2']) await makeDirectories(join(discovery, vol));
+    }
+  } catch (err) {
+    throw new UsageError(`--sandbox ${dir}: ${err instanceof Error ? err.message : String(err)}`);
   }
   return { root, configDir, disksDir, adminSocket: join(root, 'admin.sock') };
 }

@@ -53,6 +53,12 @@ export function dns1123SubdomainErrors(value: string): string[] {
   return errors;
 }
 
+/** Why `name` cannot be a Node's name (a DNS-1123 subdomain), or undefined when it can. */
+export function nodeNameProblem(name: string): string | undefined {
+  const errors = dns1123SubdomainErrors(name);
+  return errors.length === 0 ? undefined : `${JSON.stringify(name)} is not a valid Node name: ${errors.join('; ')}`;
+}
+
 /**
  * IsQualifiedName (label keys, annotation keys, finalizers): an optional DNS-subdomain prefix and
  * '/', then a name of at most 63 characters. `what` names the whole thing in the 3-part error.

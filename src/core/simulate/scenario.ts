@@ -8,6 +8,7 @@ import type { Node, YAMLMap } from 'yaml';
 import { ALLOW_NAMES, DEFAULT_RELOAD_GUARD_POLICY, RELOAD_GUARD_POLICIES } from '../config/reload-guard.js';
 import type { GuardedImpact, ReloadGuardPolicy } from '../config/reload-guard.js';
 import type { SourcePosition } from '../errors.js';
+import { nodeNameProblem } from '../kube/validation.js';
 import { Input, readInputText } from './input.js';
 import { readEntry } from './node-facts.js';
 import type { EntryType } from './node-facts.js';
@@ -408,7 +409,11 @@ export function parseScenario(file: string, text: string, options: { baseDir?: s
   input.pairs(root, '', TOP_KEYS);
   const name = input.string(input.get(root, 'name'), 'name') ?? file;
   const description = input.string(input.get(root, 'description'), 'description');
-  const nodeName = input.string(input.get(root, 'node'), 'node');
+  const nodeNode = input.get(root, 'node');
+  const nodeName = input.string(nodeNode, 'node');
+  // Checked here, with its position: the in-memory cluster would refuse the Node later, as a bug.
+  const nodeProblem = nodeName === undefined ? undefined : nodeNameProblem(nodeName);
+  if (nodeProblem !== undefined) input.error('node', nodeProblem, nodeNode);
   const configNode = input.get(root, 'config');
   if (configNode === null) input.error('config', 'is required: the starting config (inline keys or a file)', root);
   const config = configNode !== null ? readConfigInput(input, configNode, 'config', baseDir) : undefined;

@@ -1,6 +1,7 @@
 // The sync loop against the in-memory cluster and node: publishing, scope, change detection,
 // adoption, startup taint, events, and a clean stop.
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { adoptNodeVolumes } from '../../../src/core/agent/adoption.js';
 import { Generation, nodeIdentity } from '../../../src/core/agent/generation.js';
@@ -232,6 +233,37 @@ describe('a sync-loop generation', () => {
     assert.ok(t.cluster.activeWatches >= 2);
     await g.stop();
     assert.equal(t.cluster.activeWatches, 0);
+  });
+
+  it('stopped during a discovery pass, ends with the pass, not one discovery period later', async () => {
+    const t = await setup();
+    let entered = (): void => undefined;
+    let release = (): void => undefined;
+    const inPass = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const listDirectory = t.volumes.listDirectory.bind(t.volumes);
+    t.volumes.listDirectory = async (path) => {
+      entered();
+      await gate;
+      return listDirectory(path);
+    };
+    // Longer than the hang detector below, short enough that a failing run still ends.
+    const g = t.start({ discoveryPeriodMs: 30_000 });
+    await inPass;
+    const stopped = g.stop();
+    release();
+    // A hang detector, not a timing assertion.
+    const timer = new AbortController();
+    const outcome = await Promise.race([
+      stopped.then(() => 'stopped'),
+      delay(10_000, 'still running', { signal: timer.signal }),
+    ]);
+    timer.abort();
+    assert.equal(outcome, 'stopped');
   });
 });
 

@@ -1,5 +1,5 @@
-// diff-config without --from: the running agent's applied config, or /etc/provisioner/config when
-// no agent answers on the admin socket. The built CLI as a process, a fake agent in this process.
+// diff-config without --from: the running agent's applied config, or the node config
+// (/etc/provisioner/config, here PROVISIONER_CONFIG_DIR) when no agent answers on the admin socket. The built CLI as a process, a fake agent in this process.
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -89,22 +89,39 @@ describe('provisioner diff-config with the running agent as --from (process)', (
     assert.equal(r.code, 0, r.stderr);
   });
 
-  it('no agent: falls back to /etc/provisioner/config (here missing: exit 4)', async () => {
+  it('no agent: falls back to the node config, /etc/provisioner/config unless PROVISIONER_CONFIG_DIR says', async () => {
+    // The fallback is injected, so what this machine has at /etc/provisioner/config does not matter.
+    const help = await runCli(['diff-config', '--help']);
+    assert.match(help.stdout, /else\s+\/etc\/provisioner\/config\s+\(or\s+\$PROVISIONER_CONFIG_DIR\)/u);
+    const nodeConfig = join(dir, 'node-config');
+    const env = { PROVISIONER_CONFIG_DIR: nodeConfig };
     const missing = join(dir, 'no-agent', 'admin.sock');
-    const r = await runCli(['diff-config', '--admin-socket', missing, '--to', file('a.yaml')]);
+    const r = await runCli(['diff-config', '--admin-socket', missing, '--to', file('a.yaml')], { env });
     assert.equal(r.code, 4, r.stderr);
-    assert.match(r.stderr, /\/etc\/provisioner\/config/u);
+    assert.match(
+      r.stderr,
+      new RegExp(`^error: ${nodeConfig}: .*\\(and no agent answered on ${missing}\\); pass --from$`, 'mu'),
+    );
     assert.ok(!r.stderr.includes('note:'), 'a missing socket is the normal case: no note');
     assert.ok(!r.stderr.includes('    at '), 'no stack trace');
 
     // A stale socket (the agent died): the same fallback, with a note saying why.
     const stale = join(dir, 'stale.sock');
     await leaveStaleSocket(stale);
-    const s = await runCli(['diff-config', '--admin-socket', stale, '--to', file('a.yaml')]);
+    const s = await runCli(['diff-config', '--admin-socket', stale, '--to', file('a.yaml')], { env });
     assert.equal(s.code, 4, s.stderr);
     assert.match(
       s.stderr,
-      /^note: no agent answered on .*stale\.sock \(connection refused.*\); comparing \/etc\/provisioner\/config$/mu,
+      new RegExp(
+        `^note: no agent answered on .*stale\\.sock \\(connection refused.*\\); comparing ${nodeConfig}$`,
+        'mu',
+      ),
     );
+
+    // When it exists, it is what the candidate is compared with.
+    await writeFile(nodeConfig, CLASS);
+    const same = await runCli(['diff-config', '--admin-socket', missing, '--to', file('a.yaml')], { env });
+    assert.equal(same.code, 0, same.stderr);
+    assert.equal(same.stdout, `No differences (${appliedHash}).\n`);
   });
 });
