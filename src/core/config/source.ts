@@ -2,7 +2,7 @@
 // Reading is the only IO here; turning what was read into a config is pure (snapshot → parse).
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isMap, isScalar, LineCounter, parseAllDocuments } from 'yaml';
+import { isMap, isScalar } from 'yaml';
 import { ConfigSourceError, InvalidConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { configHash } from './canonical.js';
@@ -72,12 +72,8 @@ function kindOf(yaml: YamlText): string | undefined {
 /** A single YAML file: either the keys themselves, or a manifest holding one ConfigMap. */
 export function snapshotFromFileText(path: string, text: string): ConfigSnapshot {
   const sink = new IssueSink();
-  const lines = new LineCounter();
-  const origin = { file: path, lineOffset: 0, columnOffset: 0 };
-  const docs = parseAllDocuments(text, { version: '1.1', lineCounter: lines, uniqueKeys: false, prettyErrors: false });
-  const yamls = (Array.isArray(docs) ? docs : []).map((d) => YamlText.of(d, lines, origin, text));
-  const failed = yamls.map((y) => y.reportErrors(sink, '')).some(Boolean);
-  const nonEmpty = yamls.filter((y) => y.root !== null);
+  const { docs, failed } = YamlText.parseAll(text, { file: path, lineOffset: 0, columnOffset: 0 }, sink, '');
+  const nonEmpty = docs.filter((y) => y.root !== null);
   const configMaps = nonEmpty.filter((y) => kindOf(y) === 'ConfigMap');
   const kinds = [...new Set(nonEmpty.map(kindOf).filter((k): k is string => k !== undefined))];
   const fail = (kind: ConfigSourceKind, message?: string): ConfigSnapshot => {
