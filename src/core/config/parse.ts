@@ -28,6 +28,7 @@ import { suggest } from './suggest.js';
 import {
   asMap,
   asSeq,
+  badKeyReason,
   describeNode,
   IssueSink,
   isNullNode,
@@ -249,7 +250,7 @@ class Decoder {
       const k = keyNode !== null ? scalarValue(keyNode) : undefined;
       const keyPos = at.yaml.position(keyNode);
       if (k === null || k === undefined) {
-        this.sink.error(path, 'mapping keys must be plain strings', keyPos);
+        this.sink.error(path, badKeyReason(keyNode), keyPos);
         continue;
       }
       const key = String(k);

@@ -9,7 +9,7 @@ import { configHash } from './canonical.js';
 import type { ProvisionerConfig } from './model.js';
 import { parseConfigEntries } from './parse.js';
 import type { RawEntry } from './parse.js';
-import { asMap, IssueSink, isNullNode, scalarValue, YamlText } from './yaml-node.js';
+import { asMap, badKeyReason, IssueSink, isNullNode, scalarValue, YamlText } from './yaml-node.js';
 
 export type ConfigSourceKind = 'directory' | 'yaml-file' | 'configmap';
 
@@ -109,7 +109,7 @@ export function snapshotFromFileText(path: string, text: string): ConfigSnapshot
     const keyNode = yaml.resolve(pair.key);
     const key = keyNode !== null ? scalarValue(keyNode) : undefined;
     if (key === null || key === undefined) {
-      sink.error('', 'keys must be plain strings', yaml.position(keyNode));
+      sink.error('', badKeyReason(keyNode), yaml.position(keyNode));
       continue;
     }
     entries.push({
@@ -142,7 +142,7 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
     const key = keyNode !== null ? scalarValue(keyNode) : undefined;
     const value = manifest.resolve(pair.value);
     if (key === null || key === undefined) {
-      sink.error('data', 'keys must be plain strings', manifest.position(keyNode));
+      sink.error('data', badKeyReason(keyNode), manifest.position(keyNode));
       continue;
     }
     const keyText = String(key);

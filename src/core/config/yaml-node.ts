@@ -84,8 +84,10 @@ interface Analysis {
   readonly problems: readonly DocumentProblem[];
 }
 
+/** A key path under path: `a` + `b` = `a.b`, `a` + `[0]` = `a[0]`. */
 function joinPath(path: string, key: string): string {
-  return path === '' ? key : `${path}.${key}`;
+  if (path === '' || key === '') return path + key;
+  return key.startsWith('[') ? `${path}${key}` : `${path}.${key}`;
 }
 
 function offsetOf(node: Node): number | undefined {
@@ -363,6 +365,15 @@ export function scalarValue(node: Node): ScalarValue | undefined {
   }
   if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return v;
   return undefined;
+}
+
+/** Why a mapping key that is no scalar string, number or boolean cannot be a key. */
+export function badKeyReason(node: Node | null): string {
+  // YAML 1.1 merge keys (`<<: *defaults`) are composed as a symbol-valued scalar.
+  if (node !== null && isScalar(node) && typeof node.value === 'symbol') {
+    return 'YAML merge keys (<<) are not supported: write the keys out';
+  }
+  return 'mapping keys must be plain strings';
 }
 
 export function asMap(node: Node | null): YAMLMap | undefined {
