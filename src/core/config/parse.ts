@@ -76,25 +76,25 @@ const SELECTOR_OPERATORS: ReadonlySet<string> = new Set(['In', 'NotIn', 'Exists'
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/u;
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/u;
 
-// Bounds on values, each what the kernel or the Kubernetes API accepts (docs/configuration.md, "Value
-// limits"); a value beyond them could never work, so it is refused when the config is loaded.
+// Bounds on values, each what the kernel or the Kubernetes API accepts (docs/configuration.md,
+// "Limits"); a value beyond them could never work, so it is refused when the config is loaded.
 /** Linux PATH_MAX is 4096 bytes including the terminating NUL. */
-export const PATH_MAX_BYTES = 4095;
+const PATH_MAX_BYTES = 4095;
 /** Linux NAME_MAX: one component of a path. */
-export const NAME_MAX_BYTES = 255;
+const NAME_MAX_BYTES = 255;
 /** Filesystem type names are short words (ext4, xfs, fuse.sshfs); mount(8) takes them as one argument. */
-export const FS_TYPE_MAX_BYTES = 255;
+const FS_TYPE_MAX_BYTES = 255;
 /** A comma-separated list of globs, each matched against a directory entry name. */
-export const NAME_PATTERN_MAX_BYTES = 65_536;
+const NAME_PATTERN_MAX_BYTES = 65_536;
 /** Linux MAX_ARG_STRLEN: the longest single argument execve accepts. */
-export const ARG_MAX_BYTES = 131_072;
+const ARG_MAX_BYTES = 131_072;
 /** Kubernetes label values and the name part of label and taint keys. */
 const LABEL_NAME_MAX = 63;
 /** Echoed values are cut to this many characters in messages. */
 const SHOWN_MAX = 64;
 
 /** A value in a message: quoted and escaped (control characters, NUL), long ones cut. */
-export function shown(value: string): string {
+function shown(value: string): string {
   if (value.length <= SHOWN_MAX) return JSON.stringify(value);
   return `${JSON.stringify(value.slice(0, SHOWN_MAX))}… (${Buffer.byteLength(value, 'utf8')} bytes)`;
 }
@@ -273,7 +273,8 @@ class Decoder {
       const where = `${path}.${key}`;
       const keyProblem = labelKeyProblem(key);
       if (keyProblem !== undefined) this.sink.error(where, keyProblem, keyPosition);
-      const s = this.string(value, where) ?? '';
+      const s = this.string(value, where);
+      if (s === undefined) continue;
       const valueProblem = labelValueProblem(s);
       if (valueProblem !== undefined) this.sink.error(where, valueProblem, this.pos(value));
       out[key] = s;

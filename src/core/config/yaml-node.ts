@@ -174,11 +174,7 @@ function analyze(doc: Document.Parsed): Analysis {
     }
     const depth = isMap(node) || isSeq(node) ? step.depth + 1 : step.depth;
     if (depth > MAX_YAML_DEPTH) {
-      problems.push({
-        offset: offsetOf(node),
-        path: step.path,
-        message: `nesting deeper than ${MAX_YAML_DEPTH} levels of lists and mappings`,
-      });
+      problems.push({ offset: offsetOf(node), path: step.path, message: NESTING_TOO_DEEP });
       break;
     }
     const children: { node: Node; path: string; field: string | undefined }[] = [];
