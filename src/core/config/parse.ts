@@ -431,11 +431,13 @@ class Decoder {
       }
       const op = operator as NodeSelectorOperator;
       const n = values?.length ?? 0;
-      if ((op === 'In' || op === 'NotIn') && n === 0) this.sink.error(`${p}.values`, `must not be empty for ${op}`);
+      const valuesPos = valuesEntry?.position ?? at.yaml.position(itemAt.node);
+      if ((op === 'In' || op === 'NotIn') && n === 0)
+        this.sink.error(`${p}.values`, `must not be empty for ${op}`, valuesPos);
       if ((op === 'Exists' || op === 'DoesNotExist') && n > 0)
-        this.sink.error(`${p}.values`, `must be empty for ${op}`);
+        this.sink.error(`${p}.values`, `must be empty for ${op}`, valuesPos);
       if ((op === 'Gt' || op === 'Lt') && n !== 1)
-        this.sink.error(`${p}.values`, `must have exactly one value for ${op}`);
+        this.sink.error(`${p}.values`, `must have exactly one value for ${op}`, valuesPos);
       out.push(values && values.length > 0 ? { key, operator: op, values } : { key, operator: op });
     });
     return out;
@@ -452,12 +454,8 @@ class Decoder {
     seq.items.forEach((item, i) => {
       const p = `${path}[${i}]`;
       const errorsBefore = this.sink.issues.length;
-      const fields = this.struct(
-        { node: at.yaml.resolve(item), yaml: at.yaml },
-        p,
-        TERM_FIELDS,
-        'a node selector term',
-      );
+      const termAt = { node: at.yaml.resolve(item), yaml: at.yaml };
+      const fields = this.struct(termAt, p, TERM_FIELDS, 'a node selector term');
       if (!fields) return;
       const expr = fields.get('matchExpressions');
       const byField = fields.get('matchFields');
@@ -468,7 +466,8 @@ class Decoder {
       if (matchFields && matchFields.length > 0) term.matchFields = matchFields;
       const failedInside = this.sink.issues.slice(errorsBefore).some((x) => x.severity === 'error');
       if (term.matchExpressions === undefined && term.matchFields === undefined) {
-        if (!failedInside) this.sink.error(p, 'a node selector term needs matchExpressions or matchFields');
+        if (!failedInside)
+          this.sink.error(p, 'a node selector term needs matchExpressions or matchFields', this.pos(termAt));
         return;
       }
       out.push(term);
@@ -791,16 +790,22 @@ export function parseConfigEntries(entries: readonly RawEntry[]): ParseResult {
     removeNodeNotReadyTaint: bool('removeNodeNotReadyTaint'),
     provisionerNotReadyNodeTaintKey,
   };
+  const positionOf = (name: (typeof TOP_NAMES)[number]): SourcePosition | undefined => {
+    const at = get(name);
+    return at ? at.yaml.position(at.node) : undefined;
+  };
   if (config.useAlphaAPI) {
     sink.warn(
       'useAlphaAPI',
       'is deprecated: Kubernetes 1.10+ ignores the alpha node-affinity annotation, so new PVs would have no usable node affinity',
+      positionOf('useAlphaAPI'),
     );
   }
   if (config.removeNodeNotReadyTaint && config.provisionerNotReadyNodeTaintKey === '') {
     sink.warn(
       'removeNodeNotReadyTaint',
       'is on but provisionerNotReadyNodeTaintKey is empty: no taint will be removed',
+      positionOf('removeNodeNotReadyTaint'),
     );
   }
   return { config: sink.hasErrors ? undefined : deepFreeze(config), issues: sink.issues };

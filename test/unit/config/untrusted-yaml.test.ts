@@ -287,6 +287,26 @@ describe('values that cannot work', () => {
     );
   });
 
+  it('every problem of a bad config carries its file and line', () => {
+    const bad = [
+      `${CLASS}labelsForPV: {"a b": "c d"}\n`,
+      `${CLASS}    selector:\n    - matchExpressions:\n      - {key: zone, operator: In}\n      - {key: zone, operator: Exists, values: [a]}\n      - {key: n, operator: Gt, values: [1, 2]}\n    - {}\n`,
+      `${CLASS}  b:\n    hostDir: /mnt/fast\n    mountDir: /mnt/fast/inner\n`,
+      `${CLASS}useAlphaAPI: true\nremoveNodeNotReadyTaint: true\nuseJobForCleaning: maybe\n`,
+    ];
+    for (const text of bad) {
+      let issues: readonly ConfigIssue[] = [];
+      try {
+        issues = parseConfigSnapshot(snapshotFromFileText(FILE, text)).warnings;
+      } catch (err) {
+        if (!(err instanceof InvalidConfigError)) throw err;
+        issues = err.issues;
+      }
+      assert.ok(issues.length > 0, text);
+      for (const i of issues) assert.equal(typeof i.position?.line, 'number', `${i.path}: ${i.message}`);
+    }
+  });
+
   it('a discovery directory in two classes names the line of the second', () => {
     const e = only(
       errorsOf(
