@@ -295,7 +295,7 @@ describe('values that cannot work', () => {
       `${CLASS}useAlphaAPI: true\nremoveNodeNotReadyTaint: true\nuseJobForCleaning: maybe\n`,
     ];
     for (const text of bad) {
-      let issues: readonly ConfigIssue[] = [];
+      let issues: readonly ConfigIssue[];
       try {
         issues = parseConfigSnapshot(snapshotFromFileText(FILE, text)).warnings;
       } catch (err) {
