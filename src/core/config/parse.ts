@@ -725,8 +725,11 @@ function sortedRecord<V>(entries: Iterable<readonly [string, V]>): Record<string
   return out;
 }
 
-/** Decodes and validates the raw keys of one config source into the normalized config. */
-export function parseConfigEntries(entries: readonly RawEntry[]): ParseResult {
+/**
+ * Decodes and validates the raw keys of one config source into the normalized config. sourceFailed:
+ * the source already had errors, so keys may be missing and "nothing configured" is no news.
+ */
+export function parseConfigEntries(entries: readonly RawEntry[], sourceFailed = false): ParseResult {
   const sink = new IssueSink();
   const d = new Decoder(sink);
   const fields = d.matchFields(
@@ -755,7 +758,7 @@ export function parseConfigEntries(entries: readonly RawEntry[]): ParseResult {
     }
   }
   const storageClassMap = sortedRecord(classes.map(([name, c]) => [name, c.config] as const));
-  if (classes.length === 0 && !sink.hasErrors) {
+  if (classes.length === 0 && !sink.hasErrors && !sourceFailed) {
     sink.warn('storageClassMap', 'no storage class is configured: nothing will be discovered');
   }
   checkDiscoveryDirectories(

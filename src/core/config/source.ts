@@ -242,7 +242,10 @@ export async function readConfigSnapshot(path: string): Promise<ConfigSnapshot> 
 
 /** Pure: a snapshot → the normalized config. Throws InvalidConfigError with every problem found. */
 export function parseConfigSnapshot(snapshot: ConfigSnapshot): LoadedConfig {
-  const parsed = parseConfigEntries(snapshot.entries);
+  const parsed = parseConfigEntries(
+    snapshot.entries,
+    snapshot.issues.some((i) => i.severity === 'error'),
+  );
   const issues = [...snapshot.issues, ...parsed.issues];
   if (parsed.config === undefined || issues.some((i) => i.severity === 'error')) {
     throw new InvalidConfigError(snapshot.source.path, issues);

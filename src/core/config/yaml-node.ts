@@ -13,17 +13,27 @@ export interface TextOrigin {
   readonly columnOffset: number;
 }
 
+/** Key paths are built from keys as written; a key of a megabyte must not make a message of one. */
+const PATH_SHOWN_MAX = 256;
+
+function shownPath(path: string): string {
+  return path.length <= PATH_SHOWN_MAX ? path : `${path.slice(0, PATH_SHOWN_MAX)}…`;
+}
+
 export class IssueSink {
   readonly issues: ConfigIssue[] = [];
 
   error(path: string, message: string, position?: SourcePosition): void {
-    this.issues.push(position ? { severity: 'error', path, message, position } : { severity: 'error', path, message });
+    this.add('error', path, message, position);
   }
 
   warn(path: string, message: string, position?: SourcePosition): void {
-    this.issues.push(
-      position ? { severity: 'warning', path, message, position } : { severity: 'warning', path, message },
-    );
+    this.add('warning', path, message, position);
+  }
+
+  private add(severity: ConfigIssue['severity'], path: string, message: string, position?: SourcePosition): void {
+    const issue = { severity, path: shownPath(path), message };
+    this.issues.push(position ? { ...issue, position } : issue);
   }
 
   get hasErrors(): boolean {

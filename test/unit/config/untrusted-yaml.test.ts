@@ -307,6 +307,26 @@ describe('values that cannot work', () => {
     }
   });
 
+  it('a key of half a megabyte makes no message of half a megabyte', () => {
+    const loaded = accepted(`${CLASS}    ? ${'k'.repeat(500_000)}\n    : 1\n`);
+    const warning = loaded.warnings.find((w) => w.message.startsWith('unknown key ignored'));
+    assert.ok(warning, JSON.stringify(loaded.warnings.map((w) => w.message)));
+    assert.ok(warning.path.length <= 257, `path of ${warning.path.length} characters`);
+  });
+
+  it('a source that failed to parse is not also said to configure no storage class', () => {
+    try {
+      parseConfigSnapshot(snapshotFromFileText(FILE, `labelsForPV: ${'['.repeat(200)}\n`));
+      assert.fail('expected the config to be rejected');
+    } catch (err) {
+      if (!(err instanceof InvalidConfigError)) throw err;
+      assert.deepEqual(
+        err.issues.map((i) => i.message),
+        [`nesting deeper than ${MAX_YAML_DEPTH} levels of lists and mappings`],
+      );
+    }
+  });
+
   it('a discovery directory in two classes names the line of the second', () => {
     const e = only(
       errorsOf(
