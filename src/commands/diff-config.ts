@@ -6,7 +6,7 @@ import {
   ProvisionerCommand,
   useColor,
 } from '../cli/base-command.js';
-import { ConfigSourceError, formatIssue, ProvisionerError } from '../core/errors.js';
+import { ConfigSourceError, formatIssue, ProvisionerError, UsageError } from '../core/errors.js';
 import type { AgentConfigSide } from '../core/config/compare.js';
 import type { ImpactClass } from '../core/config/effects.js';
 import { DEFAULT_ADMIN_SOCKET } from './reload.js';
@@ -72,6 +72,14 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
   async run(): Promise<void> {
     const { flags } = await this.parse(DiffConfig);
     this.machineOutput = flags.output === 'json';
+    // An empty path would be reported as ": no such file or directory", naming nothing.
+    for (const [flag, what] of [
+      ['to', 'a config directory, YAML file or ConfigMap manifest'],
+      ['from', 'a config directory, YAML file or ConfigMap manifest'],
+      ['admin-socket', "the path of the agent's admin socket"],
+    ] as const) {
+      if (flags[flag] === '') throw new UsageError(`--${flag}: must not be empty; give ${what}`);
+    }
     const { compareConfigs } = await import('../core/config/compare.js');
     const render = await import('../render/diff-config.js');
     const fallback = defaultConfigDir();

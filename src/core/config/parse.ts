@@ -28,6 +28,7 @@ import { suggest } from './suggest.js';
 import {
   asMap,
   asSeq,
+  badKeyReason,
   describeNode,
   IssueSink,
   isNullNode,
@@ -74,6 +75,69 @@ const ACCESS_MODES = new Set(['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 
 const SELECTOR_OPERATORS: ReadonlySet<string> = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt']);
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/u;
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/u;
+
+// Bounds on values, each what the kernel or the Kubernetes API accepts (docs/configuration.md,
+// "Limits"); a value beyond them could never work, so it is refused when the config is loaded.
+/** Linux PATH_MAX is 4096 bytes including the terminating NUL. */
+const PATH_MAX_BYTES = 4095;
+/** Linux NAME_MAX: one component of a path. */
+const NAME_MAX_BYTES = 255;
+/** Filesystem type names are short words (ext4, xfs, fuse.sshfs); mount(8) takes them as one argument. */
+const FS_TYPE_MAX_BYTES = 255;
+/** A comma-separated list of globs, each matched against a directory entry name. */
+const NAME_PATTERN_MAX_BYTES = 65_536;
+/** Linux MAX_ARG_STRLEN: the longest single argument execve accepts. */
+const ARG_MAX_BYTES = 131_072;
+/** Kubernetes label values and the name part of label and taint keys. */
+const LABEL_NAME_MAX = 63;
+/** Echoed values are cut to this many characters in messages. */
+const SHOWN_MAX = 64;
+
+/** A value in a message: quoted and escaped (control characters, NUL), long ones cut. */
+function shown(value: string): string {
+  if (value.length <= SHOWN_MAX) return JSON.stringify(value);
+  return `${JSON.stringify(value.slice(0, SHOWN_MAX))}… (${Buffer.byteLength(value, 'utf8')} bytes)`;
+}
+
+function codePoint(ch: string): string {
+  return `U+${(ch.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
+}
+
+/**
+ * Why a text value cannot be used as a path, argument or name: not UTF-8 (an unpaired surrogate,
+ * from an escape such as "\ud800"), longer than maxBytes of UTF-8, or holding NUL ('nul') or any
+ * control character ('controls').
+ */
+function textProblem(value: string, maxBytes: number, reject: 'nul' | 'controls'): string | undefined {
+  const surrogate = /\p{Cs}/u.exec(value);
+  if (surrogate) {
+    return `contains ${codePoint(surrogate[0])} at character ${surrogate.index + 1}, half of a UTF-16 pair, which is no character and cannot be written as UTF-8`;
+  }
+  const bytes = Buffer.byteLength(value, 'utf8');
+  if (bytes > maxBytes) return `is ${bytes} bytes long; at most ${maxBytes} bytes are allowed`;
+  const control = (reject === 'nul' ? /\0/u : /\p{Cc}/u).exec(value);
+  if (control) return `contains the control character ${codePoint(control[0])} at character ${control.index + 1}`;
+  return undefined;
+}
+
+/** Why key is not a Kubernetes qualified name (label key, taint key): [prefix/]name. */
+function labelKeyProblem(key: string): string | undefined {
+  const slash = key.lastIndexOf('/');
+  const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
+  const name = slash >= 0 ? key.slice(slash + 1) : key;
+  if (name.length > LABEL_NAME_MAX || !LABEL_NAME.test(name)) {
+    return `${shown(key)} is not a valid label key: the name${prefix === undefined ? '' : ' after the /'} must be 1-63 characters of [A-Za-z0-9-_.], starting and ending with a letter or digit`;
+  }
+  if (prefix !== undefined && (prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix))) {
+    return `${shown(key)} is not a valid label key: the prefix before the / must be a DNS subdomain (lowercase, at most 253 characters)`;
+  }
+  return undefined;
+}
+
+function labelValueProblem(value: string): string | undefined {
+  if (value === '' || (value.length <= LABEL_NAME_MAX && LABEL_NAME.test(value))) return undefined;
+  return `${shown(value)} is not a valid label value (at most 63 characters of [A-Za-z0-9-_.], starting and ending with a letter or digit)`;
+}
 
 class Decoder {
   constructor(readonly sink: IssueSink) {}
@@ -144,7 +208,12 @@ class Decoder {
     return formatGoDuration(parsed.nanos);
   }
 
-  stringList(at: Located, path: string): string[] | undefined {
+  /** A list of strings; check (when given) says why an element cannot be used. */
+  stringList(
+    at: Located,
+    path: string,
+    check?: (value: string, index: number) => string | undefined,
+  ): string[] | undefined {
     if (isNullNode(at.node)) return undefined;
     const seq = asSeq(at.node);
     if (!seq) {
@@ -153,9 +222,15 @@ class Decoder {
     }
     const out: string[] = [];
     seq.items.forEach((item, i) => {
-      const s = this.string({ node: at.yaml.resolve(item), yaml: at.yaml }, `${path}[${i}]`);
-      if (s !== undefined) out.push(s);
-      else if (isNullNode(at.yaml.resolve(item))) this.sink.error(`${path}[${i}]`, 'must not be null', this.pos(at));
+      const itemAt = { node: at.yaml.resolve(item), yaml: at.yaml };
+      const s = this.string(itemAt, `${path}[${i}]`);
+      if (s === undefined) {
+        if (isNullNode(itemAt.node)) this.sink.error(`${path}[${i}]`, 'must not be null', this.pos(at));
+        return;
+      }
+      const problem = check?.(s, i);
+      if (problem !== undefined) this.sink.error(`${path}[${i}]`, problem, this.pos(itemAt));
+      out.push(s);
     });
     return out;
   }
@@ -175,7 +250,7 @@ class Decoder {
       const k = keyNode !== null ? scalarValue(keyNode) : undefined;
       const keyPos = at.yaml.position(keyNode);
       if (k === null || k === undefined) {
-        this.sink.error(path, 'mapping keys must be plain strings', keyPos);
+        this.sink.error(path, badKeyReason(keyNode), keyPos);
         continue;
       }
       const key = String(k);
@@ -189,15 +264,30 @@ class Decoder {
     return out;
   }
 
-  stringMap(at: Located, path: string): Record<string, string> | undefined {
-    const entries = this.entries(at, path, 'a mapping of strings');
+  /** A mapping of Kubernetes labels, each key and value checked where it is written. */
+  labels(at: Located, path: string): Record<string, string> | undefined {
+    const entries = this.entries(at, path, 'a mapping of label keys to values');
     if (!entries) return undefined;
     const out: Record<string, string> = {};
-    for (const [key, value] of entries) {
-      const s = this.string(value, `${path}.${key}`);
-      if (s !== undefined) out[key] = s;
+    for (const [key, value, keyPosition] of entries) {
+      const where = `${path}.${key}`;
+      const keyProblem = labelKeyProblem(key);
+      if (keyProblem !== undefined) this.sink.error(where, keyProblem, keyPosition);
+      const s = this.string(value, where);
+      if (s === undefined) continue;
+      const valueProblem = labelValueProblem(s);
+      if (valueProblem !== undefined) this.sink.error(where, valueProblem, this.pos(value));
+      out[key] = s;
     }
     return out;
+  }
+
+  /** A Kubernetes qualified name (label or taint key) or nothing. */
+  labelKey(at: Located, path: string): string | undefined {
+    const key = this.string(at, path);
+    const problem = key === undefined || key === '' ? undefined : labelKeyProblem(key);
+    if (problem !== undefined) this.sink.error(path, problem, this.pos(at));
+    return key;
   }
 
   /**
@@ -238,7 +328,7 @@ class Decoder {
       if (previous) {
         this.sink.error(
           where,
-          `duplicate key: "${previous.key}" and "${key}" both set ${field} (keys match case-insensitively)`,
+          `duplicate key: ${shown(previous.key)} and ${shown(key)} both set ${field} (keys match case-insensitively)`,
           position,
         );
         continue;
@@ -265,8 +355,13 @@ class Decoder {
         const e = fields.get(f);
         return e ? this.string(e.value, `${p}.${f}`) : undefined;
       };
-      const key = str('key');
+      const keyEntry = fields.get('key');
+      // The API server checks a toleration as it does a taint: a qualified key, a label value.
+      const key = keyEntry ? this.labelKey(keyEntry.value, `${p}.key`) : undefined;
       const value = str('value');
+      const valueProblem = value === undefined ? undefined : labelValueProblem(value);
+      const valueAt = fields.get('value')?.value;
+      if (valueProblem !== undefined) this.sink.error(`${p}.value`, valueProblem, valueAt && this.pos(valueAt));
       const operator = str('operator');
       const effect = str('effect');
       if (key !== undefined && key !== '') t.key = key;
@@ -275,7 +370,7 @@ class Decoder {
         else
           this.sink.error(
             `${p}.operator`,
-            `must be Exists or Equal, found "${operator}"`,
+            `must be Exists or Equal, found ${shown(operator)}`,
             fields.get('operator')?.position,
           );
       }
@@ -285,7 +380,7 @@ class Decoder {
         else
           this.sink.error(
             `${p}.effect`,
-            `must be NoSchedule, PreferNoSchedule or NoExecute, found "${effect}"`,
+            `must be NoSchedule, PreferNoSchedule or NoExecute, found ${shown(effect)}`,
             fields.get('effect')?.position,
           );
       }
@@ -329,18 +424,20 @@ class Decoder {
       if (operator === undefined || !SELECTOR_OPERATORS.has(operator)) {
         this.sink.error(
           `${p}.operator`,
-          `must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt; found ${operator === undefined ? 'nothing' : `"${operator}"`}`,
+          `must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt; found ${operator === undefined ? 'nothing' : shown(operator)}`,
           opEntry?.position ?? at.yaml.position(itemAt.node),
         );
         return;
       }
       const op = operator as NodeSelectorOperator;
       const n = values?.length ?? 0;
-      if ((op === 'In' || op === 'NotIn') && n === 0) this.sink.error(`${p}.values`, `must not be empty for ${op}`);
+      const valuesPos = valuesEntry?.position ?? at.yaml.position(itemAt.node);
+      if ((op === 'In' || op === 'NotIn') && n === 0)
+        this.sink.error(`${p}.values`, `must not be empty for ${op}`, valuesPos);
       if ((op === 'Exists' || op === 'DoesNotExist') && n > 0)
-        this.sink.error(`${p}.values`, `must be empty for ${op}`);
+        this.sink.error(`${p}.values`, `must be empty for ${op}`, valuesPos);
       if ((op === 'Gt' || op === 'Lt') && n !== 1)
-        this.sink.error(`${p}.values`, `must have exactly one value for ${op}`);
+        this.sink.error(`${p}.values`, `must have exactly one value for ${op}`, valuesPos);
       out.push(values && values.length > 0 ? { key, operator: op, values } : { key, operator: op });
     });
     return out;
@@ -357,12 +454,8 @@ class Decoder {
     seq.items.forEach((item, i) => {
       const p = `${path}[${i}]`;
       const errorsBefore = this.sink.issues.length;
-      const fields = this.struct(
-        { node: at.yaml.resolve(item), yaml: at.yaml },
-        p,
-        TERM_FIELDS,
-        'a node selector term',
-      );
+      const termAt = { node: at.yaml.resolve(item), yaml: at.yaml };
+      const fields = this.struct(termAt, p, TERM_FIELDS, 'a node selector term');
       if (!fields) return;
       const expr = fields.get('matchExpressions');
       const byField = fields.get('matchFields');
@@ -373,7 +466,8 @@ class Decoder {
       if (matchFields && matchFields.length > 0) term.matchFields = matchFields;
       const failedInside = this.sink.issues.slice(errorsBefore).some((x) => x.severity === 'error');
       if (term.matchExpressions === undefined && term.matchFields === undefined) {
-        if (!failedInside) this.sink.error(p, 'a node selector term needs matchExpressions or matchFields');
+        if (!failedInside)
+          this.sink.error(p, 'a node selector term needs matchExpressions or matchFields', this.pos(termAt));
         return;
       }
       out.push(term);
@@ -414,8 +508,18 @@ function normalizeDir(
   position: SourcePosition | undefined,
 ): string | undefined {
   if (value === undefined || value === '') return undefined;
+  const problem = textProblem(value, PATH_MAX_BYTES, 'controls');
+  if (problem !== undefined) {
+    sink.error(path, problem, position);
+    return undefined;
+  }
   if (!value.startsWith('/')) {
-    sink.error(path, `must be an absolute path, found "${value}"`, position);
+    sink.error(path, `must be an absolute path, found ${shown(value)}`, position);
+    return undefined;
+  }
+  const long = value.split('/').find((part) => Buffer.byteLength(part, 'utf8') > NAME_MAX_BYTES);
+  if (long !== undefined) {
+    sink.error(path, `the path component ${shown(long)} is longer than ${NAME_MAX_BYTES} bytes (NAME_MAX)`, position);
     return undefined;
   }
   // filepath.Join/Clean semantics: upstream joins entries onto this path.
@@ -428,7 +532,7 @@ function normalizeDir(
   return `/${parts.join('/')}`;
 }
 
-function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): ClassConfig | undefined {
+function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): DecodedClass | undefined {
   const path = `storageClassMap.${name}`;
   const fields = d.struct(at, path, CLASS_NAMES, 'a storage class mapping (hostDir, mountDir, …)');
   if (!fields) {
@@ -449,7 +553,11 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): Cl
   };
 
   if (!DNS1123_SUBDOMAIN.test(name) || name.length > 253) {
-    sink.error(path, `"${name}" is not a valid StorageClass name (lowercase RFC 1123 subdomain)`, classPos);
+    sink.error(
+      path,
+      `${shown(name)} is not a valid StorageClass name (lowercase RFC 1123 subdomain, at most 253 characters)`,
+      classPos,
+    );
   }
   const hostDir = normalizeDir(str('hostDir'), `${path}.hostDir`, sink, posOf('hostDir'));
   const mountDir = normalizeDir(str('mountDir'), `${path}.mountDir`, sink, posOf('mountDir'));
@@ -465,7 +573,10 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): Cl
   let blockCleanerCommand: readonly string[] = DEFAULT_BLOCK_CLEANER_COMMAND;
   const cleaner = get('blockCleanerCommand');
   if (cleaner && !isNullNode(cleaner.node)) {
-    const list = d.stringList(cleaner, `${path}.blockCleanerCommand`);
+    const list = d.stringList(cleaner, `${path}.blockCleanerCommand`, (arg, i) =>
+      // execve takes NUL-terminated strings, each at most MAX_ARG_STRLEN; the command is a path.
+      textProblem(arg, i === 0 ? PATH_MAX_BYTES : ARG_MAX_BYTES, 'nul'),
+    );
     if (list !== undefined) {
       if (list.length === 0) {
         sink.error(
@@ -489,7 +600,7 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): Cl
       const hint = suggest(mode, ['Filesystem', 'Block'], { caseInsensitive: true });
       sink.error(
         `${path}.volumeMode`,
-        `unsupported volume mode "${mode}": expected "Filesystem" or "Block"${hint ? `; did you mean "${hint}"?` : ''}`,
+        `unsupported volume mode ${shown(mode)}: expected "Filesystem" or "Block"${hint ? `; did you mean "${hint}"?` : ''}`,
         posOf('volumeMode'),
       );
     }
@@ -503,19 +614,31 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): Cl
       const hint = suggest(access, [...ACCESS_MODES], { caseInsensitive: true });
       sink.error(
         `${path}.accessMode`,
-        `unsupported access mode "${access}": expected one of ${[...ACCESS_MODES].join(', ')}${hint ? `; did you mean "${hint}"?` : ''}`,
+        `unsupported access mode ${shown(access)}: expected one of ${[...ACCESS_MODES].join(', ')}${hint ? `; did you mean "${hint}"?` : ''}`,
         posOf('accessMode'),
       );
     }
   }
 
-  const fsType = str('fsType') ?? '';
+  let fsType = str('fsType') ?? '';
+  const fsTypeProblem =
+    textProblem(fsType, FS_TYPE_MAX_BYTES, 'controls') ??
+    (/\s/u.test(fsType)
+      ? `${shown(fsType)} contains a space; a filesystem type is one word such as ext4 or xfs`
+      : undefined);
+  if (fsTypeProblem !== undefined) {
+    sink.error(`${path}.fsType`, fsTypeProblem, posOf('fsType'));
+    fsType = '';
+  }
   if (fsType !== '' && volumeMode === 'Block') {
     sink.warn(`${path}.fsType`, 'has no effect when volumeMode is Block', posOf('fsType'));
   }
 
   let namePattern = str('namePattern') ?? '';
-  if (namePattern === '') namePattern = DEFAULT_NAME_PATTERN;
+  // A file name never holds NUL; the bound keeps glob matching cheap.
+  const patternProblem = textProblem(namePattern, NAME_PATTERN_MAX_BYTES, 'nul');
+  if (patternProblem !== undefined) sink.error(`${path}.namePattern`, patternProblem, posOf('namePattern'));
+  if (namePattern === '' || patternProblem !== undefined) namePattern = DEFAULT_NAME_PATTERN;
   const patterns = splitNamePattern(namePattern);
   if (patterns.length === 0) {
     sink.error(`${path}.namePattern`, 'contains no pattern (only commas)', posOf('namePattern'));
@@ -525,12 +648,12 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): Cl
       validateGlob(p);
     } catch (err) {
       if (!(err instanceof BadPatternError)) throw err;
-      sink.error(`${path}.namePattern`, `malformed glob "${p}": ${err.message}`, posOf('namePattern'));
+      sink.error(`${path}.namePattern`, `malformed glob ${shown(p)}: ${err.message}`, posOf('namePattern'));
     }
     if (p !== p.trim()) {
       sink.warn(
         `${path}.namePattern`,
-        `pattern "${p}" has surrounding spaces, which must match literally (patterns are split on "," without trimming)`,
+        `pattern ${shown(p)} has surrounding spaces, which must match literally (patterns are split on "," without trimming)`,
         posOf('namePattern'),
       );
     }
@@ -542,52 +665,47 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): Cl
   const errorsNow = sink.issues.filter((i) => i.severity === 'error').length;
   if (errorsNow > before || hostDir === undefined || mountDir === undefined) return undefined;
   return {
-    hostDir,
-    mountDir,
-    blockCleanerCommand,
-    volumeMode,
-    accessMode,
-    fsType,
-    namePattern,
-    selector,
+    config: { hostDir, mountDir, blockCleanerCommand, volumeMode, accessMode, fsType, namePattern, selector },
+    positions: { hostDir: posOf('hostDir'), mountDir: posOf('mountDir') },
   };
 }
 
-function checkLabels(labels: Readonly<Record<string, string>>, sink: IssueSink): void {
-  for (const [key, value] of Object.entries(labels)) {
-    const slash = key.lastIndexOf('/');
-    const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
-    const name = slash >= 0 ? key.slice(slash + 1) : key;
-    const keyOk =
-      name.length <= 63 &&
-      LABEL_NAME.test(name) &&
-      (prefix === undefined || (prefix.length <= 253 && DNS1123_SUBDOMAIN.test(prefix)));
-    if (!keyOk) sink.error(`labelsForPV.${key}`, `"${key}" is not a valid label key`);
-    if (value !== '' && (value.length > 63 || !LABEL_NAME.test(value))) {
-      sink.error(`labelsForPV.${key}`, `"${value}" is not a valid label value (63 characters of [A-Za-z0-9-_.])`);
-    }
-  }
+type DirField = 'hostDir' | 'mountDir';
+
+/** A decoded class and where its discovery directories are written. */
+interface DecodedClass {
+  readonly config: ClassConfig;
+  readonly positions: Readonly<Record<DirField, SourcePosition>>;
 }
 
-function checkDiscoveryDirectories(classes: Readonly<Record<string, ClassConfig>>, sink: IssueSink): void {
-  const names = Object.keys(classes);
-  for (const [i, a] of names.entries()) {
-    for (const b of names.slice(i + 1)) {
-      const ca = classes[a];
-      const cb = classes[b];
-      if (!ca || !cb) continue;
-      for (const dir of ['hostDir', 'mountDir'] as const) {
-        if (ca[dir] === cb[dir]) {
-          sink.error(
-            `storageClassMap.${b}.${dir}`,
-            `${dir} ${ca[dir]} is also used by storage class ${a}; a discovery directory belongs to exactly one class`,
-          );
-        } else if (cb[dir].startsWith(`${ca[dir]}/`) || ca[dir].startsWith(`${cb[dir]}/`)) {
+/** Each discovery directory belongs to one class; nested ones are a warning. Linear in the paths' length. */
+function checkDiscoveryDirectories(classes: readonly (readonly [string, DecodedClass])[], sink: IssueSink): void {
+  for (const dir of ['hostDir', 'mountDir'] as const) {
+    const owner = new Map<string, string>();
+    for (const [name, c] of classes) {
+      const value = c.config[dir];
+      const other = owner.get(value);
+      if (other !== undefined) {
+        sink.error(
+          `storageClassMap.${name}.${dir}`,
+          `${dir} ${value} is also used by storage class ${other}; a discovery directory belongs to exactly one class`,
+          c.positions[dir],
+        );
+      } else owner.set(value, name);
+    }
+    for (const [name, c] of classes) {
+      const value = c.config[dir];
+      for (let cut = value.lastIndexOf('/'); cut >= 0 && value !== '/'; cut = value.lastIndexOf('/', cut - 1)) {
+        const parent = cut === 0 ? '/' : value.slice(0, cut);
+        const outer = owner.get(parent);
+        if (outer !== undefined && outer !== name) {
           sink.warn(
-            `storageClassMap.${b}.${dir}`,
-            `${dir} ${cb[dir]} and ${ca[dir]} (class ${a}) are nested; each class scans only its first level`,
+            `storageClassMap.${name}.${dir}`,
+            `${dir} ${value} is inside ${parent} (class ${outer}); each class scans only its first level`,
+            c.positions[dir],
           );
         }
+        if (cut === 0) break;
       }
     }
   }
@@ -607,8 +725,11 @@ function sortedRecord<V>(entries: Iterable<readonly [string, V]>): Record<string
   return out;
 }
 
-/** Decodes and validates the raw keys of one config source into the normalized config. */
-export function parseConfigEntries(entries: readonly RawEntry[]): ParseResult {
+/**
+ * Decodes and validates the raw keys of one config source into the normalized config. sourceFailed:
+ * the source already had errors, so keys may be missing and "nothing configured" is no news.
+ */
+export function parseConfigEntries(entries: readonly RawEntry[], sourceFailed = false): ParseResult {
   const sink = new IssueSink();
   const d = new Decoder(sink);
   const fields = d.matchFields(
@@ -628,7 +749,7 @@ export function parseConfigEntries(entries: readonly RawEntry[]): ParseResult {
     return (at ? d.bool(at, name) : undefined) ?? false;
   };
 
-  const classes: [string, ClassConfig][] = [];
+  const classes: [string, DecodedClass][] = [];
   const classMap = get('storageClassMap');
   if (classMap) {
     for (const [name, at] of d.entries(classMap, 'storageClassMap', 'a mapping of storage class names') ?? []) {
@@ -636,24 +757,28 @@ export function parseConfigEntries(entries: readonly RawEntry[]): ParseResult {
       if (c) classes.push([name, c]);
     }
   }
-  const storageClassMap = sortedRecord(classes);
-  if (classes.length === 0 && !sink.hasErrors) {
+  const storageClassMap = sortedRecord(classes.map(([name, c]) => [name, c.config] as const));
+  if (classes.length === 0 && !sink.hasErrors && !sourceFailed) {
     sink.warn('storageClassMap', 'no storage class is configured: nothing will be discovered');
   }
-  checkDiscoveryDirectories(storageClassMap, sink);
+  checkDiscoveryDirectories(
+    classes.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    sink,
+  );
 
   const nodeLabelsAt = get('nodeLabelsForPV');
-  const nodeLabelsForPV = (nodeLabelsAt ? d.stringList(nodeLabelsAt, 'nodeLabelsForPV') : undefined) ?? [];
+  // A key that is no valid label key can match no Node label.
+  const nodeLabelsForPV =
+    (nodeLabelsAt ? d.stringList(nodeLabelsAt, 'nodeLabelsForPV', labelKeyProblem) : undefined) ?? [];
   const labelsAt = get('labelsForPV');
-  const labelsForPV = sortedRecord(Object.entries((labelsAt ? d.stringMap(labelsAt, 'labelsForPV') : undefined) ?? {}));
-  checkLabels(labelsForPV, sink);
+  const labelsForPV = sortedRecord(Object.entries((labelsAt ? d.labels(labelsAt, 'labelsForPV') : undefined) ?? {}));
   const tolerationsAt = get('jobTolerations');
   const jobTolerations = (tolerationsAt ? d.tolerations(tolerationsAt, 'jobTolerations') : undefined) ?? [];
   const resyncAt = get('minResyncPeriod');
   const minResyncPeriod = (resyncAt ? d.duration(resyncAt, 'minResyncPeriod') : undefined) ?? DEFAULT_MIN_RESYNC_PERIOD;
   const taintKeyAt = get('provisionerNotReadyNodeTaintKey');
   const provisionerNotReadyNodeTaintKey =
-    (taintKeyAt ? d.string(taintKeyAt, 'provisionerNotReadyNodeTaintKey') : undefined) ?? '';
+    (taintKeyAt ? d.labelKey(taintKeyAt, 'provisionerNotReadyNodeTaintKey') : undefined) ?? '';
 
   const config: ProvisionerConfig = {
     storageClassMap,
@@ -668,16 +793,22 @@ export function parseConfigEntries(entries: readonly RawEntry[]): ParseResult {
     removeNodeNotReadyTaint: bool('removeNodeNotReadyTaint'),
     provisionerNotReadyNodeTaintKey,
   };
+  const positionOf = (name: (typeof TOP_NAMES)[number]): SourcePosition | undefined => {
+    const at = get(name);
+    return at ? at.yaml.position(at.node) : undefined;
+  };
   if (config.useAlphaAPI) {
     sink.warn(
       'useAlphaAPI',
       'is deprecated: Kubernetes 1.10+ ignores the alpha node-affinity annotation, so new PVs would have no usable node affinity',
+      positionOf('useAlphaAPI'),
     );
   }
   if (config.removeNodeNotReadyTaint && config.provisionerNotReadyNodeTaintKey === '') {
     sink.warn(
       'removeNodeNotReadyTaint',
       'is on but provisionerNotReadyNodeTaintKey is empty: no taint will be removed',
+      positionOf('removeNodeNotReadyTaint'),
     );
   }
   return { config: sink.hasErrors ? undefined : deepFreeze(config), issues: sink.issues };

@@ -2,7 +2,7 @@
 // Reading (bounded, regular files only: read.ts) is the only IO; turning what was read into a config
 // is pure (snapshot → parse).
 import { join } from 'node:path';
-import { isMap, isScalar, LineCounter, parseAllDocuments } from 'yaml';
+import { isMap, isScalar } from 'yaml';
 import { InvalidConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { configHash } from './canonical.js';
@@ -10,7 +10,7 @@ import { decodeConfigText, readSourceBytes } from './read.js';
 import type { ProvisionerConfig } from './model.js';
 import { parseConfigEntries } from './parse.js';
 import type { RawEntry } from './parse.js';
-import { asMap, IssueSink, isNullNode, scalarValue, YamlText } from './yaml-node.js';
+import { asMap, badKeyReason, IssueSink, isNullNode, scalarValue, YamlText } from './yaml-node.js';
 
 export type ConfigSourceKind = 'directory' | 'yaml-file' | 'configmap';
 
@@ -73,12 +73,8 @@ function kindOf(yaml: YamlText): string | undefined {
 /** A single YAML file: either the keys themselves, or a manifest holding one ConfigMap. */
 export function snapshotFromFileText(path: string, text: string): ConfigSnapshot {
   const sink = new IssueSink();
-  const lines = new LineCounter();
-  const origin = { file: path, lineOffset: 0, columnOffset: 0 };
-  const docs = parseAllDocuments(text, { version: '1.1', lineCounter: lines, uniqueKeys: false, prettyErrors: false });
-  const yamls = (Array.isArray(docs) ? docs : []).map((d) => YamlText.of(d, lines, origin, text));
-  const failed = yamls.map((y) => y.reportErrors(sink, '')).some(Boolean);
-  const nonEmpty = yamls.filter((y) => y.root !== null);
+  const { docs, failed } = YamlText.parseAll(text, { file: path, lineOffset: 0, columnOffset: 0 }, sink, '');
+  const nonEmpty = docs.filter((y) => y.root !== null);
   const configMaps = nonEmpty.filter((y) => kindOf(y) === 'ConfigMap');
   const kinds = [...new Set(nonEmpty.map(kindOf).filter((k): k is string => k !== undefined))];
   const fail = (kind: ConfigSourceKind, message?: string): ConfigSnapshot => {
@@ -114,7 +110,7 @@ export function snapshotFromFileText(path: string, text: string): ConfigSnapshot
     const keyNode = yaml.resolve(pair.key);
     const key = keyNode !== null ? scalarValue(keyNode) : undefined;
     if (key === null || key === undefined) {
-      sink.error('', 'keys must be plain strings', yaml.position(keyNode));
+      sink.error('', badKeyReason(keyNode), yaml.position(keyNode));
       continue;
     }
     entries.push({
@@ -147,7 +143,7 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
     const key = keyNode !== null ? scalarValue(keyNode) : undefined;
     const value = manifest.resolve(pair.value);
     if (key === null || key === undefined) {
-      sink.error('data', 'keys must be plain strings', manifest.position(keyNode));
+      sink.error('data', badKeyReason(keyNode), manifest.position(keyNode));
       continue;
     }
     const keyText = String(key);
@@ -197,7 +193,10 @@ export async function readConfigSnapshot(path: string): Promise<ConfigSnapshot> 
 
 /** Pure: a snapshot → the normalized config. Throws InvalidConfigError with every problem found. */
 export function parseConfigSnapshot(snapshot: ConfigSnapshot): LoadedConfig {
-  const parsed = parseConfigEntries(snapshot.entries);
+  const parsed = parseConfigEntries(
+    snapshot.entries,
+    snapshot.issues.some((i) => i.severity === 'error'),
+  );
   const issues = [...snapshot.issues, ...parsed.issues];
   if (parsed.config === undefined || issues.some((i) => i.severity === 'error')) {
     throw new InvalidConfigError(snapshot.source.path, issues);

@@ -1,7 +1,7 @@
 // Reading simulate's own inputs (node-facts and cluster fixtures, scenarios) with positions: every
 // problem names the file, line, column and the key path, and all problems are collected before
 // failing with InvalidInputError (exit 3, like an invalid config).
-import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments } from 'yaml';
+import { isMap, isScalar, isSeq } from 'yaml';
 import type { Node, YAMLMap } from 'yaml';
 import { parseGoDuration } from '../config/duration.js';
 import { decodeConfigText, readRegularFile } from '../config/read.js';
@@ -61,17 +61,9 @@ export class Input {
     readonly file: string,
     text: string,
   ) {
-    const lines = new LineCounter();
     // YAML 1.1, as the config itself and go-yaml v2 read it.
-    const parsed = parseAllDocuments(text, {
-      version: '1.1',
-      lineCounter: lines,
-      uniqueKeys: true,
-      prettyErrors: false,
-    });
     const origin = { file, lineOffset: 0, columnOffset: 0 };
-    this.docs = (Array.isArray(parsed) ? parsed : []).map((d) => YamlText.of(d, lines, origin, text));
-    for (const d of this.docs) d.reportErrors(this.sink, '');
+    this.docs = YamlText.parseAll(text, origin, this.sink, '', { uniqueKeys: true }).docs;
   }
 
   /** The document a node belongs to (for positions and alias resolution); the first by default. */

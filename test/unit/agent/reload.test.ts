@@ -163,6 +163,27 @@ describe('config reload', () => {
     }
   });
 
+  it('rejects an alias to no anchor (namePattern: *disk), which used to read as "not set" and apply as a no-op', async () => {
+    const t = await start('alias');
+    try {
+      await writeConfigMapVolume(t.dir, { storageClassMap: `${CLASS()}  namePattern: *disk\n  fsType: *xfs\n` });
+      const r = await t.agent.reload({ trigger: 'fs' });
+      assert.equal(r.outcome, 'rejected');
+      assert.equal(r.generation, 1);
+      assert.deepEqual(
+        r.issues.filter((i) => i.severity === 'error').map((i) => [i.path, i.position?.line]),
+        [
+          ['storageClassMap.fast.namePattern', 4],
+          ['storageClassMap.fast.fsType', 5],
+        ],
+      );
+      assert.equal(t.agent.appliedConfig().config.storageClassMap['fast']?.namePattern, '*');
+      assert.equal(t.agent.readiness().ok, true);
+    } finally {
+      await t.agent.stop();
+    }
+  });
+
   it('coalesces a burst of requests into at most one pending reload that sees the latest content', async () => {
     const t = await start('burst');
     try {
