@@ -132,11 +132,11 @@ export class YamlBudget {
   }
 
   /** The budget of one simulate fixture or scenario file, which may list thousands of PVs. */
-  static forInput(kind: string): YamlBudget {
+  static forInput(): YamlBudget {
     return new YamlBudget(
       MAX_INPUT_YAML_VALUES,
       MAX_INPUT_QUOTED_CHARS,
-      `a ${kind} listing 5000 PersistentVolumes as kubectl prints them holds about 470000`,
+      'a cluster fixture of 5000 PersistentVolumes as kubectl prints them holds about 470000',
       0,
     );
   }

@@ -65,7 +65,7 @@ export class Input {
     const origin = { file, lineOffset: 0, columnOffset: 0 };
     this.docs = YamlText.parseAll(text, origin, this.sink, '', {
       uniqueKeys: true,
-      budget: YamlBudget.forInput(kind),
+      budget: YamlBudget.forInput(),
     }).docs;
   }
 
