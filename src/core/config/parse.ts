@@ -34,6 +34,7 @@ import {
   isNullNode,
   scalarValue,
   yaml11Bool,
+  YamlBudget,
   YamlText,
   type TextOrigin,
 } from './yaml-node.js';
@@ -486,16 +487,22 @@ const TYPE_OF: ReadonlyMap<string, FieldType> = new Map(
 );
 
 /** Resolve a raw ConfigMap value to a YAML node: text is parsed; a string for a structured field is parsed too. */
-function locate(entry: RawEntry, type: FieldType, path: string, sink: IssueSink): Located | undefined {
+function locate(
+  entry: RawEntry,
+  type: FieldType,
+  path: string,
+  sink: IssueSink,
+  budget: YamlBudget,
+): Located | undefined {
   const v = entry.value;
   if (v.kind === 'text') {
-    const yaml = YamlText.parse(v.text, v.origin, sink, path);
+    const yaml = YamlText.parse(v.text, v.origin, sink, path, budget);
     return yaml ? { node: yaml.root, yaml } : undefined;
   }
   const node = v.node;
   if (STRUCTURED.has(type) && node !== null && isScalar(node) && typeof node.value === 'string') {
     // The single-file layout may hold a key exactly as a ConfigMap does: a YAML document in a string.
-    const yaml = YamlText.parse(node.value, v.yaml.originOfScalarContent(node), sink, path);
+    const yaml = YamlText.parse(node.value, v.yaml.originOfScalarContent(node), sink, path, budget);
     return yaml ? { node: yaml.root, yaml } : undefined;
   }
   return { node, yaml: v.yaml };
@@ -729,7 +736,11 @@ function sortedRecord<V>(entries: Iterable<readonly [string, V]>): Record<string
  * Decodes and validates the raw keys of one config source into the normalized config. sourceFailed:
  * the source already had errors, so keys may be missing and "nothing configured" is no news.
  */
-export function parseConfigEntries(entries: readonly RawEntry[], sourceFailed = false): ParseResult {
+export function parseConfigEntries(
+  entries: readonly RawEntry[],
+  sourceFailed = false,
+  budget = YamlBudget.forConfig(),
+): ParseResult {
   const sink = new IssueSink();
   const d = new Decoder(sink);
   const fields = d.matchFields(
@@ -740,7 +751,7 @@ export function parseConfigEntries(entries: readonly RawEntry[], sourceFailed = 
   const located = new Map<string, Located>();
   for (const [name, { value }] of fields) {
     const type = TYPE_OF.get(name) ?? 'string';
-    const at = locate(value, type, name, sink);
+    const at = locate(value, type, name, sink, budget);
     if (at) located.set(name, at);
   }
   const get = (name: (typeof TOP_NAMES)[number]): Located | undefined => located.get(name);

@@ -10,7 +10,7 @@ import { decodeConfigText, readSourceBytes } from './read.js';
 import type { ProvisionerConfig } from './model.js';
 import { parseConfigEntries } from './parse.js';
 import type { RawEntry } from './parse.js';
-import { asMap, badKeyReason, IssueSink, isNullNode, scalarValue, YamlText } from './yaml-node.js';
+import { asMap, badKeyReason, IssueSink, isNullNode, scalarValue, YamlBudget, YamlText } from './yaml-node.js';
 
 export type ConfigSourceKind = 'directory' | 'yaml-file' | 'configmap';
 
@@ -30,6 +30,8 @@ export interface ConfigSnapshot {
   readonly entries: readonly RawEntry[];
   /** Problems found while splitting the source into keys (e.g. YAML errors of a whole file). */
   readonly issues: readonly ConfigIssue[];
+  /** YAML values parsed while splitting the source into keys: its keys' YAML counts on from here (YamlBudget). */
+  readonly yamlValues: number;
 }
 
 export interface LoadedConfig {
@@ -62,7 +64,7 @@ export function snapshotFromDirectoryFiles(
     });
   const source: ConfigSourceInfo =
     dataDir === undefined ? { path: dir, kind: 'directory' } : { path: dir, kind: 'directory', dataDir };
-  return { source, entries, issues: [] };
+  return { source, entries, issues: [], yamlValues: 0 };
 }
 
 function kindOf(yaml: YamlText): string | undefined {
@@ -73,20 +75,23 @@ function kindOf(yaml: YamlText): string | undefined {
 /** A single YAML file: either the keys themselves, or a manifest holding one ConfigMap. */
 export function snapshotFromFileText(path: string, text: string): ConfigSnapshot {
   const sink = new IssueSink();
-  const { docs, failed } = YamlText.parseAll(text, { file: path, lineOffset: 0, columnOffset: 0 }, sink, '');
+  const budget = YamlBudget.forConfig();
+  const { docs, failed } = YamlText.parseAll(text, { file: path, lineOffset: 0, columnOffset: 0 }, sink, '', {
+    budget,
+  });
   const nonEmpty = docs.filter((y) => y.root !== null);
   const configMaps = nonEmpty.filter((y) => kindOf(y) === 'ConfigMap');
   const kinds = [...new Set(nonEmpty.map(kindOf).filter((k): k is string => k !== undefined))];
   const fail = (kind: ConfigSourceKind, message?: string): ConfigSnapshot => {
     if (message !== undefined) sink.error('', message, { file: path });
-    return { source: { path, kind }, entries: [], issues: sink.issues };
+    return { source: { path, kind }, entries: [], issues: sink.issues, yamlValues: budget.used };
   };
 
   if (failed) return fail('yaml-file');
   const configMap = configMaps[0];
   if (configMaps.length > 1)
     return fail('configmap', `${configMaps.length} ConfigMaps in one file; keep only the one to read`);
-  if (configMap) return snapshotFromConfigMap(path, configMap, sink);
+  if (configMap) return snapshotFromConfigMap(path, configMap, sink, budget.used);
   if (kinds.length > 0) return fail('configmap', `no ConfigMap in this manifest (found ${kinds.join(', ')})`);
   if (nonEmpty.length > 1) {
     return fail(
@@ -119,10 +124,10 @@ export function snapshotFromFileText(path: string, text: string): ConfigSnapshot
       value: { kind: 'node', node: yaml.resolve(pair.value), yaml },
     });
   }
-  return { source: { path, kind: 'yaml-file' }, entries, issues: sink.issues };
+  return { source: { path, kind: 'yaml-file' }, entries, issues: sink.issues, yamlValues: budget.used };
 }
 
-function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink): ConfigSnapshot {
+function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink, yamlValues: number): ConfigSnapshot {
   const root = asMap(manifest.root);
   const metadata = asMap(manifest.resolve(root?.get('metadata', true)));
   const name = metadata?.get('name');
@@ -131,11 +136,11 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
   const source: ConfigSourceInfo = { path, kind: 'configmap', configMap };
   if (root?.has('binaryData')) sink.warn('binaryData', 'binaryData keys are not read as configuration', { file: path });
   const dataNode = manifest.resolve(root?.get('data', true));
-  if (isNullNode(dataNode)) return { source, entries: [], issues: sink.issues };
+  if (isNullNode(dataNode)) return { source, entries: [], issues: sink.issues, yamlValues };
   const data = asMap(dataNode);
   if (!data) {
     sink.error('data', 'expected a mapping of keys to strings', manifest.position(dataNode));
-    return { source, entries: [], issues: sink.issues };
+    return { source, entries: [], issues: sink.issues, yamlValues };
   }
   const entries: RawEntry[] = [];
   for (const pair of data.items) {
@@ -166,7 +171,7 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
       value: { kind: 'text', text: typeof v === 'string' ? v : written, origin: manifest.originOfScalarContent(value) },
     });
   }
-  return { source, entries, issues: sink.issues };
+  return { source, entries, issues: sink.issues, yamlValues };
 }
 
 /**
@@ -196,6 +201,7 @@ export function parseConfigSnapshot(snapshot: ConfigSnapshot): LoadedConfig {
   const parsed = parseConfigEntries(
     snapshot.entries,
     snapshot.issues.some((i) => i.severity === 'error'),
+    YamlBudget.forConfig(snapshot.yamlValues),
   );
   const issues = [...snapshot.issues, ...parsed.issues];
   if (parsed.config === undefined || issues.some((i) => i.severity === 'error')) {

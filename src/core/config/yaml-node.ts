@@ -1,7 +1,7 @@
 // YAML 1.1 parsing with positions mapped back to the file the text came from.
 // Upstream reads its config with go-yaml v2 (YAML 1.1): `yes`, `on`, `y` are booleans there.
-import { Composer, isAlias, isMap, isScalar, isSeq, Lexer, LineCounter, Parser, Scalar } from 'yaml';
-import type { Alias, CST, Document, Node, Pair, YAMLMap, YAMLSeq } from 'yaml';
+import { Composer, CST, isAlias, isMap, isScalar, isSeq, Lexer, LineCounter, Parser, Scalar } from 'yaml';
+import type { Alias, Document, Node, Pair, YAMLMap, YAMLSeq } from 'yaml';
 import type { ConfigIssue, SourcePosition } from '../errors.js';
 
 /** Where a piece of YAML text sits inside its file, so positions point at the real line and column. */
@@ -55,27 +55,156 @@ export const MAX_YAML_DEPTH = 100;
  */
 export const MAX_ALIAS_EXPANSION = 1_048_576;
 
+/**
+ * The most characters of quoted ('…' or "…") scalars one config source may hold in all, counted
+ * between the quotes. The yaml package builds a quoted value character by character (1 MB of them
+ * cost about 100 ms and 30 MB); plain and block scalars are cheap at any length. No config value is
+ * this long (the longest allowed is a blockCleanerCommand argument of 128 KiB), and a whole key's YAML
+ * in a ConfigMap data value belongs in a block scalar (`key: |`).
+ */
+export const MAX_QUOTED_CHARS = 256 * 1024;
+
+/**
+ * The most YAML values (see VALUE_TOKENS) one config source may hold in all its keys. Each costs
+ * about 0.7 KB of transient heap and 5 µs to parse and compose; 200 storage classes with node
+ * selectors of two expressions hold about 12,000.
+ */
+export const MAX_CONFIG_YAML_VALUES = 20_000;
+
+/**
+ * The same bounds for one simulate input file (a fixture or scenario, at most 16 MiB): a cluster
+ * fixture of 5,000 PersistentVolumes as `kubectl get pv -o yaml` prints them holds about 470,000
+ * values.
+ */
+export const MAX_INPUT_YAML_VALUES = 1_000_000;
+export const MAX_INPUT_QUOTED_CHARS = 4 * 1024 * 1024;
+
+/**
+ * The lexemes that each become a node or an entry when composed: scalars, aliases, flow collections,
+ * and the indicators of a list item, an explicit key, a mapping value and a flow entry (a block
+ * collection starts with one of them, and each may add an empty value).
+ */
+const VALUE_TOKENS: ReadonlySet<CST.TokenType> = new Set<CST.TokenType>([
+  'scalar',
+  'single-quoted-scalar',
+  'double-quoted-scalar',
+  'alias',
+  'flow-map-start',
+  'flow-seq-start',
+  'seq-item-ind',
+  'explicit-key-ind',
+  'map-value-ind',
+  'comma',
+]);
+
+/**
+ * What the parses of one source may still build: YAML values and characters of quoted scalars. Each
+ * parse of the source takes from the same budget, so a source of many keys costs no more than one
+ * of one key.
+ */
+export class YamlBudget {
+  private values: number;
+  private quoted = 0;
+  /** Whether a parse already ran out; later parses of the source then fail without saying it again. */
+  private exhausted = false;
+
+  /**
+   * @param scale what a real input holds, for the message ("a config of … holds about …")
+   * @param values values already taken by an enclosing parse (a manifest around its data values)
+   */
+  private constructor(
+    readonly maxValues: number,
+    readonly maxQuoted: number,
+    private readonly scale: string,
+    values: number,
+  ) {
+    this.values = values;
+  }
+
+  /** A config source's budget; `values` counts what splitting it into keys parsed already. */
+  static forConfig(values = 0): YamlBudget {
+    return new YamlBudget(
+      MAX_CONFIG_YAML_VALUES,
+      MAX_QUOTED_CHARS,
+      'a config of 200 storage classes with node selectors holds about 12000',
+      values,
+    );
+  }
+
+  /** The budget of one simulate fixture or scenario file, which may list thousands of PVs. */
+  static forInput(): YamlBudget {
+    return new YamlBudget(
+      MAX_INPUT_YAML_VALUES,
+      MAX_INPUT_QUOTED_CHARS,
+      'a cluster fixture of 5000 PersistentVolumes as kubectl prints them holds about 470000',
+      0,
+    );
+  }
+
+  /** Values taken so far. */
+  get used(): number {
+    return this.values;
+  }
+
+  get spent(): boolean {
+    return this.exhausted;
+  }
+
+  /** Takes one value, of `quotedChars` characters when it is a quoted scalar; why not, when it is one too many. */
+  take(quotedChars: number): string | undefined {
+    this.values += 1;
+    this.quoted += quotedChars;
+    if (this.values > this.maxValues) {
+      this.exhausted = true;
+      return `more than ${this.maxValues} YAML values (scalars, aliases, list items and mapping entries) in this source; ${this.scale}`;
+    }
+    if (this.quoted > this.maxQuoted) {
+      this.exhausted = true;
+      return `more than ${this.maxQuoted} characters of quoted strings ('…' or "…") in this source, which are slow to read; no config value is this long (the longest allowed is a blockCleanerCommand argument of 131072 bytes): write a whole key's YAML in a ConfigMap data value as a block scalar (|), not quoted`;
+    }
+    return undefined;
+  }
+}
+
 const NESTING_TOO_DEEP = `nesting deeper than ${MAX_YAML_DEPTH} levels of lists and mappings`;
 
 const YAML_OPTIONS = { version: '1.1', uniqueKeys: false, prettyErrors: false } as const;
 
-/** Thrown inside the token stream to stop the parse as soon as nesting gets too deep. */
-class NestingTooDeep extends Error {
-  constructor(readonly offset: number) {
-    super('nesting too deep');
+/** Thrown inside the token stream to stop the parse before the yaml package builds too much. */
+class YamlTooCostly extends Error {
+  constructor(
+    readonly offset: number,
+    readonly reason: string,
+  ) {
+    super(reason);
   }
 }
 
 /**
- * The CST tokens of text, stopping at the first point nested deeper than MAX_YAML_DEPTH. The parser's
- * stack holds the document, every open collection and at most one scalar.
+ * The CST tokens of text, stopping before a lexeme that makes the text too costly to compose (one
+ * value or quoted character more than the budget), or at nesting deeper than MAX_YAML_DEPTH (the
+ * parser's stack holds the document, every open collection and at most one scalar).
  */
-function* guardedTokens(text: string, lines: LineCounter): Generator<CST.Token> {
+function* guardedTokens(text: string, lines: LineCounter, budget: YamlBudget): Generator<CST.Token> {
   const parser = new Parser(lines.addNewLine);
   lines.addNewLine(0);
+  // After a scalar marker comes the source of a plain or block scalar, which can start with any character.
+  let scalarSource = false;
   for (const lexeme of new Lexer().lex(text)) {
+    if (scalarSource) {
+      scalarSource = false;
+    } else {
+      const type = CST.tokenType(lexeme);
+      if (type !== null && VALUE_TOKENS.has(type)) {
+        scalarSource = type === 'scalar';
+        const quoted = type === 'single-quoted-scalar' || type === 'double-quoted-scalar';
+        const refused = budget.take(quoted ? Math.max(lexeme.length - 2, 0) : 0);
+        // parser.offset is where this lexeme starts (a scalar marker has no length).
+        if (refused !== undefined) throw new YamlTooCostly(parser.offset, refused);
+      }
+    }
     yield* parser.next(lexeme);
-    if (parser.stack.length > MAX_YAML_DEPTH + 2) throw new NestingTooDeep(parser.offset);
+    if (parser.stack.length > MAX_YAML_DEPTH + 2) throw new YamlTooCostly(parser.offset, NESTING_TOO_DEEP);
   }
   yield* parser.end();
 }
@@ -238,25 +367,30 @@ export class YamlText {
   /**
    * Parses text holding any number of YAML 1.1 documents (a manifest may hold several). Reports every
    * problem to the sink; failed when there was any (docs are then only good for more error reports).
+   * The parse takes its values from options.budget (by default a config source's own).
    */
   static parseAll(
     text: string,
     origin: TextOrigin,
     sink: IssueSink,
     path: string,
-    options: { readonly uniqueKeys?: boolean; readonly forceDoc?: boolean } = {},
+    options: { readonly uniqueKeys?: boolean; readonly forceDoc?: boolean; readonly budget?: YamlBudget } = {},
   ): { readonly docs: readonly YamlText[]; readonly failed: boolean } {
+    const budget = options.budget ?? YamlBudget.forConfig();
+    // The source ran out in an earlier parse, which said so.
+    if (budget.spent) return { docs: [], failed: true };
     const lines = new LineCounter();
     const composer = new Composer({ ...YAML_OPTIONS, uniqueKeys: options.uniqueKeys ?? false });
     const docs: YamlText[] = [];
     try {
-      for (const doc of composer.compose(guardedTokens(text, lines), options.forceDoc ?? false, text.length)) {
+      const tokens = guardedTokens(text, lines, budget);
+      for (const doc of composer.compose(tokens, options.forceDoc ?? false, text.length)) {
         docs.push(new YamlText(doc, lines, origin, text));
       }
     } catch (err) {
-      if (!(err instanceof NestingTooDeep)) throw err;
+      if (!(err instanceof YamlTooCostly)) throw err;
       const at = lines.linePos(err.offset);
-      sink.error(path, NESTING_TOO_DEEP, mapLinePos(origin, at.line, at.col));
+      sink.error(path, err.reason, mapLinePos(origin, at.line, at.col));
       return { docs: [], failed: true };
     }
     const failed = docs.map((y) => y.reportErrors(sink, path)).some(Boolean);
@@ -264,9 +398,15 @@ export class YamlText {
   }
 
   /** Parses text holding one YAML 1.1 document (one config key); undefined after reporting problems. */
-  static parse(text: string, origin: TextOrigin, sink: IssueSink, path: string): YamlText | undefined {
+  static parse(
+    text: string,
+    origin: TextOrigin,
+    sink: IssueSink,
+    path: string,
+    budget = YamlBudget.forConfig(),
+  ): YamlText | undefined {
     // forceDoc: an empty text is one empty document.
-    const { docs, failed } = YamlText.parseAll(text, origin, sink, path, { forceDoc: true });
+    const { docs, failed } = YamlText.parseAll(text, origin, sink, path, { forceDoc: true, budget });
     if (failed) return undefined;
     const [first, second] = docs;
     if (second !== undefined) {

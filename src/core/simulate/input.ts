@@ -6,7 +6,7 @@ import type { Node, YAMLMap } from 'yaml';
 import { parseGoDuration } from '../config/duration.js';
 import { decodeConfigText, readRegularFile } from '../config/read.js';
 import { suggest } from '../config/suggest.js';
-import { describeNode, IssueSink, isNullNode, scalarValue, YamlText } from '../config/yaml-node.js';
+import { describeNode, IssueSink, isNullNode, scalarValue, YamlBudget, YamlText } from '../config/yaml-node.js';
 import { InvalidConfigError } from '../errors.js';
 import type { ConfigIssue, SourcePosition } from '../errors.js';
 import { parseQuantity } from '../kube/quantity.js';
@@ -63,7 +63,10 @@ export class Input {
   ) {
     // YAML 1.1, as the config itself and go-yaml v2 read it.
     const origin = { file, lineOffset: 0, columnOffset: 0 };
-    this.docs = YamlText.parseAll(text, origin, this.sink, '', { uniqueKeys: true }).docs;
+    this.docs = YamlText.parseAll(text, origin, this.sink, '', {
+      uniqueKeys: true,
+      budget: YamlBudget.forInput(),
+    }).docs;
   }
 
   /** The document a node belongs to (for positions and alias resolution); the first by default. */

@@ -65,10 +65,11 @@ describe('provisioner diff-config on untrusted input (process)', () => {
   });
 
   it('an alias bomb is exit 3, not exit 70 "Invalid string length"', async () => {
+    // Plain: 500 kB of quoted text would be refused before any alias (more than 256 KiB of quoted strings).
     const long = 'x'.repeat(500_000);
     await writeFile(
       file('bomb.yaml'),
-      `x: &a "${long}"\n${CLASS}    blockCleanerCommand: [${Array(1200).fill('*a').join(', ')}]\n`,
+      `x: &a ${long}\n${CLASS}    blockCleanerCommand: [${Array(1200).fill('*a').join(', ')}]\n`,
     );
     const r = await diff(file('bomb.yaml'));
     assertInvalid(
@@ -96,6 +97,19 @@ describe('provisioner diff-config on untrusted input (process)', () => {
       await diff(file('fstype.yaml')),
       file('fstype.yaml'),
       `${file('fstype.yaml')}:5:13: storageClassMap.fast.fsType: is 900000 bytes long; at most 255 bytes are allowed`,
+    );
+  });
+
+  it('a key of 60,000 entries (590 kB, under the byte limits) is exit 3: more YAML values than a config holds', async () => {
+    const volume = file('many-values');
+    await mkdir(volume);
+    await writeFile(join(volume, 'storageClassMap'), Array.from({ length: 60_000 }, (_, i) => `k${i}: v`).join('\n'));
+    const r = await diff(volume);
+    // Three values a line (key, `:`, value): the 20,001st is the value of line 6667.
+    assertInvalid(
+      r,
+      volume,
+      `${join(volume, 'storageClassMap')}:6667:8: storageClassMap: more than 20000 YAML values (scalars, aliases, list items and mapping entries) in this source; a config of 200 storage classes with node selectors holds about 12000`,
     );
   });
 

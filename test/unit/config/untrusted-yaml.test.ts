@@ -12,7 +12,12 @@ import {
   snapshotFromFileText,
 } from '../../../src/core/config/source.js';
 import type { ConfigSnapshot, LoadedConfig } from '../../../src/core/config/source.js';
-import { MAX_ALIAS_EXPANSION, MAX_YAML_DEPTH } from '../../../src/core/config/yaml-node.js';
+import {
+  MAX_ALIAS_EXPANSION,
+  MAX_CONFIG_YAML_VALUES,
+  MAX_QUOTED_CHARS,
+  MAX_YAML_DEPTH,
+} from '../../../src/core/config/yaml-node.js';
 
 const FILE = 'config.yaml';
 const DIR = '/etc/provisioner/config';
@@ -183,21 +188,24 @@ describe('YAML that would exhaust the stack, memory or time', () => {
     const e = only(errorsOf(`${levels.join('\n')}\n${CLASS}`));
     assert.match(e.message, new RegExp(`repeat more than ${MAX_ALIAS_EXPANSION} characters of YAML in all`, 'u'));
     assert.equal(typeof e.position?.line, 'number');
-    // One long string repeated: each alias is cheap to parse, the expansion is not.
+    // One long string repeated: each alias is cheap to parse, the expansion is not. (Plain: 500 kB of
+    // quoted text would be refused by MAX_QUOTED_CHARS before any alias.)
     const long = 'x'.repeat(500_000);
     const big = only(
-      errorsOf(`x: &a "${long}"\n${CLASS}    blockCleanerCommand: [${Array(1200).fill('*a').join(', ')}]\n`),
+      errorsOf(`x: &a ${long}\n${CLASS}    blockCleanerCommand: [${Array(1200).fill('*a').join(', ')}]\n`),
     );
     assert.equal(big.path, 'storageClassMap.fast.blockCleanerCommand[2]');
   });
 
   it('many aliases resolve in linear time (the yaml package walks the whole document per alias)', () => {
-    // 20,000 aliases: about a second when linear, about 40 s when quadratic (measured).
-    const text = `x: &z zone\nnodeLabelsForPV:\n${'- *z\n'.repeat(20_000)}${CLASS}`;
+    // As many aliases as MAX_CONFIG_YAML_VALUES allows (each `- *z` is two values; 15 more are around
+    // them): well under a second when linear, about 10 s when quadratic (20,000 took 40 s).
+    const aliases = Math.floor((MAX_CONFIG_YAML_VALUES - 15) / 2);
+    const text = `x: &z zone\nnodeLabelsForPV:\n${'- *z\n'.repeat(aliases)}${CLASS}`;
     const started = performance.now();
     const loaded = accepted(text);
     const seconds = (performance.now() - started) / 1000;
-    assert.equal(loaded.config.nodeLabelsForPV.length, 20_000);
+    assert.equal(loaded.config.nodeLabelsForPV.length, aliases);
     assert.ok(seconds < 10, `took ${seconds.toFixed(1)} s`);
   });
 
@@ -214,6 +222,63 @@ describe('YAML that would exhaust the stack, memory or time', () => {
     assert.match(e.message, /^more than one YAML document: a second one starts here/u);
     assert.doesNotMatch(e.message, /parseAllDocuments/u);
     assert.equal(e.position?.line, 2);
+  });
+
+  const valuesMessage = `more than ${MAX_CONFIG_YAML_VALUES} YAML values (scalars, aliases, list items and mapping entries) in this source; a config of 200 storage classes with node selectors holds about 12000`;
+
+  it(`${MAX_CONFIG_YAML_VALUES} YAML values in a source are fine, one more is refused where it is`, () => {
+    // CLASS is 10 values, `nodeLabelsForPV:` 2, each `- a` 2 (the indicator and the scalar).
+    const labels = (n: number): string => `${CLASS}nodeLabelsForPV:\n${'- a\n'.repeat(n)}`;
+    const fits = (MAX_CONFIG_YAML_VALUES - 12) / 2;
+    assert.equal(accepted(labels(fits)).config.nodeLabelsForPV.length, fits);
+    const e = only(errorsOf(labels(fits + 1)));
+    assert.equal(e.message, valuesMessage);
+    // The value one too many is the `-` of the last item.
+    assert.deepEqual(e.position, { file: FILE, line: 5 + fits + 1, column: 1 });
+  });
+
+  it('the values of all keys of a mounted ConfigMap count together', () => {
+    const storageClassMap = { name: 'storageClassMap', text: 'fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n' };
+    // 12,000 and 9,000 values: each key is under the bound alone, not with the other.
+    const nodeLabels = { name: 'nodeLabelsForPV', text: '- a\n'.repeat(6000) };
+    const labels = { name: 'labelsForPV', text: Array.from({ length: 3000 }, (_, i) => `k${i}: v\n`).join('') };
+    assert.ok(outcome(snapshotFromDirectoryFiles(DIR, [storageClassMap, nodeLabels])).ok);
+    assert.ok(outcome(snapshotFromDirectoryFiles(DIR, [storageClassMap, labels])).ok);
+    const e = only(errorsOfSnapshot(snapshotFromDirectoryFiles(DIR, [storageClassMap, nodeLabels, labels])));
+    assert.equal(e.message, valuesMessage);
+    assert.ok(e.path === 'nodeLabelsForPV' || e.path === 'labelsForPV', e.path);
+    assert.equal(e.position?.file, `${DIR}/${e.path}`);
+  });
+
+  const quotedMessage = `more than ${MAX_QUOTED_CHARS} characters of quoted strings ('…' or "…") in this source, which are slow to read; no config value is this long (the longest allowed is a blockCleanerCommand argument of 131072 bytes): write a whole key's YAML in a ConfigMap data value as a block scalar (|), not quoted`;
+
+  it(`${MAX_QUOTED_CHARS} characters of quoted strings in a source are fine, one more is refused where it is`, () => {
+    // The longest arguments there are: the command (7 characters) and two of 128 KiB add up to the bound.
+    const command = (last: number): string =>
+      `${CLASS}    blockCleanerCommand: ["/bin/sh", "${'a'.repeat(131_072)}", '${'b'.repeat(last)}']\n`;
+    const fits = MAX_QUOTED_CHARS - 7 - 131_072;
+    assert.equal(accepted(command(fits)).config.storageClassMap['fast']?.blockCleanerCommand[2]?.length, fits);
+    const text = command(fits + 1);
+    const e = only(errorsOf(text));
+    assert.equal(e.message, quotedMessage);
+    const line = text.split('\n')[4] ?? '';
+    assert.deepEqual(e.position, { file: FILE, line: 5, column: line.indexOf("'") + 1 });
+  });
+
+  it('a ConfigMap data value of 1 MiB is fine as a block scalar and refused, with the fix, when quoted', () => {
+    const yaml = `fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n#${'x'.repeat(1_000_000)}\n`;
+    const block = yaml
+      .split('\n')
+      .map((l) => (l === '' ? l : `    ${l}`))
+      .join('\n');
+    const manifest = (value: string): string =>
+      `kind: ConfigMap\nmetadata: {name: c}\ndata:\n  storageClassMap: ${value}\n`;
+    const ok = accepted(manifest(`|\n${block}`));
+    assert.deepEqual(Object.keys(ok.config.storageClassMap), ['fast']);
+    const e = only(errorsOf(manifest(JSON.stringify(yaml))));
+    assert.equal(e.message, quotedMessage);
+    assert.match(e.message, /block scalar \(\|\)/u);
+    assert.deepEqual(e.position, { file: FILE, line: 4, column: 20 });
   });
 });
 
@@ -238,8 +303,10 @@ describe('values that cannot work', () => {
     assert.equal(dirError('/mnt/fa\0st'), 'contains the control character U+0000 at character 8');
     assert.equal(dirError('/mnt/a\nb'), 'contains the control character U+000A at character 7');
     assert.match(dirError('/mnt/\ud800'), /U\+D800 at character 6, half of a UTF-16 pair/u);
-    const huge = dirError(`/${'a/'.repeat(500_000)}`);
-    assert.equal(huge, 'is 1000001 bytes long; at most 4095 bytes are allowed');
+    // Plain: a quoted 1 MB would be refused by MAX_QUOTED_CHARS first.
+    const huge = only(errorsOf(`storageClassMap:\n  fast:\n    hostDir: /${'a/'.repeat(500_000)}\n    mountDir: /m\n`));
+    assert.equal(huge.message, 'is 1000001 bytes long; at most 4095 bytes are allowed');
+    assert.equal(huge.position?.line, 3);
     assert.match(
       dirError(`/mnt/${'a'.repeat(256)}`),
       /^the path component "a{64}"… \(256 bytes\) is longer than 255 bytes/u,
@@ -250,9 +317,11 @@ describe('values that cannot work', () => {
   });
 
   it('fsType: one word of at most 255 bytes; namePattern: no NUL, at most 64 KiB', () => {
-    assert.equal(
-      classError('fsType', 'x'.repeat(900_000)).message,
-      'is 900000 bytes long; at most 255 bytes are allowed',
+    // Plain: a quoted 900 kB would be refused by MAX_QUOTED_CHARS first.
+    const long = only(errorsOf(`${CLASS}    fsType: ${'x'.repeat(900_000)}\n`));
+    assert.deepEqual(
+      [long.path, long.message],
+      ['storageClassMap.fast.fsType', 'is 900000 bytes long; at most 255 bytes are allowed'],
     );
     assert.match(classError('fsType', 'ext 4').message, /contains a space/u);
     assert.match(classError('fsType', 'ext4\u0007').message, /U\+0007/u);
