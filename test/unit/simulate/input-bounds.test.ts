@@ -60,4 +60,20 @@ describe('simulate input bounds', () => {
       },
     );
   });
+
+  it('a duplicate key is found in a mapping of 40,000 keys (a Set per mapping, not the quadratic check)', () => {
+    const labels = Array.from({ length: 40_000 }, (_, i) => `      k${String(i)}: v`).join('\n');
+    const text = `apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Node\n    metadata:\n      name: a\n      labels:\n${labels}\n      k7: again\n`;
+    assert.throws(
+      () => parseClusterFixture('cluster.yaml', text),
+      (err: unknown) => {
+        assert.ok(err instanceof InvalidInputError);
+        assert.deepEqual(
+          err.issues.map((i) => [i.message, i.position?.line]),
+          [['the key "k7" appears twice in one mapping', 40_009]],
+        );
+        return true;
+      },
+    );
+  });
 });
