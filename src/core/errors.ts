@@ -69,16 +69,28 @@ export class StartupError extends ProvisionerError {
   readonly code = 'startup-failed';
 }
 
-/** A config that was read but is invalid. Holds every problem found, not only the first. */
+/** The most errors (and, apart, warnings) an InvalidConfigError carries: enough to fix a config, bounded for any input. */
+export const MAX_REPORTED_ISSUES = 100;
+
+/** A config that was read but is invalid. Holds every problem found (the first MAX_REPORTED_ISSUES of each severity). */
 export class InvalidConfigError extends ProvisionerError {
   readonly exitCode = ExitCode.InvalidConfig;
   readonly code = 'invalid-config';
+  readonly issues: readonly ConfigIssue[];
   constructor(
     readonly source: string,
-    readonly issues: readonly ConfigIssue[],
+    issues: readonly ConfigIssue[],
   ) {
     const errors = issues.filter((i) => i.severity === 'error');
-    super(`invalid configuration in ${source} (${errors.length} ${errors.length === 1 ? 'problem' : 'problems'})`);
+    const warnings = issues.filter((i) => i.severity === 'warning');
+    const shown = errors.length > MAX_REPORTED_ISSUES ? `; the first ${String(MAX_REPORTED_ISSUES)} are shown` : '';
+    super(
+      `invalid configuration in ${source} (${String(errors.length)} ${errors.length === 1 ? 'problem' : 'problems'}${shown})`,
+    );
+    this.issues =
+      issues.length <= MAX_REPORTED_ISSUES
+        ? issues
+        : [...errors.slice(0, MAX_REPORTED_ISSUES), ...warnings.slice(0, MAX_REPORTED_ISSUES)];
   }
 }
 

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { InvalidConfigError } from '../../../src/core/errors.js';
+import { InvalidConfigError, MAX_REPORTED_ISSUES } from '../../../src/core/errors.js';
 import type { ConfigIssue } from '../../../src/core/errors.js';
 import {
   parseConfigSnapshot,
@@ -279,6 +279,23 @@ describe('YAML that would exhaust the stack, memory or time', () => {
     assert.equal(e.message, quotedMessage);
     assert.match(e.message, /block scalar \(\|\)/u);
     assert.deepEqual(e.position, { file: FILE, line: 4, column: 20 });
+  });
+});
+
+describe('how many problems are reported', () => {
+  it(`at most ${String(MAX_REPORTED_ISSUES)} errors are carried, and the message says how many there were`, () => {
+    const classes = Array.from({ length: 300 }, (_, i) => `  c${String(i)}:\n    hostDir: relative${String(i)}\n`).join(
+      '',
+    );
+    assert.throws(
+      () => parseConfigSnapshot(snapshotFromDirectoryFiles(DIR, [{ name: 'storageClassMap', text: classes }])),
+      (err: unknown) => {
+        assert.ok(err instanceof InvalidConfigError);
+        assert.equal(err.issues.filter((i) => i.severity === 'error').length, MAX_REPORTED_ISSUES);
+        assert.match(err.message, /\((\d{3,}) problems; the first 100 are shown\)$/u);
+        return true;
+      },
+    );
   });
 });
 
