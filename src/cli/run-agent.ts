@@ -2,12 +2,10 @@
 // agent and keeps the process alive until a shutdown signal, then stops it within a deadline.
 import { Agent } from '../core/agent/agent.js';
 import type { AgentOptions } from '../core/agent/agent.js';
-import { ensureStorageClasses, prepareSandbox, SANDBOX_NODE, sandboxCluster } from '../core/agent/sandbox.js';
 import { ProcessCleaner } from '../core/cleanup/cleaner.js';
 import { systemClock } from '../core/clock.js';
 import type { Cluster } from '../core/kube/cluster.js';
 import { LinuxVolumes } from '../core/node/linux-volumes.js';
-import { SandboxVolumes } from '../core/node/sandbox-volumes.js';
 import type { NodeVolumes } from '../core/node/volumes.js';
 import { installSignalHandlers, withDeadline } from './lifecycle.js';
 import { connectCluster } from './cluster-connection.js';
@@ -38,6 +36,10 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
   let volumes: NodeVolumes = new LinuxVolumes();
   const holder: { agent?: Agent } = {};
   if (options.sandbox !== undefined) {
+    // Loaded only here: the in-memory cluster is not part of a real agent's memory and start-up.
+    const { ensureStorageClasses, prepareSandbox, SANDBOX_NODE, sandboxCluster } =
+      await import('../core/agent/sandbox.js');
+    const { SandboxVolumes } = await import('../core/node/sandbox-volumes.js');
     const layout = await prepareSandbox(options.sandbox);
     const memory = await sandboxCluster();
     cluster = memory;
@@ -99,6 +101,7 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
       cluster instanceof (await import('../core/kube/memory-cluster.js')).MemoryCluster
     ) {
       const memory = cluster;
+      const { ensureStorageClasses } = await import('../core/agent/sandbox.js');
       agent.subscribe((event) => {
         if (event.type === 'reload' && event.result.outcome === 'applied')
           void ensureStorageClasses(memory, agent.appliedConfig().config);

@@ -77,7 +77,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       default: '30s',
     }),
     'change-poll-interval': Flags.string({
-      description: 'How often the mount table and discovery directories are checked for changes (Go duration).',
+      description:
+        'Poll interval for mount-table and discovery-directory changes when findmnt cannot report them as events; 0 turns change detection off (Go duration).',
       default: '500ms',
     }),
     'create-concurrency': Flags.integer({

@@ -313,5 +313,105 @@ export function nodeVolumesContract(
         );
       });
     });
+
+    describe('watchChanges', () => {
+      /** A watch of dirs that counts reports; next() resolves on the next report (or fails after 3 s). */
+      async function watching(volumes: NodeVolumes, directories: readonly string[]) {
+        const abort = new AbortController();
+        let reports = 0;
+        let waiter: (() => void) | undefined;
+        const watch = volumes.watchChanges({
+          directories,
+          signal: abort.signal,
+          onChange: () => {
+            reports++;
+            waiter?.();
+          },
+        });
+        assert.deepEqual(await watch.ready, { ok: true });
+        return {
+          watch,
+          reports: () => reports,
+          abort: () => {
+            abort.abort();
+          },
+          /** Runs change, then waits for a report it caused. */
+          async reported(what: string, change: () => Promise<void>): Promise<void> {
+            const seen = new Promise<void>((resolve, reject) => {
+              const timer = setTimeout(() => {
+                reject(new Error(`no change reported within 3 s for ${what}`));
+              }, 3000);
+              waiter = () => {
+                clearTimeout(timer);
+                resolve();
+              };
+            });
+            await change();
+            await seen;
+            waiter = undefined;
+          },
+        };
+      }
+
+      it('reports mounting and unmounting, also outside the watched directories', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const w = await watching(volumes, []);
+        try {
+          const mnt = posix.join(dir, 'disk 1');
+          await w.reported('a mount', () => fx.mountFilesystem(mnt, FS_BYTES));
+          await w.reported('an unmount', () => fx.unmount(mnt));
+        } finally {
+          w.abort();
+          assert.deepEqual(await w.watch.done, { ok: true });
+        }
+      });
+
+      it('reports entries created and removed in a watched directory: a directory, a block-device symlink, a file', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const watched = posix.join(dir, 'discovery');
+        await fx.makeDirectory(watched);
+        await fx.makeDirectory(posix.join(dir, 'dev'));
+        await fx.makeBlockDevice(posix.join(dir, 'dev', 'disk0'), DEVICE_BYTES);
+        const w = await watching(volumes, [watched]);
+        try {
+          await w.reported('a new directory', () => fx.makeDirectory(posix.join(watched, AWKWARD_NAME)));
+          await w.reported('a new symlink', () => fx.makeSymlink(posix.join(watched, 'ssd1'), '../dev/disk0'));
+          await w.reported('a new file', () => fx.makeFile(posix.join(watched, 'file')));
+          await w.reported('a removed symlink', () => fx.remove(posix.join(watched, 'ssd1')));
+        } finally {
+          w.abort();
+          await w.watch.done;
+        }
+      });
+
+      it('keeps watching a directory after a filesystem was mounted on it', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const watched = posix.join(dir, 'discovery');
+        await fx.makeDirectory(watched);
+        const w = await watching(volumes, [watched]);
+        try {
+          await w.reported('a mount on the directory', () => fx.mountFilesystem(watched, FS_BYTES));
+          await w.reported('an entry in the new filesystem', () => fx.makeDirectory(posix.join(watched, 'vol')));
+        } finally {
+          w.abort();
+          await w.watch.done;
+          await fx.unmount(watched);
+        }
+      });
+
+      it('reports nothing after the signal aborted, and settles done', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const watched = posix.join(dir, 'discovery');
+        await fx.makeDirectory(watched);
+        const w = await watching(volumes, [watched]);
+        w.abort();
+        assert.deepEqual(await w.watch.done, { ok: true });
+        const before = w.reports();
+        await fx.makeDirectory(posix.join(watched, 'late'));
+        await fx.mountFilesystem(posix.join(dir, 'late-mount'), FS_BYTES);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        assert.equal(w.reports(), before);
+      });
+    });
   });
 }

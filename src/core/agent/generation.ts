@@ -44,7 +44,10 @@ export interface GenerationDeps {
 
 export interface GenerationSettings {
   readonly discoveryPeriodMs: number;
-  /** How often the cheap change detector (mount table + directory listings) runs; 0 disables it. */
+  /**
+   * 0 disables change detection (only the discovery period's passes); otherwise changes are
+   * watched as events, and polled at this interval when the node cannot report them.
+   */
   readonly changePollMs: number;
   readonly createConcurrency: number;
   /** Namespace of cleanup Jobs (MY_NAMESPACE). */
@@ -428,11 +431,39 @@ export class Generation {
   }
 
   /**
-   * Cheap change detection between full passes: the mount table and the discovery directories'
-   * listings, hashed. A new mount or device link triggers a pass at once instead of waiting for
-   * the discovery period.
+   * Change detection between full passes. The node reports mount-table changes and entries
+   * created or removed in the discovery directories as they happen, and each report triggers a
+   * pass (coalesced with one in progress). When it cannot (no findmnt), the cheap poll instead.
+   * The discovery period's full pass stays the safety net either way.
    */
   private async watchForChanges(signal: AbortSignal): Promise<void> {
+    const directories = [...new Set(Object.values(this.config.storageClassMap).map((c) => c.mountDir))];
+    const watch = this.deps.volumes.watchChanges({
+      directories,
+      signal,
+      onChange: () => {
+        this.trigger();
+      },
+    });
+    const ready = await watch.ready;
+    // A change between start-up and now was not reported: one pass covers it.
+    if (ready.ok) this.trigger();
+    const done = await watch.done;
+    if (isAborted(signal)) return;
+    const reason = ready.ok ? (done.ok ? 'the watch ended' : done.reason) : ready.reason;
+    this.deps.logger.log('warn', 'no mount-table and directory events; polling for changes', {
+      reason,
+      intervalMs: this.settings.changePollMs,
+    });
+    await this.pollForChanges(signal);
+  }
+
+  /**
+   * The fallback: the mount table and the discovery directories' listings, hashed every
+   * changePollMs. A new mount or device link triggers a pass at once instead of waiting for the
+   * discovery period.
+   */
+  private async pollForChanges(signal: AbortSignal): Promise<void> {
     let previous: string | undefined;
     while (!signal.aborted) {
       try {

@@ -1,7 +1,9 @@
 // The Cluster port over the Kubernetes REST API, on node:http(s) alone (no client library: start-up
 // time and memory matter for a per-node agent). JSON in and out, Status bodies mapped to
 // KubeApiError, watches as newline-delimited JSON streams, a client-side token-bucket rate limiter,
-// and bearer tokens re-read from their file as projected service-account tokens rotate.
+// and bearer tokens re-read from their file as projected service-account tokens rotate. Responses
+// are asked for gzip (a LIST of PV metadata shrinks about 15×) and decompressed as a stream,
+// bounded per response and per watch event so a hostile server cannot exhaust memory.
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { systemClock, type Clock } from '../clock.js';
@@ -18,6 +20,8 @@ import {
 import { readCredentialFile } from './kubeconfig.js';
 import type { ConnectionSettings, ReadTextFile } from './kubeconfig.js';
 import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
+import { pipeline, type Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
 
 export interface RestClusterOptions {
   readonly connection: ConnectionSettings;
@@ -38,6 +42,10 @@ export interface RestClusterOptions {
   /** Namespace of namespaced calls that name none (default `default`). */
   readonly defaultNamespace?: string;
   readonly readFile?: ReadTextFile;
+  /** Largest response body accepted, decompressed (default 256 MiB). */
+  readonly maxResponseBytes?: number;
+  /** Largest single watch event accepted, decompressed (default 16 MiB). */
+  readonly maxWatchEventBytes?: number;
 }
 
 const DEFAULT_QPS = 200;
@@ -46,6 +54,9 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_TOKEN_REFRESH_MS = 60_000;
 const DEFAULT_MAX_RETRIES = 3;
 const MAX_RETRY_DELAY_MS = 10_000;
+// etcd stores objects of at most 1.5 MiB; a page of 5,000 full PVs is well under 64 MiB.
+const DEFAULT_MAX_RESPONSE_BYTES = 256 * 2 ** 20;
+const DEFAULT_MAX_WATCH_EVENT_BYTES = 16 * 2 ** 20;
 
 /**
  * A token bucket (golang.org/x/time/rate style): `burst` requests at once, then `qps` per second.
@@ -226,6 +237,8 @@ export class RestCluster implements Cluster {
   private readonly maxRetries: number;
   private readonly defaultNamespace: string;
   private readonly readFile: ReadTextFile;
+  private readonly maxResponseBytes: number;
+  private readonly maxWatchEventBytes: number;
   private cachedToken: { value: string; readAt: number } | undefined;
   private tokenRead: Promise<string> | undefined;
 
@@ -255,6 +268,8 @@ export class RestCluster implements Cluster {
     this.maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
     this.defaultNamespace = options.defaultNamespace ?? 'default';
     this.readFile = options.readFile ?? readCredentialFile;
+    this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    this.maxWatchEventBytes = options.maxWatchEventBytes ?? DEFAULT_MAX_WATCH_EVENT_BYTES;
     this.persistentVolumes = this.client<PersistentVolume>(RESOURCES.persistentVolumes);
     this.storageClasses = this.client<StorageClass>(RESOURCES.storageClasses);
     this.nodes = this.client<Node>(RESOURCES.nodes);
@@ -386,6 +401,7 @@ export class RestCluster implements Cluster {
         : Buffer.from(typeof spec.body === 'string' ? spec.body : JSON.stringify(spec.body));
     const headers: OutgoingHttpHeaders = {
       Accept: spec.accept ?? 'application/json',
+      'Accept-Encoding': 'gzip',
       'User-Agent': this.userAgent,
       // Always framed: a DELETE with an unframed body is misread by the server.
       'Content-Length': payload?.length ?? 0,
@@ -423,10 +439,22 @@ export class RestCluster implements Cluster {
   }
 
   private async readBody(res: IncomingMessage): Promise<string> {
-    res.setEncoding('utf8');
-    let body = '';
-    for await (const chunk of res) body += chunk as string;
-    return body;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of decoded(res)) {
+      const buffer = chunk as Buffer;
+      size += buffer.length;
+      if (size > this.maxResponseBytes) {
+        res.destroy();
+        throw new KubeApiError(
+          500,
+          'InternalError',
+          `response body larger than ${String(this.maxResponseBytes)} bytes (decompressed)`,
+        );
+      }
+      chunks.push(buffer);
+    }
+    return Buffer.concat(chunks, size).toString('utf8');
   }
 
   private retryDelayMs(res: IncomingMessage): number | undefined {
@@ -492,9 +520,10 @@ export class RestCluster implements Cluster {
           if (status === 401) this.cachedToken = undefined;
           throw statusToError(status, await this.readBody(res));
         }
-        res.setEncoding('utf8');
+        const body = decoded(res);
+        body.setEncoding('utf8');
         let buffer = '';
-        for await (const chunk of res) {
+        for await (const chunk of body) {
           buffer += chunk as string;
           let newline: number;
           while ((newline = buffer.indexOf('\n')) >= 0) {
@@ -504,6 +533,14 @@ export class RestCluster implements Cluster {
             const event = parseWatchLine<T>(line);
             if (event !== undefined) yield event;
             if (isAborted(signal)) return;
+          }
+          // The unfinished line, in UTF-16 units (never more than its UTF-8 bytes).
+          if (buffer.length > this.maxWatchEventBytes) {
+            throw new KubeApiError(
+              500,
+              'InternalError',
+              `watch event larger than ${String(this.maxWatchEventBytes)} bytes (decompressed)`,
+            );
           }
         }
         const rest = buffer.trim();
@@ -521,6 +558,20 @@ export class RestCluster implements Cluster {
     };
     return { [Symbol.asyncIterator]: () => iterate.call(this) };
   }
+}
+
+/** The response body as sent before Content-Encoding (gzip is decompressed as it streams). */
+function decoded(res: IncomingMessage): Readable {
+  const encoding = res.headers['content-encoding']?.trim().toLowerCase();
+  if (encoding === undefined || encoding === '' || encoding === 'identity') return res;
+  if (encoding !== 'gzip') {
+    res.destroy();
+    throw new KubeApiError(500, 'InternalError', `unsupported Content-Encoding ${JSON.stringify(encoding)}`);
+  }
+  const gunzip = createGunzip();
+  // Errors of either side end up on gunzip, where the reader sees them.
+  pipeline(res, gunzip, () => undefined);
+  return gunzip;
 }
 
 /** One line of a watch stream; ERROR events (e.g. 410 Expired) become a thrown KubeApiError. */

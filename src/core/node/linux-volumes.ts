@@ -5,15 +5,18 @@
 import { lstat, readFile, readdir, realpath, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 
+import { PROC_MOUNTINFO, watchLinuxChanges } from './linux-change-watch.js';
 import { parseMountInfo, type MountInfoEntry } from './mountinfo.js';
 import { NodeVolumeError, errnoCode, wrapSystemError } from './volume-error.js';
-import type { EntryInfo, EntryKind, NodeVolumes } from './volumes.js';
+import type { ChangeWatch, ChangeWatchOptions, EntryInfo, EntryKind, NodeVolumes } from './volumes.js';
 
 export interface LinuxVolumesOptions {
   /** The mountinfo file to read; default `/proc/self/mountinfo`. */
   readonly mountInfoPath?: string;
   /** Where sysfs is mounted; default `/sys`. Block sizes come from `<sysRoot>/dev/block/M:m/size`. */
   readonly sysRoot?: string;
+  /** The util-linux findmnt that reports mount-table changes; default `findmnt` from PATH. */
+  readonly findmnt?: string;
 }
 
 /** sysfs reports block device sizes in 512-byte sectors whatever the device's block size. */
@@ -49,10 +52,17 @@ function isMissing(error: unknown): boolean {
 export class LinuxVolumes implements NodeVolumes {
   readonly mountInfoPath: string;
   readonly sysRoot: string;
+  readonly findmnt: string;
 
   constructor(options: LinuxVolumesOptions = {}) {
-    this.mountInfoPath = options.mountInfoPath ?? '/proc/self/mountinfo';
+    this.mountInfoPath = options.mountInfoPath ?? PROC_MOUNTINFO;
     this.sysRoot = options.sysRoot ?? '/sys';
+    this.findmnt = options.findmnt ?? 'findmnt';
+  }
+
+  /** A long-lived `findmnt --poll` child for the mount table, inotify for the directories. */
+  watchChanges(options: ChangeWatchOptions): ChangeWatch {
+    return watchLinuxChanges({ ...options, findmnt: this.findmnt, mountInfoPath: this.mountInfoPath });
   }
 
   async mountPoints(): Promise<readonly MountInfoEntry[]> {

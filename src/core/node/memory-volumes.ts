@@ -8,6 +8,8 @@
 //   compared as exact strings; the table lists mounts in mount order;
 // - filesystemCapacity answers for the filesystem on top at the path (the last mounted one
 //   whose mount point contains it).
+// - watchChanges reports every mount-table change and entries created or removed directly in a
+//   watched directory (not capacity or size changes), on a microtask after the mutation.
 // What it does not model: a mount does not hide or alias directory contents (a bind mount's target
 // is its own directory tree), permissions, and file contents.
 
@@ -15,7 +17,7 @@ import { posix } from 'node:path';
 
 import { encodeMountInfoField } from './mountinfo.js';
 import { NodeVolumeError, type NodeVolumeOperation } from './volume-error.js';
-import type { EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
+import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
 
 interface DirectoryNode {
   readonly type: 'directory';
@@ -55,6 +57,9 @@ export interface MemoryVolumesOptions {
   readonly rootMount?: boolean;
 }
 
+/** notify's concern for a mount-table change: every watcher. */
+const ALL_DIRECTORIES = (): boolean => true;
+
 /** The most symlinks one lookup follows before ELOOP (Linux's MAXSYMLINKS). */
 const MAX_SYMLINKS = 40;
 const GiB = 1024 ** 3;
@@ -77,6 +82,7 @@ export class MemoryVolumes implements NodeVolumes {
   private nextAnonymousMinor = 100;
   private nextBlockMinor = 0;
   private readonly defaultCapacity: number;
+  private readonly watchers = new Set<ChangeWatchOptions>();
 
   constructor(options: MemoryVolumesOptions = {}) {
     this.defaultCapacity = options.defaultCapacity ?? 100 * GiB;
@@ -131,6 +137,23 @@ export class MemoryVolumes implements NodeVolumes {
         throw this.error('blockDeviceCapacity', path, 'ENOTBLK', 'not a block device');
       return found.node.size;
     });
+  }
+
+  watchChanges(options: ChangeWatchOptions): ChangeWatch {
+    const ended: Promise<{ ok: true }> = Promise.resolve({ ok: true });
+    if (options.signal.aborted) return { ready: ended, done: ended };
+    this.watchers.add(options);
+    const done = new Promise<{ ok: true }>((resolve) => {
+      options.signal.addEventListener(
+        'abort',
+        () => {
+          this.watchers.delete(options);
+          resolve({ ok: true });
+        },
+        { once: true },
+      );
+    });
+    return { ready: Promise.resolve({ ok: true }), done };
   }
 
   // ---- Mutations (tests, simulate) ---------------------------------------------------------
@@ -190,6 +213,7 @@ export class MemoryVolumes implements NodeVolumes {
       this.capacities.set(device, options.capacity ?? this.defaultCapacity);
     }
     this.mounts.push({ mountPoint, root: options.root ?? '/', fsType, source: options.source ?? fsType, device });
+    this.notify(ALL_DIRECTORIES);
     return this;
   }
 
@@ -214,6 +238,7 @@ export class MemoryVolumes implements NodeVolumes {
     const index = this.mounts.findLastIndex((m) => m.mountPoint === mountPoint);
     if (index < 0) throw this.error('mutate', path, 'EINVAL', 'not a mount point');
     this.mounts.splice(index, 1);
+    this.notify(ALL_DIRECTORIES);
     return this;
   }
 
@@ -243,6 +268,7 @@ export class MemoryVolumes implements NodeVolumes {
       throw this.error('mutate', path, 'EBUSY', 'a filesystem is mounted at or under it');
     }
     parent.node.children.delete(name);
+    this.entryChanged(parent.path);
     return this;
   }
 
@@ -345,6 +371,7 @@ export class MemoryVolumes implements NodeVolumes {
       if (child === undefined) {
         child = { type: 'directory', children: new Map() };
         current.children.set(name, child);
+        this.entryChanged(posix.dirname(walked));
       }
       if (child.type !== 'directory') throw this.error('mutate', path, 'ENOTDIR', `${walked} is not a directory`);
       current = child;
@@ -359,6 +386,27 @@ export class MemoryVolumes implements NodeVolumes {
     const parent = this.makeDirectories(posix.dirname(resolved));
     if (parent.children.has(name)) throw this.error('mutate', path, 'EEXIST');
     parent.children.set(name, node);
+    this.entryChanged(posix.dirname(resolved));
+  }
+
+  /** An entry was created or removed in directory (given as a real path, or as resolved by the caller). */
+  private entryChanged(directory: string): void {
+    this.notify((watched) => {
+      const found = this.lookup('mutate', watched, true);
+      return watched === directory || (found.ok && found.path === directory);
+    });
+  }
+
+  /** Tells the watchers that watch a directory matching `concerns` (or the mount table), after the mutation. */
+  private notify(concerns: (directory: string) => boolean): void {
+    for (const watcher of this.watchers) {
+      const mountTable = concerns === ALL_DIRECTORIES;
+      if (mountTable || watcher.directories.some(concerns)) {
+        queueMicrotask(() => {
+          if (!watcher.signal.aborted) watcher.onChange();
+        });
+      }
+    }
   }
 
   private mountTarget(path: string): string {

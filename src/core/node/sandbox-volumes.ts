@@ -1,7 +1,7 @@
 // The node as `provisioner run --sandbox` sees it: the real filesystem, except that every
 // first-level directory of a sandbox discovery directory counts as a mounted volume, so a newcomer
 // can "add a disk" with mkdir, without root or real mounts.
-import type { MountPoint, NodeVolumes, EntryInfo } from './volumes.js';
+import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
 
 export class SandboxVolumes implements NodeVolumes {
   constructor(
@@ -44,5 +44,10 @@ export class SandboxVolumes implements NodeVolumes {
 
   blockDeviceCapacity(path: string): Promise<number> {
     return this.real.blockDeviceCapacity(path);
+  }
+
+  /** A "mount" here is a mkdir in a discovery directory: the real node's directory watch sees it. */
+  watchChanges(options: ChangeWatchOptions): ChangeWatch {
+    return this.real.watchChanges(options);
   }
 }

@@ -24,6 +24,28 @@ export interface MountPoint {
   readonly device: string;
 }
 
+export interface ChangeWatchOptions {
+  /** Directories whose first-level entries are watched (new entries, symlinks, removals). */
+  readonly directories: readonly string[];
+  /**
+   * Called when the mount table or a watched directory may have changed. May be spurious and may
+   * come in bursts: the caller coalesces. Never called after the signal aborted.
+   */
+  readonly onChange: () => void;
+  /** Ends the watch and releases everything it holds (child process, inotify watches). */
+  readonly signal: AbortSignal;
+}
+
+/** ok: false carries why change events are not (or no longer) delivered; the caller polls instead. */
+export type ChangeWatchOutcome = { readonly ok: true } | { readonly ok: false; readonly reason: string };
+
+export interface ChangeWatch {
+  /** Settles once changes made from now on are reported, or with the reason they cannot be. */
+  readonly ready: Promise<ChangeWatchOutcome>;
+  /** Settles when the watch has ended and released everything: ok after the signal, or why it failed. */
+  readonly done: Promise<ChangeWatchOutcome>;
+}
+
 export interface NodeVolumes {
   /** Mount table of this process's mount namespace (/proc/self/mountinfo). */
   mountPoints(): Promise<readonly MountPoint[]>;
@@ -35,4 +57,6 @@ export interface NodeVolumes {
   filesystemCapacity(path: string): Promise<number>;
   /** Size in bytes of the block device at path (after following symlinks). */
   blockDeviceCapacity(path: string): Promise<number>;
+  /** Reports changes of the mount table and of directories' entries as they happen, until the signal aborts. */
+  watchChanges(options: ChangeWatchOptions): ChangeWatch;
 }

@@ -36,7 +36,7 @@ steps:
       pv: { volume: disk1, exists: true, phase: Available }
 
   - disk added: { name: disk3, class: fast-disks, capacity: 50Gi }
-    note: A new disk is mounted; the change detector notices it within half a second.
+    note: A new disk is mounted; the agent is told at once (mount-table and directory events).
     expect: { pvs: 3 }
 
   - config changed:

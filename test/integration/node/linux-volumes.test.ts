@@ -4,6 +4,7 @@
  * Needs root; skips with a message otherwise.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -32,8 +33,15 @@ import {
   skipUnlessRoot,
   unmount,
 } from '../../support/real-node.js';
+import { waitFor } from '../../support/eventually.js';
 
 const skip = skipUnlessRoot();
+
+/** PIDs of this process's findmnt children. */
+function findmntChildren(): string[] {
+  const r = spawnSync('pgrep', ['-P', String(process.pid), '-x', 'findmnt'], { encoding: 'utf8' });
+  return r.stdout.split('\n').filter((l) => l !== '');
+}
 
 function realFixture(): Promise<NodeVolumesFixture> {
   const cleanup = new Cleanup();
@@ -97,6 +105,39 @@ describe('LinuxVolumes on a real node', { skip }, () => {
   });
   after(() => {
     cleanup.run();
+  });
+
+  it('reports mount-table changes through one findmnt child, which is gone once the watch is done', async () => {
+    const abort = new AbortController();
+    let reports = 0;
+    const watch = volumes.watchChanges({
+      directories: [],
+      signal: abort.signal,
+      onChange: () => {
+        reports++;
+      },
+    });
+    assert.deepEqual(await watch.ready, { ok: true });
+    const children = findmntChildren();
+    assert.equal(children.length, 1, `one findmnt child: ${children.join(',')}`);
+    mountTmpfs(cleanup, join(dir, 'watched'), FS_BYTES);
+    await waitFor(() => reports > 0, 'the mount reported');
+    abort.abort();
+    assert.deepEqual(await watch.done, { ok: true });
+    assert.deepEqual(findmntChildren(), [], 'the findmnt child was stopped');
+  });
+
+  it('says why when findmnt cannot run, so the caller can poll instead', async () => {
+    const missing = join(dir, 'no-such-findmnt');
+    const watch = new LinuxVolumes({ findmnt: missing }).watchChanges({
+      directories: [dir],
+      signal: new AbortController().signal,
+      onChange: () => undefined,
+    });
+    const ready = await watch.ready;
+    assert.ok(!ready.ok, 'not ready');
+    assert.ok(ready.reason.includes(missing) && ready.reason.includes('ENOENT'), ready.reason);
+    assert.deepEqual(await watch.done, ready);
   });
 
   it('reads a 16 MiB tmpfs at a path with a space: exact path, device, source and capacity', async () => {

@@ -92,9 +92,10 @@ describe('a sync-loop generation', () => {
     }
   });
 
-  it('publishes a new mount at once through the change detector, not after the discovery period', async () => {
+  it('publishes a new mount at once through change events, not after the discovery period or a poll', async () => {
     const t = await setup();
-    const g = t.start({ changePollMs: 20 });
+    // Neither the discovery period nor the fallback poll comes round within the test's 3 s wait.
+    const g = t.start({ changePollMs: 3_600_000 });
     try {
       await g.whenReady;
       t.volumes.addMount('/mnt/fast/disk2', { capacity: 11 * GiB });
@@ -103,6 +104,27 @@ describe('a sync-loop generation', () => {
         async () => (await t.cluster.persistentVolumes.list()).items.some((p) => p.metadata.name === name),
         'disk2 published',
       );
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('falls back to polling, with a warning naming the reason, when the node cannot report changes', async () => {
+    const t = await setup();
+    const unavailable = Promise.resolve({ ok: false as const, reason: 'findmnt: not found' });
+    t.volumes.watchChanges = () => ({ ready: unavailable, done: unavailable });
+    const g = t.start({ changePollMs: 20 });
+    try {
+      await g.whenReady;
+      t.volumes.addMount('/mnt/fast/disk3', { capacity: 11 * GiB });
+      const name = persistentVolumeName('disk3', 'node-a', 'fast');
+      await waitFor(
+        async () => (await t.cluster.persistentVolumes.list()).items.some((p) => p.metadata.name === name),
+        'disk3 published by the poll',
+      );
+      const warning = t.logger.records.find((r) => r.message.includes('polling for changes'));
+      assert.equal(warning?.level, 'warn');
+      assert.equal(warning.fields['reason'], 'findmnt: not found');
     } finally {
       await g.stop();
     }

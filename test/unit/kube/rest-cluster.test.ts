@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { createGzip, gzipSync } from 'node:zlib';
 
 import { ManualClock } from '../../../src/core/clock.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
@@ -401,6 +402,7 @@ void describe('RestCluster over HTTP (local fake server)', () => {
       assert.equal(s.headers.authorization, 'Bearer tkn');
       assert.equal(s.headers['user-agent'], 'lvp-test/1');
       assert.equal(s.headers.accept, 'application/json');
+      assert.equal(s.headers['accept-encoding'], 'gzip');
       assert.equal(s.headers['content-length'], String(Buffer.byteLength(s.body)), `${s.method} ${s.url} is framed`);
     }
     const at = (i: number): Seen => {
@@ -587,6 +589,87 @@ void describe('RestCluster over HTTP (local fake server)', () => {
       await iteration;
       assert.deepEqual(events, ['ADDED']);
       assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+    } finally {
+      c.close();
+    }
+  });
+
+  void it('decompresses a gzip LIST answer and a gzip error Status', async () => {
+    const items = Array.from({ length: 300 }, (_, i) => ({ metadata: { name: `pv-${String(i)}` } }));
+    handler = (req, _body, res) => {
+      const notFound = req.url?.includes('missing') === true;
+      res.writeHead(notFound ? 404 : 200, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' });
+      res.end(
+        gzipSync(
+          JSON.stringify(
+            notFound
+              ? { kind: 'Status', code: 404, reason: 'NotFound', message: 'persistentvolumes "missing" not found' }
+              : { metadata: { continue: 'next' }, items },
+          ),
+        ),
+      );
+    };
+    const c = cluster();
+    try {
+      const list = await c.persistentVolumes.list({ limit: 300 });
+      assert.equal(list.items.length, 300);
+      assert.equal(list.items[299]?.metadata.name, 'pv-299');
+      assert.equal(list.metadata.continue, 'next');
+      await assert.rejects(c.persistentVolumes.get('missing'), (error: unknown) => {
+        assert.ok(error instanceof KubeApiError && error.status === 404, String(error));
+        assert.match(error.message, /"missing" not found/);
+        return true;
+      });
+    } finally {
+      c.close();
+    }
+  });
+
+  void it('streams a gzip watch, events split across compressed chunks', async () => {
+    handler = (_req, _body, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' });
+      const gzip = createGzip();
+      gzip.pipe(res);
+      const line = (rv: string): string =>
+        `${JSON.stringify({ type: 'MODIFIED', object: { kind: 'PersistentVolume', metadata: { name: 'a', resourceVersion: rv } } })}\n`;
+      gzip.write(line('1').slice(0, 15));
+      gzip.flush(() => {
+        setTimeout(() => {
+          gzip.write(line('1').slice(15) + line('2'));
+          gzip.end();
+        }, 20);
+      });
+    };
+    const c = cluster();
+    try {
+      const events: string[] = [];
+      for await (const event of c.persistentVolumes.watch({
+        resourceVersion: '0',
+        signal: new AbortController().signal,
+      })) {
+        if (event.type !== 'BOOKMARK') events.push(`${event.type}:${event.object.metadata.resourceVersion ?? ''}`);
+      }
+      assert.deepEqual(events, ['MODIFIED:1', 'MODIFIED:2']);
+    } finally {
+      c.close();
+    }
+  });
+
+  void it('refuses a gzip bomb: a response or a watch event beyond its decompressed bound', async () => {
+    // 64 MiB of spaces compress to about 64 KiB.
+    const bomb = gzipSync(Buffer.alloc(64 * 2 ** 20, ' '));
+    handler = (_req, _body, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' });
+      res.end(bomb);
+    };
+    const c = cluster({ maxResponseBytes: 2 ** 20, maxWatchEventBytes: 2 ** 20 });
+    try {
+      await assert.rejects(c.persistentVolumes.list(), /response body larger than 1048576 bytes \(decompressed\)/);
+      await assert.rejects(async () => {
+        const events = c.persistentVolumes.watch({ resourceVersion: '0', signal: new AbortController().signal });
+        // No event is ever complete: the first next() fails.
+        await events[Symbol.asyncIterator]().next();
+      }, /watch event larger than 1048576 bytes \(decompressed\)/);
     } finally {
       c.close();
     }

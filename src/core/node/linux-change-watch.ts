@@ -1,0 +1,130 @@
+// Change events of the real node, so that discovery does not poll. The kernel wakes poll(2) on
+// /proc/self/mountinfo with POLLPRI when the mount table changes; Node cannot wait for POLLPRI and
+// inotify reports nothing for procfs files (checked: fs.watch on mountinfo stays silent across a
+// mount), so a long-lived `findmnt --poll` (util-linux, in the image) waits for it and prints a
+// line per change. inotify (fs.watch) reports entries created, removed or renamed in the watched
+// directories, symlinks included. Without findmnt the caller falls back to polling.
+import { spawn } from 'node:child_process';
+import { watch, type FSWatcher } from 'node:fs';
+import { readdir, readlink } from 'node:fs/promises';
+import { setTimeout as delay } from 'node:timers/promises';
+
+import type { ChangeWatch, ChangeWatchOptions, ChangeWatchOutcome } from './volumes.js';
+
+export interface LinuxChangeWatchOptions extends ChangeWatchOptions {
+  /** The findmnt command (looked up on PATH unless absolute). */
+  readonly findmnt: string;
+  /** The mount table discovery reads; only /proc/self/mountinfo has change events. */
+  readonly mountInfoPath: string;
+}
+
+export const PROC_MOUNTINFO = '/proc/self/mountinfo';
+/** The tail of findmnt's stderr kept for the failure reason. */
+const STDERR_KEPT = 2048;
+/** How long ready waits for findmnt to open the mount table before trusting it anyway. */
+const OPEN_WAIT_MS = 2000;
+
+export function watchLinuxChanges(options: LinuxChangeWatchOptions): ChangeWatch {
+  const { signal } = options;
+  if (options.mountInfoPath !== PROC_MOUNTINFO) {
+    const failed: ChangeWatchOutcome = {
+      ok: false,
+      reason: `the mount table ${options.mountInfoPath} has no change events (only ${PROC_MOUNTINFO})`,
+    };
+    return { ready: Promise.resolve(failed), done: Promise.resolve(failed) };
+  }
+  const notify = (): void => {
+    if (!signal.aborted) options.onChange();
+  };
+  const directories = new Map<string, FSWatcher>();
+  // (Re)watches every directory: a mount on a directory itself hides the inode inotify watched.
+  const watchDirectories = (): void => {
+    for (const dir of options.directories) {
+      directories.get(dir)?.close();
+      directories.delete(dir);
+      try {
+        // 'rename' is an entry created, removed or moved; 'change' (a file written) is not news.
+        const watcher = watch(dir, { persistent: false }, (event) => {
+          if (event === 'rename') notify();
+        });
+        watcher.on('error', () => {
+          watcher.close();
+          if (directories.get(dir) === watcher) directories.delete(dir);
+          notify();
+        });
+        directories.set(dir, watcher);
+      } catch {
+        // Missing for now: retried on the next mount-table change; the periodic pass covers the rest.
+      }
+    }
+  };
+  const closeDirectories = (): void => {
+    for (const watcher of directories.values()) watcher.close();
+    directories.clear();
+  };
+
+  const child = spawn(options.findmnt, ['--poll', '--noheadings', '--raw', '--output', 'ACTION,TARGET'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr = (stderr + chunk).slice(-STDERR_KEPT);
+  });
+  // Each chunk is one or more changes; the lines' content does not matter (nothing is buffered).
+  child.stdout.on('data', () => {
+    watchDirectories();
+    notify();
+  });
+  const stop = (): void => {
+    child.kill('SIGTERM');
+  };
+  signal.addEventListener('abort', stop, { once: true });
+
+  let spawned = false;
+  const done = new Promise<ChangeWatchOutcome>((resolve) => {
+    const finish = (outcome: ChangeWatchOutcome): void => {
+      signal.removeEventListener('abort', stop);
+      closeDirectories();
+      resolve(signal.aborted ? { ok: true } : outcome);
+    };
+    child.once('error', (error) => {
+      if (!spawned) finish({ ok: false, reason: `cannot run ${options.findmnt}: ${error.message}` });
+    });
+    child.once('close', (code, killedBy) => {
+      const status = killedBy === null ? `code ${String(code)}` : `signal ${killedBy}`;
+      const detail = stderr.trim();
+      finish({ ok: false, reason: `${options.findmnt} --poll exited (${status})${detail ? `: ${detail}` : ''}` });
+    });
+  });
+  const ready = new Promise<ChangeWatchOutcome>((resolve) => {
+    void done.then(resolve);
+    child.once('spawn', () => {
+      spawned = true;
+      watchDirectories();
+      void opened(child.pid ?? 0, signal).then(() => {
+        resolve({ ok: true });
+      });
+    });
+  });
+  return { ready, done };
+}
+
+/**
+ * Waits until process pid has the mount table open: from then on every mount change wakes its
+ * poll() (the kernel compares the table's event counter with the one seen at open).
+ */
+async function opened(pid: number, signal: AbortSignal): Promise<void> {
+  const deadline = performance.now() + OPEN_WAIT_MS;
+  while (!signal.aborted && performance.now() < deadline) {
+    try {
+      const fds = await readdir(`/proc/${String(pid)}/fd`);
+      for (const fd of fds) {
+        const target = await readlink(`/proc/${String(pid)}/fd/${fd}`).catch(() => '');
+        if (target.endsWith('/mountinfo')) return;
+      }
+    } catch {
+      return; // the process is gone: done reports it
+    }
+    await delay(2, undefined, { signal }).catch(() => undefined);
+  }
+}
