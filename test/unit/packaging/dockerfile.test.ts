@@ -219,6 +219,11 @@ describe('Dockerfile', () => {
     assert.deepEqual(JSON.parse(lastArg(runtime, 'ENTRYPOINT') ?? 'null'), ['tini', '--', 'provisioner']);
     assert.deepEqual(JSON.parse(lastArg(runtime, 'CMD') ?? 'null'), ['run']);
     assert.equal(pkg.bin['provisioner'], './bin/run.js');
+    // The memory bound under reload churn (docs/benchmarks.md, config fuzzing) is measured with it.
+    assert.ok(
+      runtime.instructions.some((i) => i.keyword === 'ENV' && i.args.trim() === 'NODE_OPTIONS=--max-semi-space-size=2'),
+      'the runtime stage sets NODE_OPTIONS=--max-semi-space-size=2',
+    );
     const workdir = lastArg(runtime, 'WORKDIR') ?? '/';
     assert.ok(
       runs(runtime).some((r) => r.includes(`ln -s ${posix.join(workdir, 'bin/run.js')} /usr/local/bin/provisioner`)),
