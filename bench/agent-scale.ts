@@ -4,7 +4,7 @@
 //   3. RSS of `provisioner run` idle, and with 100,000 PVs of other nodes in the cluster.
 // Usage (as root, after `npm run build`): node dist/bench/agent-scale.js [--pvs 100000]
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -24,7 +24,7 @@ import { LinuxVolumes } from '../src/core/node/linux-volumes.js';
 import { MemoryVolumes } from '../src/core/node/memory-volumes.js';
 import { NODE_LABEL } from '../src/core/pv/naming.js';
 import { startControlPlane } from '../test/support/control-plane.js';
-import { kubeBinDir, REPO_ROOT as root } from './support.js';
+import { kubeBinDir, REPO_ROOT as root, rssBytesOf } from './support.js';
 
 const pvsFlag = process.argv.indexOf('--pvs');
 const OTHER_PVS = pvsFlag > 0 ? Number(process.argv[pvsFlag + 1]) : 100_000;
@@ -92,11 +92,6 @@ async function publishRun(
   return elapsed;
 }
 
-function rssOf(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/u.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : NaN;
-}
-
 interface AgentRun {
   readonly rss: number;
   readonly readyMs: number;
@@ -137,7 +132,7 @@ async function agentRss(kubeconfigPath: string, nodeName: string, configDir: str
   await delay(5000); // let start-up garbage be collected
   const samples: number[] = [];
   for (let i = 0; i < 10; i++) {
-    samples.push(rssOf(child.pid ?? 0));
+    samples.push(rssBytesOf(child.pid ?? 0));
     await delay(200);
   }
   child.kill('SIGTERM');

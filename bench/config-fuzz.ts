@@ -14,7 +14,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { constants } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, symlink, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, rename, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -23,7 +23,8 @@ import { AdminClient } from '../src/core/agent/admin-client.js';
 import { compareConfigs } from '../src/core/config/compare.js';
 import { parseConfigSnapshot, readConfigSnapshot } from '../src/core/config/source.js';
 import { ProvisionerError } from '../src/core/errors.js';
-import { REPO_ROOT } from './support.js';
+import { CLI, runCli } from '../test/support/cli.js';
+import { rssBytesOf } from './support.js';
 
 function argument(name: string, fallback: number): number {
   const at = process.argv.indexOf(`--${name}`);
@@ -43,7 +44,6 @@ const AGENT_NODE_OPTIONS = ((): string[] => {
   return at > 0 ? (process.argv[at + 1] ?? '').split(' ').filter((f) => f !== '') : [];
 })();
 const RSS_BUDGET_BYTES = 50 * 2 ** 20;
-const CLI = join(REPO_ROOT, 'bin/run.js');
 
 // ---- what a source is ------------------------------------------------------------------------
 
@@ -359,41 +359,6 @@ function run(command: string, args: readonly string[]): Promise<void> {
   });
 }
 
-interface ProcessResult {
-  readonly code: number | null;
-  readonly stderr: string;
-  readonly timedOut: boolean;
-}
-
-function runCli(args: readonly string[], timeoutMs: number): Promise<ProcessResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, PROVISIONER_ADMIN_SOCKET: '/nonexistent/admin.sock' },
-    });
-    let stderr = '';
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      if (stderr.length < 65_536) stderr += d;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stderr, timedOut });
-    });
-  });
-}
-
-async function rssOf(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${String(pid)}/status`, 'utf8');
-  const kb = /^VmRSS:\s+(\d+) kB/mu.exec(status)?.[1];
-  return kb === undefined ? 0 : Number(kb) * 1024;
-}
-
 type Verdict<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly hang: true };
 
 async function withinHangLimit<T>(work: Promise<T>): Promise<Verdict<T>> {
@@ -496,8 +461,14 @@ try {
     for (;;) {
       const job = cliJobs[next++];
       if (job === undefined || failuresOf(diffCli) >= MAX_FAILURES) return;
-      const r = await runCli(['diff-config', '--from', baseline, '--to', job.path], HANG_MS);
-      if (r.timedOut) {
+      const r = await runCli(['diff-config', '--from', baseline, '--to', job.path], {
+        timeoutMs: HANG_MS,
+        env: { PROVISIONER_ADMIN_SOCKET: '/nonexistent/admin.sock' },
+      }).catch((error: unknown) => {
+        if (error instanceof Error && error.message.includes('still running after')) return undefined;
+        throw error;
+      });
+      if (r === undefined) {
         fail(diffCli, 'HANG', describe(job.source));
         await releaseFifos(fifosOf(job.path, job.source));
       } else if (r.code === 70) fail(diffCli, 'EXIT70', `${describe(job.source)}: ${r.stderr.slice(0, 300)}`);
@@ -555,7 +526,7 @@ try {
   }
   await new Promise((r) => setTimeout(r, 2_000));
   const pid = agentProcess.pid ?? 0;
-  const idleRss = await rssOf(pid);
+  const idleRss = rssBytesOf(pid);
   let maxRss = idleRss;
   const reloadSources = sources.filter((s): s is Source & { layout: 'directory' } => s.layout === 'directory');
   for (const [i, source] of reloadSources.entries()) {
@@ -581,7 +552,7 @@ try {
       fail(reload, 'CRASH (agent exited)', `${String(agentProcess.exitCode)}: ${agentLog}`);
       break;
     }
-    const rss = await rssOf(pid);
+    const rss = rssBytesOf(pid);
     maxRss = Math.max(maxRss, rss);
     if (rss > idleRss + RSS_BUDGET_BYTES)
       fail(reload, 'RSS over budget', `${String(Math.round(rss / 2 ** 20))} MiB after ${describe(source)}`);

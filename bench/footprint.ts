@@ -21,7 +21,7 @@ import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { NODE_LABEL } from '../src/core/pv/naming.js';
 import { startControlPlane } from '../test/support/control-plane.js';
 import { Cleanup, attachLoopDevice, bindMount, mountTmpfs } from '../test/support/real-node.js';
-import { kubeBinDir, REPO_ROOT as root } from './support.js';
+import { kubeBinDir, REPO_ROOT as root, rssBytesOf } from './support.js';
 
 function flag(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -39,10 +39,6 @@ function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / TICK_S;
-}
-function rss(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/u.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : NaN;
 }
 function childrenOf(pid: number): number[] {
   const out: number[] = [];
@@ -322,8 +318,8 @@ try {
   const windowEnd = performance.now() + IDLE_SECONDS * 1000;
   while (performance.now() < windowEnd) {
     await delay(5000);
-    bareRss = Math.max(bareRss, rss(bare.pid ?? 0));
-    variants.forEach((v, i) => (rssMax[i] = Math.max(rssMax[i] ?? 0, rss(v.agent.pid))));
+    bareRss = Math.max(bareRss, rssBytesOf(bare.pid ?? 0));
+    variants.forEach((v, i) => (rssMax[i] = Math.max(rssMax[i] ?? 0, rssBytesOf(v.agent.pid))));
   }
   const bareCpu = cpuSeconds(bare.pid ?? 0) - bareCpu0;
   rows.push(
@@ -332,7 +328,7 @@ try {
   variants.forEach((v, i) => {
     const cpu = cpuSeconds(v.agent.pid) - (cpu0[i] ?? 0);
     const kids = childrenOf(v.agent.pid);
-    const kidRss = kids.reduce((n, k) => n + rss(k), 0);
+    const kidRss = kids.reduce((n, k) => n + rssBytesOf(k), 0);
     const rssV = rssMax[i] ?? 0;
     rows.push(
       `| ${v.label}, idle ${String(IDLE_SECONDS)} s | CPU ${cpu.toFixed(2)} s (bare +${(cpu - bareCpu).toFixed(2)} s), RSS ${(rssV / MiB).toFixed(1)} MiB + findmnt ${(kidRss / MiB).toFixed(1)} MiB | RSS ${(rssV / bareRss).toFixed(2)}× | ${v.pvs === 50 ? '≤ 0.15 s, ≤ 60 MB' : '≤ 0.3 s, ≤ 70 MB'} |`,
@@ -400,7 +396,7 @@ try {
   const wiredReady = await ready(wired);
   const wireBytes = toAgent + toServer;
   await delay(10_000);
-  const wiredRss = rss(wired.pid);
+  const wiredRss = rssBytesOf(wired.pid);
   await wired.stop();
   proxy.close();
   rows.push(

@@ -77,8 +77,8 @@ const SELECTOR_OPERATORS: ReadonlySet<string> = new Set(['In', 'NotIn', 'Exists'
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/u;
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/u;
 
-// Bounds on values, each what the kernel or the Kubernetes API accepts (docs/configuration.md,
-// "Limits"); a value beyond them could never work, so it is refused when the config is loaded.
+// Bounds on values, each what the kernel or the Kubernetes API accepts (docs/configuration.md, "Value
+// limits"); a value beyond them could never work, so it is refused when the config is loaded.
 /** Linux PATH_MAX is 4096 bytes including the terminating NUL. */
 const PATH_MAX_BYTES = 4095;
 /** Linux NAME_MAX: one component of a path. */
