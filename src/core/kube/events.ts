@@ -43,6 +43,8 @@ export class EventRecorder implements EventSink {
   private writer: Promise<void> | undefined;
   private lastDropLog = -Infinity;
   private droppedSinceLog = 0;
+  /** Makes the names of events recorded in the same millisecond differ (the clock has ms resolution). */
+  private recorded = 0;
   sent = 0;
   /** Events dropped since the start (queue full or flush deadline). */
   dropped = 0;
@@ -70,7 +72,11 @@ export class EventRecorder implements EventSink {
     }
     const namespace = object.namespace ?? 'default';
     const time = new Date(now).toISOString();
-    const name = `${object.name ?? 'unknown'}.${(BigInt(now) * 1_000_000n).toString(16)}${Math.floor(Math.random() * 0xffff).toString(16)}`;
+    // client-go's `<object>.<unix nanoseconds in hex>`: the nanoseconds of a millisecond count the
+    // events recorded in it, so a burst never reuses a name (a random suffix alone collided, and the
+    // apiserver refused the duplicate); the random suffix keeps two processes apart.
+    const nanos = BigInt(now) * 1_000_000n + BigInt(this.recorded++ % 1_000_000);
+    const name = `${object.name ?? 'unknown'}.${nanos.toString(16)}${Math.floor(Math.random() * 0xffff).toString(16)}`;
     this.queue.push({
       metadata: { name, namespace },
       involvedObject: object,

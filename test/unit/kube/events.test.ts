@@ -47,6 +47,24 @@ function hangingEvents(): { cluster: Cluster; memory: MemoryCluster; creates: st
 const node = { kind: 'Node', name: 'node-a', uid: 'u1' };
 
 describe('EventRecorder with an apiserver that hangs on event writes', () => {
+  it('gives every event of a burst in one millisecond its own name, so none is refused as a duplicate', async () => {
+    const memory = new MemoryCluster();
+    const recorder = new EventRecorder({
+      cluster: memory,
+      clock: new ManualClock(1_000_000),
+      logger: new MemoryLogger(),
+      component: 'test',
+      host: 'node-a',
+      maxQueued: 5000,
+    });
+    for (let i = 0; i < 2000; i++) recorder.record(node, 'Warning', 'DiscoveryFailed', `problem ${String(i)}`);
+    await recorder.flush();
+    const written = (await memory.events.list({ namespace: 'default' })).items;
+    assert.equal(written.length, 2000);
+    assert.equal(new Set(written.map((e) => e.metadata.name)).size, 2000);
+    assert.ok(written.every((e) => /^node-a\.[0-9a-f]+$/u.test(e.metadata.name)));
+  });
+
   it('keeps at most maxQueued events, drops and counts the oldest, warns once a minute', async () => {
     const clock = new ManualClock(1_000_000);
     const server = hangingEvents();
