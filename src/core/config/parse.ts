@@ -1,7 +1,7 @@
 // Decode + validate + normalize: raw ConfigMap keys → one immutable ProvisionerConfig.
 // Pure: no IO. Every problem is collected; nothing stops at the first one.
-import { isScalar } from 'yaml';
-import type { Node } from 'yaml';
+import { isAlias, isScalar } from 'yaml';
+import type { Node, YAMLMap } from 'yaml';
 import type { ConfigIssue, SourcePosition } from '../errors.js';
 import { formatGoDuration, parseGoDuration } from './duration.js';
 import { BadPatternError, splitNamePattern, validateGlob } from './glob.js';
@@ -31,7 +31,9 @@ import {
   badKeyReason,
   describeNode,
   IssueSink,
+  isMergeKey,
   isNullNode,
+  MAX_YAML_DEPTH,
   scalarValue,
   yaml11Bool,
   YamlBudget,
@@ -141,6 +143,9 @@ function labelValueProblem(value: string): string | undefined {
 }
 
 class Decoder {
+  /** The entries of each mapping read so far, merges applied (see mappingEntries). */
+  private readonly merged = new WeakMap<YAMLMap, ReadonlyMap<string, [string, Located, SourcePosition]>>();
+
   constructor(readonly sink: IssueSink) {}
 
   private pos(at: Located): SourcePosition {
@@ -236,7 +241,10 @@ class Decoder {
     return out;
   }
 
-  /** Mapping with string keys; returns [key, value node, key position] triples, reporting duplicates. */
+  /**
+   * Mapping with string keys; returns [key, value node, key position] triples, reporting duplicates.
+   * YAML 1.1 merge keys (`<<: *defaults`) are applied as upstream's go-yaml v2 applies them.
+   */
   entries(at: Located, path: string, expected: string): [string, Located, SourcePosition][] | undefined {
     if (isNullNode(at.node)) return undefined;
     const map = asMap(at.node);
@@ -244,23 +252,92 @@ class Decoder {
       this.typeError(at, path, expected);
       return undefined;
     }
-    const out: [string, Located, SourcePosition][] = [];
-    const seen = new Set<string>();
+    return [...this.mappingEntries(map, at.yaml, path, 0).values()];
+  }
+
+  /**
+   * The entries of one mapping in order, merges applied: go-yaml v2 sets each entry in turn, so a key
+   * after `<<` replaces the merged one, and of a list of merged mappings the earlier ones win. Each
+   * mapping is read once (a merged anchor reports its problems once, at the first path that reaches it).
+   */
+  private mappingEntries(
+    map: YAMLMap,
+    yaml: YamlText,
+    path: string,
+    depth: number,
+  ): ReadonlyMap<string, [string, Located, SourcePosition]> {
+    const known = this.merged.get(map);
+    if (known !== undefined) return known;
+    const out = new Map<string, [string, Located, SourcePosition]>();
+    this.merged.set(map, out);
+    const written = new Set<string>();
     for (const pair of map.items) {
-      const keyNode = at.yaml.resolve(pair.key);
+      const keyNode = yaml.resolve(pair.key);
+      const keyPos = yaml.position(keyNode);
+      if (isMergeKey(keyNode)) {
+        for (const [key, entry] of this.mergedEntries(pair.value, yaml, path, depth, keyPos)) {
+          if (written.has(key)) {
+            // go-yaml v2 lets the merged value replace the one written before `<<`; YAML 1.1 and most
+            // other tools keep the written one. Neither reading is safe to pick silently.
+            this.sink.error(
+              `${path}.${key}`,
+              `is written before the merge key (<<) that also sets it: upstream (go-yaml v2) takes the merged value, YAML 1.1 the written one; put "<<" first in the mapping so the written value wins`,
+              out.get(key)?.[2] ?? keyPos,
+            );
+            continue;
+          }
+          out.set(key, entry);
+        }
+        continue;
+      }
       const k = keyNode !== null ? scalarValue(keyNode) : undefined;
-      const keyPos = at.yaml.position(keyNode);
       if (k === null || k === undefined) {
         this.sink.error(path, badKeyReason(keyNode), keyPos);
         continue;
       }
       const key = String(k);
-      if (seen.has(key)) {
+      if (written.has(key)) {
         this.sink.error(`${path}.${key}`, 'duplicate key', keyPos);
         continue;
       }
-      seen.add(key);
-      out.push([key, { node: at.yaml.resolve(pair.value), yaml: at.yaml }, keyPos]);
+      written.add(key);
+      // Replaces a merged entry of the same key: a key after `<<` overrides the merge.
+      out.delete(key);
+      out.set(key, [key, { node: yaml.resolve(pair.value), yaml }, keyPos]);
+    }
+    return out;
+  }
+
+  /** What one `<<: value` merges: a mapping, or a list of mappings of which the earlier ones win. */
+  private mergedEntries(
+    written: unknown,
+    yaml: YamlText,
+    path: string,
+    depth: number,
+    keyPos: SourcePosition,
+  ): ReadonlyMap<string, [string, Located, SourcePosition]> {
+    if (depth >= MAX_YAML_DEPTH) {
+      this.sink.error(path, `merge keys (<<) nested deeper than ${MAX_YAML_DEPTH} levels`, keyPos);
+      return new Map();
+    }
+    // As in go-yaml v2, an alias must stand for a mapping; only a list written in place lists mappings.
+    const seq = isAlias(written) ? undefined : asSeq(yaml.resolve(written));
+    const sources = seq ? seq.items.map((item) => yaml.resolve(item)) : [yaml.resolve(written)];
+    const out = new Map<string, [string, Located, SourcePosition]>();
+    for (const source of sources.reverse()) {
+      const map = asMap(source);
+      if (map === undefined) {
+        this.sink.error(
+          path,
+          `a merge key (<<) takes a mapping or a list of mappings (usually an alias such as <<: *defaults), found ${describeNode(source)}`,
+          source !== null ? yaml.position(source) : keyPos,
+        );
+        continue;
+      }
+      for (const [key, entry] of this.mappingEntries(map, yaml, path, depth + 1)) {
+        out.delete(key);
+        out.set(key, entry);
+      }
     }
     return out;
   }

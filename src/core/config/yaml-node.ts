@@ -544,11 +544,18 @@ export function scalarValue(node: Node): ScalarValue | undefined {
   return undefined;
 }
 
+/**
+ * Whether a mapping key is the YAML 1.1 merge key: a plain `<<` (the yaml package composes it as a
+ * symbol-valued scalar), not a quoted "<<", which is an ordinary key in go-yaml v2 too.
+ */
+export function isMergeKey(node: Node | null): boolean {
+  return node !== null && isScalar(node) && typeof node.value === 'symbol';
+}
+
 /** Why a mapping key that is no scalar string, number or boolean cannot be a key. */
 export function badKeyReason(node: Node | null): string {
-  // YAML 1.1 merge keys (`<<: *defaults`) are composed as a symbol-valued scalar.
-  if (node !== null && isScalar(node) && typeof node.value === 'symbol') {
-    return 'YAML merge keys (<<) are not supported: write the keys out';
+  if (isMergeKey(node)) {
+    return 'a YAML merge key (<<) is read inside the mappings of a config key, not among the keys themselves: write the keys out';
   }
   return 'mapping keys must be plain strings';
 }
