@@ -5,7 +5,6 @@
 // (docs/observability.md). Linux values come from /proc/self, read at scrape time.
 import { readdirSync, readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, PerformanceObserver, type ELDHistogram } from 'node:perf_hooks';
-import { getHeapSpaceStatistics } from 'node:v8';
 import type { Gauge, Histogram, MetricsRegistry } from './registry.js';
 
 /** Event-loop delay sampling: one timer every 100 ms (prom-client's 10 ms costs ~5 ms of CPU a second idle). */
@@ -127,28 +126,7 @@ export function registerProcessMetrics(registry: MetricsRegistry, options: { sta
     [],
     memory((m) => m.external),
   );
-  const spaces = (read: (s: ReturnType<typeof getHeapSpaceStatistics>[number]) => number) => (g: Gauge) => {
-    for (const space of getHeapSpaceStatistics())
-      g.set({ space: space.space_name.replace(/_space$/u, '') }, read(space));
-  };
-  registry.gauge(
-    'nodejs_heap_space_size_total_bytes',
-    'Process heap space size total from Node.js in bytes.',
-    ['space'],
-    spaces((s) => s.space_size),
-  );
-  registry.gauge(
-    'nodejs_heap_space_size_used_bytes',
-    'Process heap space size used from Node.js in bytes.',
-    ['space'],
-    spaces((s) => s.space_used_size),
-  );
-  registry.gauge(
-    'nodejs_heap_space_size_available_bytes',
-    'Process heap space size available from Node.js in bytes.',
-    ['space'],
-    spaces((s) => s.space_available_size),
-  );
+  // No nodejs_heap_space_*: they need node:v8, whose import alone costs ~2 MiB and ~50 ms.
 
   // Event-loop delay since the previous scrape (the sampler is reset after each, as prom-client does).
   let window: { min: number; max: number; mean: number; stddev: number; p50: number; p90: number; p99: number } = {
