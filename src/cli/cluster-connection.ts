@@ -11,14 +11,18 @@ export interface ConnectOptions {
   readonly qps: number;
   readonly burst: number;
   readonly clock: Clock;
+  /** The environment an exec credential plugin inherits (default: this process's). */
+  readonly environment?: Readonly<Record<string, string | undefined>>;
 }
 
 export async function connectCluster(options: ConnectOptions): Promise<RestCluster> {
   try {
     const connection =
       options.kubeconfig !== undefined && options.kubeconfig !== ''
-        ? await loadKubeconfig(options.kubeconfig.split(':'))
+        ? await loadKubeconfig(options.kubeconfig.split(':'), { environment: options.environment ?? process.env })
         : await inClusterSettings({ host: options.inCluster.host, port: options.inCluster.port });
+    // Run an exec plugin (or OIDC) now, so a failing one is a start-up error naming the kubeconfig.
+    await connection.credentials?.get();
     return new RestCluster({ connection, clock: options.clock, qps: options.qps, burst: options.burst });
   } catch (err) {
     if (err instanceof KubeconfigError) throw new StartupError(`cannot connect to the cluster: ${err.message}`);

@@ -1,10 +1,34 @@
-// Connection settings for RestCluster: from a kubeconfig file (like client-go's clientcmd, minus
-// credential plugins) or from the in-cluster service account. Core code: the caller passes in
-// what it read from the environment (KUBECONFIG, KUBERNETES_SERVICE_HOST/PORT).
+// Connection settings for RestCluster: from a kubeconfig file (like client-go's clientcmd: tokens,
+// client certificates, exec credential plugins, impersonation; OIDC and proxy-url through
+// @kubernetes/client-node, loaded only for them) or from the in-cluster service account. Core
+// code: the caller passes in what it read from the environment (KUBECONFIG, the environment
+// an exec plugin inherits, KUBERNETES_SERVICE_HOST/PORT).
 import { stat } from 'node:fs/promises';
+import type { Agent as HttpAgent } from 'node:http';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { readRegularFile } from '../config/read.js';
+import {
+  DEFAULT_EXEC_TIMEOUT_MS,
+  EXEC_API_VERSIONS,
+  ExecCredentialSource,
+  type CredentialSource,
+  type ExecApiVersion,
+  type ExecClusterInfo,
+  type ExecConfig,
+} from './exec-credential.js';
+import { KubeconfigError } from './kubeconfig-error.js';
+
+export { KubeconfigError } from './kubeconfig-error.js';
+export type { CredentialSource, RequestCredentials } from './exec-credential.js';
+
+/** Kubeconfig `as`, `as-uid`, `as-groups`, `as-user-extra`: sent as Impersonate-* headers. */
+export interface Impersonation {
+  readonly user: string;
+  readonly uid?: string;
+  readonly groups: readonly string[];
+  readonly extra: Readonly<Record<string, readonly string[]>>;
+}
 
 /** How to reach and authenticate to an apiserver. */
 export interface ConnectionSettings {
@@ -26,14 +50,12 @@ export interface ConnectionSettings {
   readonly namespace?: string;
   /** Where these settings came from, for messages: the kubeconfig path or `in-cluster`. */
   readonly source: string;
-}
-
-/** A kubeconfig that cannot be used (missing context, unsupported auth, unreadable file, …). */
-export class KubeconfigError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'KubeconfigError';
-  }
+  /** Act as another user (and groups): the apiserver checks the caller may impersonate them. */
+  readonly impersonate?: Impersonation;
+  /** Credentials obtained per request (an exec plugin, OIDC); they replace token and tokenFile. */
+  readonly credentials?: CredentialSource;
+  /** The agent every request must go through (a proxy-url's); RestCluster's own otherwise. */
+  readonly agent?: HttpAgent;
 }
 
 export type ReadTextFile = (path: string) => Promise<string>;
@@ -114,6 +136,10 @@ export interface KubeconfigOptions {
   /** Use this context instead of current-context. */
   readonly context?: string;
   readonly readFile?: ReadTextFile;
+  /** The environment an exec credential plugin inherits (default: none but the plugin's own `env`). */
+  readonly environment?: Readonly<Record<string, string | undefined>>;
+  /** How long an exec plugin or an OIDC refresh may take (default 15 s). */
+  readonly credentialTimeoutMs?: number;
 }
 
 function str(body: Record<string, unknown>, key: string): string | undefined {
@@ -195,8 +221,11 @@ export async function loadKubeconfig(
   };
   const server = str(c, 'server');
   if (server === undefined) throw new KubeconfigError(`cluster "${clusterName}" has no server (${clusterFile})`);
-  if (str(c, 'proxy-url') !== undefined) {
-    throw new KubeconfigError(`cluster "${clusterName}" uses proxy-url, which is not supported (${clusterFile})`);
+  const proxyUrl = str(c, 'proxy-url');
+  if (proxyUrl !== undefined && !/^(https?|socks5h?|socks4a?):\/\//u.test(proxyUrl)) {
+    throw new KubeconfigError(
+      `${clusterFile}: cluster "${clusterName}" proxy-url ${JSON.stringify(proxyUrl)} must be an http://, https:// or socks5:// URL`,
+    );
   }
   const caData = str(c, 'certificate-authority-data');
   const caFile = str(c, 'certificate-authority');
@@ -206,27 +235,45 @@ export async function loadKubeconfig(
       : caFile !== undefined
         ? await fromFile(cluster.file, caFile, 'certificate-authority')
         : undefined;
+  const tlsServerName = str(c, 'tls-server-name');
+  const insecureSkipTLSVerify = c['insecure-skip-tls-verify'] === true;
 
   let token: string | undefined;
   let tokenFile: string | undefined;
   let clientCert: string | undefined;
   let clientKey: string | undefined;
+  let impersonate: Impersonation | undefined;
+  let credentials: CredentialSource | undefined;
+  let oidc: { name: string; config: Record<string, unknown> } | undefined;
+  const timeoutMs = options.credentialTimeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
   if (user !== undefined) {
     const u = user.entry.body;
     const userFile = user.file.path;
     const name = user.entry.name;
-    if (u['exec'] !== undefined && u['exec'] !== null) {
-      throw new KubeconfigError(
-        `user "${name}" uses an exec credential plugin, which is not supported; use a token, tokenFile or client certificate (${userFile})`,
-      );
-    }
-    if (u['auth-provider'] !== undefined && u['auth-provider'] !== null) {
-      throw new KubeconfigError(
-        `user "${name}" uses an auth-provider, which is not supported; use a token, tokenFile or client certificate (${userFile})`,
-      );
+    const where = `${userFile}: user "${name}"`;
+    const provider = u['auth-provider'];
+    if (provider !== undefined && provider !== null) {
+      const providerName = isRecord(provider) ? str(provider, 'name') : undefined;
+      if (providerName === 'gcp' || providerName === 'azure') {
+        // As kubectl since 1.26: these providers were removed in favour of exec plugins.
+        const plugin = providerName === 'gcp' ? 'gke-gcloud-auth-plugin' : 'kubelogin';
+        throw new KubeconfigError(
+          `${where}: auth-provider "${providerName}" was removed from Kubernetes clients; use the exec plugin "${plugin}" instead`,
+        );
+      }
+      if (providerName !== 'oidc' || !isRecord(provider)) {
+        throw new KubeconfigError(
+          `${where}: auth-provider ${JSON.stringify(providerName ?? null)} is not supported (only "oidc"); use an exec credential plugin`,
+        );
+      }
+      const config = provider['config'];
+      if (!isRecord(config) || str(config, 'id-token') === undefined) {
+        throw new KubeconfigError(`${where}: auth-provider oidc needs config.id-token`);
+      }
+      oidc = { name: providerName, config };
     }
     if (str(u, 'username') !== undefined || str(u, 'password') !== undefined) {
-      throw new KubeconfigError(`user "${name}" uses basic authentication, which is not supported (${userFile})`);
+      throw new KubeconfigError(`${where} uses basic authentication, which is not supported`);
     }
     token = str(u, 'token');
     const tokenPath = str(u, 'tokenFile');
@@ -252,9 +299,45 @@ export async function loadKubeconfig(
     if ((clientCert === undefined) !== (clientKey === undefined)) {
       throw new KubeconfigError(`user "${name}" needs both a client certificate and a client key (${userFile})`);
     }
+    impersonate = parseImpersonation(u, where);
+    const exec = u['exec'];
+    if (exec !== undefined && exec !== null) {
+      if (oidc !== undefined) throw new KubeconfigError(`${where} has both exec and auth-provider: choose one`);
+      const clusterInfo: ExecClusterInfo = {
+        server,
+        ...(ca === undefined ? {} : { 'certificate-authority-data': Buffer.from(ca).toString('base64') }),
+        ...(tlsServerName === undefined ? {} : { 'tls-server-name': tlsServerName }),
+        ...(insecureSkipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}),
+        ...(proxyUrl === undefined ? {} : { 'proxy-url': proxyUrl }),
+      };
+      credentials = new ExecCredentialSource({
+        exec: parseExec(exec, where, dirname(userFile)),
+        where,
+        cluster: clusterInfo,
+        environment: options.environment ?? {},
+        timeoutMs,
+      });
+    }
+  }
+  // Only OIDC and proxies need client-node; everything else stays on the lean path.
+  let agent: HttpAgent | undefined;
+  if (oidc !== undefined || proxyUrl !== undefined) {
+    const { clientNodeConnection } = await import('./client-node-connection.js');
+    const extra = await clientNodeConnection({
+      server,
+      where: user === undefined ? clusterFile : `${user.file.path}: user "${user.entry.name}"`,
+      timeoutMs,
+      ...(ca === undefined ? {} : { ca }),
+      ...(insecureSkipTLSVerify ? { insecureSkipTLSVerify } : {}),
+      ...(tlsServerName === undefined ? {} : { tlsServerName }),
+      ...(proxyUrl === undefined ? {} : { proxyUrl }),
+      ...(clientCert === undefined || clientKey === undefined ? {} : { clientCert, clientKey }),
+      ...(oidc === undefined ? {} : { authProvider: oidc }),
+    });
+    agent = extra.agent;
+    credentials = extra.credentials ?? credentials;
   }
   const namespace = str(context.entry.body, 'namespace');
-  const tlsServerName = str(c, 'tls-server-name');
   return {
     server,
     source: where,
@@ -263,9 +346,87 @@ export async function loadKubeconfig(
     ...(tokenFile === undefined ? {} : { tokenFile }),
     ...(clientCert === undefined ? {} : { clientCert }),
     ...(clientKey === undefined ? {} : { clientKey }),
-    ...(c['insecure-skip-tls-verify'] === true ? { insecureSkipTLSVerify: true } : {}),
+    ...(insecureSkipTLSVerify ? { insecureSkipTLSVerify: true } : {}),
     ...(tlsServerName === undefined ? {} : { tlsServerName }),
     ...(namespace === undefined ? {} : { namespace }),
+    ...(impersonate === undefined ? {} : { impersonate }),
+    ...(credentials === undefined ? {} : { credentials }),
+    ...(agent === undefined ? {} : { agent }),
+  };
+}
+
+function stringList(value: unknown, what: string): string[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value) || !value.every((v): v is string => typeof v === 'string')) {
+    throw new KubeconfigError(`${what} must be a list of strings`);
+  }
+  return value;
+}
+
+/** `as`, `as-uid`, `as-groups`, `as-user-extra` of a kubeconfig user (client-go's ImpersonationConfig). */
+function parseImpersonation(u: Record<string, unknown>, where: string): Impersonation | undefined {
+  const as = str(u, 'as');
+  const uid = str(u, 'as-uid');
+  const groups = stringList(u['as-groups'], `${where}: as-groups`);
+  const rawExtra = u['as-user-extra'];
+  const extra: Record<string, string[]> = {};
+  if (rawExtra !== undefined && rawExtra !== null) {
+    if (!isRecord(rawExtra)) throw new KubeconfigError(`${where}: as-user-extra must be a mapping of lists`);
+    for (const [key, values] of Object.entries(rawExtra)) {
+      extra[key] = stringList(values, `${where}: as-user-extra.${key}`);
+    }
+  }
+  if (as === undefined) {
+    if (uid !== undefined || groups.length > 0 || Object.keys(extra).length > 0) {
+      throw new KubeconfigError(`${where}: as-uid, as-groups and as-user-extra need "as" (the user to impersonate)`);
+    }
+    return undefined;
+  }
+  return { user: as, ...(uid === undefined ? {} : { uid }), groups, extra };
+}
+
+/** The `exec` stanza, checked as client-go does; a relative command with a slash is relative to the kubeconfig. */
+function parseExec(raw: unknown, where: string, baseDir: string): ExecConfig {
+  const what = `${where}: exec`;
+  if (!isRecord(raw)) throw new KubeconfigError(`${what} must be a mapping`);
+  const command = str(raw, 'command');
+  if (command === undefined) throw new KubeconfigError(`${what}.command is missing`);
+  const apiVersion: ExecApiVersion | undefined = EXEC_API_VERSIONS.find((v) => v === raw['apiVersion']);
+  if (apiVersion === undefined) {
+    throw new KubeconfigError(
+      `${what}.apiVersion ${JSON.stringify(raw['apiVersion'] ?? null)} is not supported: use ${EXEC_API_VERSIONS.join(' or ')}`,
+    );
+  }
+  const args = stringList(raw['args'], `${what}.args`);
+  const env: Record<string, string> = {};
+  const rawEnv = raw['env'];
+  if (rawEnv !== undefined && rawEnv !== null) {
+    if (!Array.isArray(rawEnv)) throw new KubeconfigError(`${what}.env must be a list of {name, value}`);
+    rawEnv.forEach((entry: unknown, i) => {
+      if (!isRecord(entry) || typeof entry['name'] !== 'string' || typeof entry['value'] !== 'string') {
+        throw new KubeconfigError(`${what}.env[${i}] must have a name and a value (strings)`);
+      }
+      env[entry['name']] = entry['value'];
+    });
+  }
+  const mode = raw['interactiveMode'] ?? 'IfAvailable';
+  if (mode !== 'Never' && mode !== 'IfAvailable' && mode !== 'Always') {
+    throw new KubeconfigError(`${what}.interactiveMode ${JSON.stringify(mode)} must be Never, IfAvailable or Always`);
+  }
+  if (mode === 'Always') {
+    throw new KubeconfigError(
+      `${what}.interactiveMode is Always, but the provisioner has no terminal to give the plugin; use a plugin that runs non-interactively`,
+    );
+  }
+  const hint = str(raw, 'installHint');
+  return {
+    command: command.includes('/') && !isAbsolute(command) ? resolve(baseDir, command) : command,
+    args,
+    env,
+    apiVersion,
+    ...(hint === undefined ? {} : { installHint: hint }),
+    provideClusterInfo: raw['provideClusterInfo'] === true,
+    interactiveMode: mode,
   };
 }
 

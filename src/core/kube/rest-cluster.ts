@@ -18,7 +18,7 @@ import {
   type WatchOptions,
 } from './cluster.js';
 import { readCredentialFile } from './kubeconfig.js';
-import type { ConnectionSettings, ReadTextFile } from './kubeconfig.js';
+import type { ConnectionSettings, ReadTextFile, RequestCredentials } from './kubeconfig.js';
 import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
 import { pipeline, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -252,16 +252,18 @@ export class RestCluster implements Cluster {
     if (!this.secure && this.base.protocol !== 'http:') {
       throw new Error(`unsupported apiserver URL ${connection.server}: only https:// and http:// are supported`);
     }
-    this.agent = this.secure
-      ? new HttpsAgent({
-          keepAlive: true,
-          ...(connection.ca === undefined ? {} : { ca: connection.ca }),
-          ...(connection.clientCert === undefined ? {} : { cert: connection.clientCert }),
-          ...(connection.clientKey === undefined ? {} : { key: connection.clientKey }),
-          ...(connection.tlsServerName === undefined ? {} : { servername: connection.tlsServerName }),
-          rejectUnauthorized: connection.insecureSkipTLSVerify !== true,
-        })
-      : new HttpAgent({ keepAlive: true });
+    this.agent =
+      connection.agent ??
+      (this.secure
+        ? new HttpsAgent({
+            keepAlive: true,
+            ...(connection.ca === undefined ? {} : { ca: connection.ca }),
+            ...(connection.clientCert === undefined ? {} : { cert: connection.clientCert }),
+            ...(connection.clientKey === undefined ? {} : { key: connection.clientKey }),
+            ...(connection.tlsServerName === undefined ? {} : { servername: connection.tlsServerName }),
+            rejectUnauthorized: connection.insecureSkipTLSVerify !== true,
+          })
+        : new HttpAgent({ keepAlive: true }));
     this.userAgent = options.userAgent ?? 'local-volume-provisioner-ts';
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.tokenRefreshMs = options.tokenRefreshMs ?? DEFAULT_TOKEN_REFRESH_MS;
@@ -362,6 +364,19 @@ export class RestCluster implements Cluster {
     return url;
   }
 
+  /** Credentials for one request: a plugin's (exec, OIDC), or the bearer token. */
+  private async requestCredentials(): Promise<RequestCredentials> {
+    if (this.connection.credentials !== undefined) return this.connection.credentials.get();
+    const token = await this.bearerToken();
+    return token === undefined ? {} : { token };
+  }
+
+  /** The server answered 401: the token may have rotated or expired; obtain it afresh next time. */
+  private unauthorized(): void {
+    this.cachedToken = undefined;
+    this.connection.credentials?.invalidate();
+  }
+
   /** The bearer token: fixed, or read from the token file and re-read every tokenRefreshMs. */
   private async bearerToken(): Promise<string | undefined> {
     const { token, tokenFile } = this.connection;
@@ -394,7 +409,7 @@ export class RestCluster implements Cluster {
     spec: RequestSpec,
     streaming: boolean,
   ): Promise<{ readonly res: IncomingMessage; readonly release: () => void }> {
-    const token = await this.bearerToken();
+    const { token, clientCert, clientKey } = await this.requestCredentials();
     const payload =
       spec.body === undefined
         ? undefined
@@ -408,12 +423,23 @@ export class RestCluster implements Cluster {
     };
     if (payload !== undefined) headers['Content-Type'] = spec.contentType ?? 'application/json';
     if (token !== undefined && token !== '') headers['Authorization'] = `Bearer ${token}`;
+    const { impersonate } = this.connection;
+    if (impersonate !== undefined) {
+      headers['Impersonate-User'] = impersonate.user;
+      if (impersonate.uid !== undefined) headers['Impersonate-Uid'] = impersonate.uid;
+      if (impersonate.groups.length > 0) headers['Impersonate-Group'] = [...impersonate.groups];
+      for (const [key, values] of Object.entries(impersonate.extra)) {
+        headers[`Impersonate-Extra-${encodeURIComponent(key)}`] = [...values];
+      }
+    }
     const url = this.url(spec.path, spec.query);
     const { signal } = spec;
     signal?.throwIfAborted();
     return new Promise((resolve, reject) => {
       const send = this.secure ? httpsRequest : httpRequest;
-      const req = send(url, { method: spec.method, agent: this.agent, headers });
+      // A plugin's client certificate goes with the request: the agent pools its sockets apart.
+      const tls = clientCert === undefined || clientKey === undefined ? {} : { cert: clientCert, key: clientKey };
+      const req = send(url, { method: spec.method, agent: this.agent, headers, ...tls });
       const onAbort = (): void => {
         req.destroy(signal === undefined ? undefined : (abortError(signal) as Error));
       };
@@ -477,7 +503,11 @@ export class RestCluster implements Cluster {
       }
       const status = res.statusCode ?? 0;
       if (status >= 200 && status < 300) return body === '' ? undefined : (JSON.parse(body) as unknown);
-      if (status === 401) this.cachedToken = undefined; // maybe rotated: read the file again next time
+      if (status === 401) {
+        this.unauthorized();
+        // A plugin's credential may have been revoked before its expiry: run it again, once.
+        if (this.connection.credentials !== undefined && attempt === 0) continue;
+      }
       const delay = this.retryDelayMs(res);
       if (delay !== undefined && attempt < this.maxRetries) {
         await this.clock.sleep(delay, spec.signal);
@@ -517,7 +547,7 @@ export class RestCluster implements Cluster {
       try {
         const status = res.statusCode ?? 0;
         if (status !== 200) {
-          if (status === 401) this.cachedToken = undefined;
+          if (status === 401) this.unauthorized();
           throw statusToError(status, await this.readBody(res));
         }
         const body = decoded(res);

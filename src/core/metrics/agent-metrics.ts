@@ -1,6 +1,7 @@
 // The agent's metrics. Names and labels of upstream's series are kept (sig-storage-local-static-
 // provisioner pkg/metrics); the capacity gauge's meaning is fixed (docs/migration-from-upstream.md).
 import type { Counter, Gauge, Histogram } from './registry.js';
+import { registerProcessMetrics } from './process-metrics.js';
 import { MetricsRegistry } from './registry.js';
 
 const P = 'local_volume_provisioner';
@@ -53,16 +54,7 @@ export function createAgentMetrics(
       g.set({}, stats().failed);
     },
   );
-  registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', [], (g) => {
-    g.set({}, process.memoryUsage.rss());
-  });
-  registry.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', [], (g) => {
-    g.set({}, start);
-  });
-  registry.gauge('process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.', [], (g) => {
-    const u = process.cpuUsage();
-    g.set({}, (u.user + u.system) / 1e6);
-  });
+  registerProcessMetrics(registry, { startTimeSeconds: start });
   const metrics: AgentMetrics = {
     registry,
     discoveryTotal: registry.counter(

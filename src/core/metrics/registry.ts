@@ -4,12 +4,35 @@
 
 type Labels = Readonly<Record<string, string>>;
 
-function labelKey(names: readonly string[], labels: Labels): string {
+/** A metric used against its definition: a bad name, an unknown label, a counter decremented. A bug. */
+export class MetricUsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MetricUsageError';
+  }
+}
+
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/u;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/u;
+
+function labelKey(metric: string, names: readonly string[], labels: Labels): string {
+  for (const name of Object.keys(labels)) {
+    if (!names.includes(name)) {
+      throw new MetricUsageError(
+        `metric ${metric}: unknown label "${name}" (its labels: ${names.length === 0 ? 'none' : names.join(', ')})`,
+      );
+    }
+  }
   return JSON.stringify(names.map((n) => labels[n] ?? ''));
 }
 
 function escapeLabel(value: string): string {
   return value.replace(/\\/gu, '\\\\').replace(/\n/gu, '\\n').replace(/"/gu, '\\"');
+}
+
+/** HELP text escapes backslash and newline (text format 0.0.4); quotes stay as they are. */
+function escapeHelp(value: string): string {
+  return value.replace(/\\/gu, '\\\\').replace(/\n/gu, '\\n');
 }
 
 function renderLabels(names: readonly string[], values: readonly string[], extra = ''): string {
@@ -30,25 +53,50 @@ abstract class Metric {
     readonly name: string,
     readonly help: string,
     readonly labelNames: readonly string[],
-  ) {}
+  ) {
+    if (!METRIC_NAME.test(name)) throw new MetricUsageError(`invalid metric name ${JSON.stringify(name)}`);
+    for (const label of labelNames) {
+      if (!LABEL_NAME.test(label) || label.startsWith('__')) {
+        throw new MetricUsageError(`metric ${name}: invalid label name ${JSON.stringify(label)}`);
+      }
+    }
+  }
   abstract readonly type: 'counter' | 'gauge' | 'histogram';
   abstract samples(): string[];
+  protected key(labels: Labels): string {
+    return labelKey(this.name, this.labelNames, labels);
+  }
   render(): string {
-    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${this.type}`, ...this.samples()].join('\n');
+    return [`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.type}`, ...this.samples()].join(
+      '\n',
+    );
   }
 }
 
 export class Counter extends Metric {
   readonly type = 'counter';
   private readonly values = new Map<string, number>();
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[],
+    /** A counter kept elsewhere (CPU seconds): read at each scrape; `inc` is then not used. */
+    private readonly collect?: () => number,
+  ) {
+    super(name, help, labelNames);
+  }
   inc(labels: Labels = {}, by = 1): void {
-    const k = labelKey(this.labelNames, labels);
+    if (!(by >= 0) || by === Infinity) {
+      throw new MetricUsageError(`counter ${this.name}: cannot increase by ${String(by)} (counters only go up)`);
+    }
+    const k = this.key(labels);
     this.values.set(k, (this.values.get(k) ?? 0) + by);
   }
   get(labels: Labels = {}): number {
-    return this.values.get(labelKey(this.labelNames, labels)) ?? 0;
+    return this.values.get(this.key(labels)) ?? 0;
   }
   samples(): string[] {
+    if (this.collect !== undefined) return [`${this.name} ${num(this.collect())}`];
     return [...this.values].map(
       ([k, v]) => `${this.name}${renderLabels(this.labelNames, JSON.parse(k) as string[])} ${num(v)}`,
     );
@@ -67,10 +115,10 @@ export class Gauge extends Metric {
     super(name, help, labelNames);
   }
   set(labels: Labels, value: number): void {
-    this.values.set(labelKey(this.labelNames, labels), value);
+    this.values.set(this.key(labels), value);
   }
   get(labels: Labels = {}): number | undefined {
-    return this.values.get(labelKey(this.labelNames, labels));
+    return this.values.get(this.key(labels));
   }
   /** Drops every series (used before re-setting a whole family, e.g. per-class gauges). */
   reset(): void {
@@ -98,7 +146,8 @@ export class Histogram extends Metric {
     super(name, help, labelNames);
   }
   observe(labels: Labels, value: number): void {
-    const k = labelKey(this.labelNames, labels);
+    if (Number.isNaN(value)) throw new MetricUsageError(`histogram ${this.name}: cannot observe NaN`);
+    const k = this.key(labels);
     const s = this.series.get(k) ?? { counts: this.buckets.map(() => 0), sum: 0, count: 0 };
     this.series.set(k, s);
     this.buckets.forEach((b, i) => {
@@ -108,7 +157,7 @@ export class Histogram extends Metric {
     s.count += 1;
   }
   count(labels: Labels = {}): number {
-    return this.series.get(labelKey(this.labelNames, labels))?.count ?? 0;
+    return this.series.get(this.key(labels))?.count ?? 0;
   }
   samples(): string[] {
     const out: string[] = [];
@@ -131,12 +180,16 @@ export class MetricsRegistry {
   private readonly metrics = new Map<string, Metric>();
 
   private add<M extends Metric>(metric: M): M {
-    if (this.metrics.has(metric.name)) throw new Error(`metric ${metric.name} registered twice`);
+    if (this.metrics.has(metric.name)) throw new MetricUsageError(`metric ${metric.name} registered twice`);
     this.metrics.set(metric.name, metric);
     return metric;
   }
   counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
     return this.add(new Counter(name, help, labelNames));
+  }
+  /** A counter whose total is kept elsewhere and read at each scrape (client_golang's CounterFunc). */
+  counterFunc(name: string, help: string, read: () => number): Counter {
+    return this.add(new Counter(name, help, [], read));
   }
   gauge(name: string, help: string, labelNames: readonly string[] = [], collect?: (g: Gauge) => void): Gauge {
     return this.add(new Gauge(name, help, labelNames, collect));

@@ -157,7 +157,7 @@ contexts:
     assert.equal(settings.token, 'first');
   });
 
-  void it('fails clearly: no current-context, unknown context/cluster/user, exec, auth-provider, missing file', async () => {
+  void it('fails clearly: no current-context, unknown context/cluster/user, bad exec, auth-provider, missing file', async () => {
     const noCurrent = await config('nocurrent.yaml', 'clusters: []\n');
     await rejectsKubeconfig(loadKubeconfig(noCurrent), /has no current-context/);
     const base = `clusters:
@@ -171,16 +171,31 @@ current-context: ctx
     await rejectsKubeconfig(loadKubeconfig(missingUser), /user "u" not found/);
     await rejectsKubeconfig(loadKubeconfig(missingUser, { context: 'nope' }), /context "nope" not found/);
     await rejectsKubeconfig(loadKubeconfig(missingUser, { context: 'nocluster' }), /cluster "gone" not found/);
+    // Exec plugins are supported (they used to be refused here); a malformed stanza is named.
     const exec = await config(
       'exec.yaml',
-      `${base}users:\n  - { name: u, user: { exec: { command: aws, apiVersion: client.authentication.k8s.io/v1 } } }\n`,
+      `${base}users:\n  - { name: u, user: { exec: { command: aws, args: [eks, get-token], apiVersion: client.authentication.k8s.io/v1 } } }\n`,
     );
-    await rejectsKubeconfig(loadKubeconfig(exec), /exec credential plugin, which is not supported/);
+    assert.ok((await loadKubeconfig(exec)).credentials !== undefined);
+    const badExec = await config(
+      'badexec.yaml',
+      `${base}users:\n  - { name: u, user: { exec: { command: aws, args: eks, apiVersion: client.authentication.k8s.io/v1 } } }\n`,
+    );
+    await rejectsKubeconfig(loadKubeconfig(badExec), /badexec\.yaml: user "u": exec\.args must be a list of strings/);
+    // gcp and azure were removed from client-go (1.26): the message names the exec plugin to use.
     const provider = await config(
       'provider.yaml',
       `${base}users:\n  - { name: u, user: { auth-provider: { name: gcp } } }\n`,
     );
-    await rejectsKubeconfig(loadKubeconfig(provider), /auth-provider, which is not supported/);
+    await rejectsKubeconfig(loadKubeconfig(provider), /auth-provider "gcp" was removed .*gke-gcloud-auth-plugin/);
+    const unknownProvider = await config(
+      'unknownprovider.yaml',
+      `${base}users:\n  - { name: u, user: { auth-provider: { name: keystone } } }\n`,
+    );
+    await rejectsKubeconfig(
+      loadKubeconfig(unknownProvider),
+      /auth-provider "keystone" is not supported \(only "oidc"\)/,
+    );
     const halfCert = await config(
       'half.yaml',
       `${base}users:\n  - { name: u, user: { client-certificate-data: ${b64(CERT)} } }\n`,
@@ -195,6 +210,31 @@ current-context: ctx
     await rejectsKubeconfig(loadKubeconfig(join(dir, 'absent.yaml')), /cannot read kubeconfig/);
     const notYaml = await config('notyaml.yaml', 'a: [unclosed\n');
     await rejectsKubeconfig(loadKubeconfig(notYaml), /not valid YAML/);
+  });
+
+  void it('reads impersonation (as, as-uid, as-groups, as-user-extra) and refuses groups without a user', async () => {
+    const base = `current-context: ctx
+clusters: [{ name: c, cluster: { server: "https://h:1" } }]
+contexts: [{ name: ctx, context: { cluster: c, user: u } }]
+`;
+    const path = await config(
+      'impersonate.yaml',
+      `${base}users:\n  - name: u\n    user: { token: t, as: jane, as-uid: "42", as-groups: [ops, dev], as-user-extra: { scopes: [view] } }\n`,
+    );
+    assert.deepEqual((await loadKubeconfig(path)).impersonate, {
+      user: 'jane',
+      uid: '42',
+      groups: ['ops', 'dev'],
+      extra: { scopes: ['view'] },
+    });
+    const groupsOnly = await config(
+      'groups-only.yaml',
+      `${base}users:\n  - { name: u, user: { token: t, as-groups: [ops] } }\n`,
+    );
+    await rejectsKubeconfig(
+      loadKubeconfig(groupsOnly),
+      /groups-only\.yaml: user "u": as-uid, as-groups and as-user-extra need "as"/,
+    );
   });
 
   void it('reads only regular files of bounded size: a FIFO, /dev/zero or a huge file is an error, at once', async () => {
@@ -358,6 +398,45 @@ void describe('RestCluster over HTTP (local fake server)', () => {
       ...extra,
     });
   }
+
+  void it("sends Impersonate-* headers and a credential source's token; a 401 gets a fresh one, once", async () => {
+    seen.length = 0;
+    let runs = 0;
+    let invalidated = 0;
+    handler = (req, _body, res) => {
+      if (req.headers.authorization === 'Bearer plugin-1') json(res, 401, { kind: 'Status', code: 401 });
+      else json(res, 200, { metadata: { name: 'n1' } });
+    };
+    const c = new RestCluster({
+      connection: {
+        server: base,
+        source: 'test',
+        impersonate: { user: 'jane', uid: '42', groups: ['ops', 'dev'], extra: { 'acme.com/scope': ['a', 'b'] } },
+        credentials: {
+          get: () => Promise.resolve({ token: `plugin-${String(++runs)}` }),
+          invalidate: () => {
+            invalidated++;
+          },
+        },
+      },
+    });
+    try {
+      await c.nodes.get('n1');
+    } finally {
+      c.close();
+    }
+    assert.deepEqual(
+      seen.map((x) => x.headers.authorization),
+      ['Bearer plugin-1', 'Bearer plugin-2'],
+    );
+    assert.equal(invalidated, 1);
+    const last = seen[1];
+    assert.ok(last);
+    assert.equal(last.headers['impersonate-user'], 'jane');
+    assert.equal(last.headers['impersonate-uid'], '42');
+    assert.equal(last.headers['impersonate-group'], 'ops, dev');
+    assert.equal(last.headers['impersonate-extra-acme.com%2fscope'], 'a, b');
+  });
 
   void it('sends the documented paths, query, headers and bodies', async () => {
     seen.length = 0;

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MetricsRegistry } from '../../../src/core/metrics/registry.js';
+import { MetricsRegistry, MetricUsageError } from '../../../src/core/metrics/registry.js';
 import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';
+import { parsePrometheusText } from '../../support/prom-text.js';
+
+function usageError(pattern: RegExp): (error: unknown) => boolean {
+  return (error) => error instanceof MetricUsageError && pattern.test(error.message);
+}
 
 describe('metrics registry', () => {
   it('renders counters, gauges and histograms in the Prometheus text format', () => {
@@ -38,7 +43,85 @@ describe('metrics registry', () => {
   it('refuses to register a metric twice', () => {
     const r = new MetricsRegistry();
     r.counter('a_total', 'A.');
-    assert.throws(() => r.counter('a_total', 'A.'), /registered twice/u);
+    assert.throws(() => r.counter('a_total', 'A.'), usageError(/registered twice/u));
+  });
+
+  it('escapes backslashes and newlines in HELP text (quotes stay), and a parser reads it back', () => {
+    const r = new MetricsRegistry();
+    r.gauge('paths', 'Paths like C:\\disks and "quoted"\nsecond line.').set({}, 1);
+    const text = r.render();
+    assert.match(text, /^# HELP paths Paths like C:\\\\disks and "quoted"\\nsecond line\.$/mu);
+    assert.equal(parsePrometheusText(text).get('paths')?.help, 'Paths like C:\\disks and "quoted"\nsecond line.');
+  });
+
+  it('a counter refuses to go down (negative, NaN or infinite increments): a typed error', () => {
+    const c = new MetricsRegistry().counter('x_total', 'X.');
+    for (const by of [-1, NaN, Infinity]) {
+      assert.throws(
+        () => {
+          c.inc({}, by);
+        },
+        usageError(/counter x_total: cannot increase by/u),
+      );
+    }
+    c.inc({}, 0);
+    assert.equal(c.get(), 0);
+  });
+
+  it('an unknown label is refused loudly on counters, gauges and histograms, not dropped', () => {
+    const r = new MetricsRegistry();
+    const c = r.counter('req_total', 'R.', ['method']);
+    const g = r.gauge('level', 'L.', ['storageclass']);
+    const h = r.histogram('lat_seconds', 'L.', ['method']);
+    assert.throws(
+      () => {
+        c.inc({ method: 'create', verb: 'x' });
+      },
+      usageError(/metric req_total: unknown label "verb" \(its labels: method\)/u),
+    );
+    assert.throws(
+      () => {
+        g.set({ class: 'fast' }, 1);
+      },
+      usageError(/unknown label "class"/u),
+    );
+    assert.throws(
+      () => {
+        h.observe({ mode: 'Block' }, 1);
+      },
+      usageError(/unknown label "mode"/u),
+    );
+    assert.equal(r.render().includes('req_total{'), false, 'nothing was recorded');
+    assert.throws(() => r.gauge('bad-name', 'B.'), usageError(/invalid metric name/u));
+    assert.throws(() => r.gauge('ok', 'B.', ['__reserved']), usageError(/invalid label name/u));
+  });
+
+  it('renders the agent registry as valid text format 0.0.4, process and runtime series with their types', () => {
+    const families = parsePrometheusText(createAgentMetrics().registry.render());
+    const types: Record<string, string> = {
+      process_cpu_seconds_total: 'counter',
+      process_cpu_user_seconds_total: 'counter',
+      process_cpu_system_seconds_total: 'counter',
+      process_start_time_seconds: 'gauge',
+      process_resident_memory_bytes: 'gauge',
+      process_virtual_memory_bytes: 'gauge',
+      process_heap_bytes: 'gauge',
+      process_open_fds: 'gauge',
+      process_max_fds: 'gauge',
+      nodejs_eventloop_lag_seconds: 'gauge',
+      nodejs_eventloop_lag_p99_seconds: 'gauge',
+      nodejs_gc_duration_seconds: 'histogram',
+      nodejs_heap_size_total_bytes: 'gauge',
+      nodejs_heap_size_used_bytes: 'gauge',
+      nodejs_external_memory_bytes: 'gauge',
+      nodejs_active_resources_total: 'gauge',
+      nodejs_version_info: 'gauge',
+    };
+    for (const [name, type] of Object.entries(types)) assert.equal(families.get(name)?.type, type, name);
+    const value = (name: string): number | undefined => families.get(name)?.samples[0]?.value;
+    assert.ok((value('process_open_fds') ?? 0) > 0);
+    assert.ok((value('process_resident_memory_bytes') ?? 0) > 1e6);
+    assert.ok((value('process_cpu_seconds_total') ?? 0) > 0);
   });
 
   it("keeps upstream's metric names", () => {
