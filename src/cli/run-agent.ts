@@ -8,11 +8,13 @@ import type { Cluster } from '../core/kube/cluster.js';
 import { LinuxVolumes } from '../core/node/linux-volumes.js';
 import type { NodeVolumes } from '../core/node/volumes.js';
 import { installSignalHandlers, withDeadline } from './lifecycle.js';
-import { connectCluster } from './cluster-connection.js';
+import { connectCluster, type Product } from './cluster-connection.js';
 import { StderrLogger } from './logger.js';
 
 export interface RunAgentProcessOptions {
   readonly agent: AgentOptions;
+  /** Named in the User-Agent and field manager of every API request. */
+  readonly product: Product;
   /** `--sandbox DIR`: in-memory cluster, config and disks under DIR. */
   readonly sandbox: string | undefined;
   /** Whether --admin-socket was chosen by the user (else the sandbox puts it under DIR). */
@@ -63,6 +65,7 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
     });
   } else {
     const rest = await connectCluster({
+      product: options.product,
       kubeconfig: options.kubeconfig,
       inCluster: options.inCluster,
       qps: options.qps,

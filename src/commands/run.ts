@@ -164,6 +164,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
         watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },
         version: this.config.version,
       },
+      product: { name: this.config.name, version: this.config.version },
       sandbox,
       adminSocketExplicit:
         this.argv.some((a) => a.startsWith('--admin-socket')) || process.env['PROVISIONER_ADMIN_SOCKET'] !== undefined,
