@@ -236,7 +236,7 @@ describe('README', () => {
       }
     });
 
-    it('"On a node": diff-config against the running agent and between two files, reload', async () => {
+    it('"On a node": diff-config against the running agent and between two files, reload', () => {
       const lines = bashBlocks(section('On a node')).flat().map(splitComment);
       const fixture = join(REPO_ROOT, 'test/fixtures/upstream/helm-configmap.yaml');
       mkdirSync(join(dir, 'main'));
