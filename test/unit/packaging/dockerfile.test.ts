@@ -25,6 +25,7 @@ import { dirname, isAbsolute, join, posix, relative } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { REPO_ROOT } from '../../support/cli.js';
+import { Tmux } from '../../support/tmux.js';
 
 interface Instruction {
   readonly keyword: string;
@@ -386,7 +387,7 @@ describe('Dockerfile', () => {
       assert.match(r.stdout, /^Scenario: demo/u);
     });
 
-    it('runs `run --sandbox` from the layout; `dashboard --once` and `reload` reach it; SIGTERM stops it', async () => {
+    it('runs `run --sandbox` from the layout; `dashboard --once`, the live `dashboard` (tmux) and `reload` reach it; SIGTERM stops it', async () => {
       const sandbox = join(root, 'sandbox');
       const child = spawn(
         'provisioner',
@@ -411,6 +412,19 @@ describe('Dockerfile', () => {
         assert.match(dashboard.stdout, /sandbox-node/u);
         const reload = exec('provisioner', ['reload', '--admin-socket', socket], { cwd: root, env: env() });
         assert.equal(reload.status, 0, reload.stderr);
+        // The live view (Ink, its own chunks) in a real terminal, with the layout's environment only.
+        Tmux.require();
+        const tmux = new Tmux(join(root, 'tmux.sock'));
+        try {
+          const vars = Object.entries({ ...env(), TERM: 'screen' }).map(([k, v]) => `${k}='${v ?? ''}'`);
+          const command = `cd '${root}' && env -i ${vars.join(' ')} provisioner dashboard --admin-socket '${socket}'; echo "dashboard exited with $?"; sleep 60`;
+          tmux.run('new-session', '-d', '-s', 'dash', '-x', '100', '-y', '30', command);
+          await tmux.waitFor(/^provisioner dashboard {2}connected {2}node sandbox-node/mu, 'the live dashboard');
+          tmux.keys('q');
+          await tmux.waitFor(/^dashboard exited with 0$/mu, 'the dashboard to quit on q');
+        } finally {
+          tmux.kill();
+        }
       } finally {
         child.kill('SIGTERM');
       }
