@@ -2,7 +2,7 @@
 // (tmux), against a real agent (`provisioner run --sandbox`), driven by keys, read off the screen.
 // tmux is required: scripts/setup.sh installs it; without it this test fails, it never skips.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -416,7 +416,7 @@ describe('Dockerfile', () => {
         Tmux.require();
         const tmux = new Tmux(join(root, 'tmux.sock'));
         try {
-          const vars = Object.entries({ ...env(), TERM: 'screen' }).map(([k, v]) => `${k}='${v ?? ''}'`);
+          const vars = Object.entries({ ...env(), TERM: 'screen' }).map(([k, v]) => `${k}='${v}'`);
           const command = `cd '${root}' && env -i ${vars.join(' ')} provisioner dashboard --admin-socket '${socket}'; echo "dashboard exited with $?"; sleep 60`;
           tmux.run('new-session', '-d', '-s', 'dash', '-x', '100', '-y', '30', command);
           await tmux.waitFor(/^provisioner dashboard {2}connected {2}node sandbox-node/mu, 'the live dashboard');
