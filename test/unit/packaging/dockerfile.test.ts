@@ -387,6 +387,46 @@ describe('Dockerfile', () => {
       assert.match(r.stdout, /^Scenario: demo/u);
     });
 
+    it('loads a kubeconfig from the layout: `simulate` and `run` reach the connection (exit 5 on a closed port, no missing module)', () => {
+      // Whatever reads a kubeconfig (and the client it loads, lazily) must be in the bundle too.
+      const kubeconfig = join(root, 'kubeconfig.yaml');
+      writeFileSync(
+        kubeconfig,
+        [
+          'apiVersion: v1',
+          'kind: Config',
+          'clusters: [{name: c, cluster: {server: "https://127.0.0.1:9", insecure-skip-tls-verify: true}}]',
+          'users: [{name: u, user: {token: t}}]',
+          'contexts: [{name: x, context: {cluster: c, user: u}}]',
+          'current-context: x',
+        ].join('\n'),
+      );
+      const config = join(REPO_ROOT, 'test/fixtures/upstream/helm-configmap.yaml');
+      const node = join(REPO_ROOT, 'test/fixtures/simulate/basic/node.yaml');
+      for (const args of [
+        ['simulate', '--kubeconfig', kubeconfig, '--config', config, '--node', 'n1', '--node-facts', node],
+        [
+          'run',
+          '--kubeconfig',
+          kubeconfig,
+          '--config-dir',
+          config,
+          '--listen-address',
+          '127.0.0.1:0',
+          '--admin-socket',
+          join(root, 'kc.sock'),
+        ],
+      ]) {
+        const r = exec('provisioner', args, {
+          cwd: root,
+          env: { ...env(), MY_NODE_NAME: 'n1' },
+        });
+        assert.doesNotMatch(r.stderr, /ERR_MODULE_NOT_FOUND|Cannot find (module|package)/u, args[0]);
+        assert.equal(r.status, 5, `${args.join(' ')}: ${r.stderr}`);
+        assert.match(r.stderr, /^error: cannot .*ECONNREFUSED 127\.0\.0\.1:9/mu, args[0]);
+      }
+    });
+
     it('runs `run --sandbox` from the layout; `dashboard --once`, the live `dashboard` (tmux) and `reload` reach it; SIGTERM stops it', async () => {
       const sandbox = join(root, 'sandbox');
       const child = spawn(
