@@ -9,7 +9,7 @@
 # (`docker buildx imagetools inspect node:24-bookworm-slim` prints the digest of the index).
 # The image runs as root and needs a privileged container to clean block devices: docs/install.md.
 
-# ---- build: compile and bundle, then drop the dev dependencies --------------------------------
+# ---- build: compile and bundle -----------------------------------------------------------------
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 ENV npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
@@ -19,9 +19,9 @@ COPY tsconfig.json ./
 COPY scripts/bundle.mjs scripts/oclif-manifest.mjs ./scripts/
 COPY src ./src
 COPY bin ./bin
-RUN npm run build && npm prune --omit=dev
+RUN npm run build
 
-# ---- runtime: production dependencies, the build output and the cleaner scripts ----------------
+# ---- runtime: the bundle and the cleaner scripts -----------------------------------------------
 FROM node:24-bookworm-slim
 # The tools the cleaner scripts run: mkfs (util-linux) with mke2fs (e2fsprogs), wipefs, blkdiscard,
 # ionice, findmnt (util-linux), shred, dd, sync, realpath, stat (coreutils). tini: PID 1 (below).
@@ -34,10 +34,12 @@ ENV NODE_ENV=production
 # configs) the agent's RSS peaked at idle + 52 MiB with Node's default (16 MiB semi-spaces) and at
 # idle + 19 MiB with 2 MiB; idle RSS and CPU are about the same (docs/benchmarks.md).
 ENV NODE_OPTIONS=--max-semi-space-size=2
+# No node_modules: esbuild bundled every dependency into dist/src/cli (commands.js and its lazily
+# loaded chunks), and oclif reads only package.json and the manifest. What runs, and nothing else
+# (test/unit/packaging/dockerfile.test.ts starts every command from exactly this layout).
 COPY --from=build /app/package.json ./package.json
-COPY --from=build /app/node_modules ./node_modules
-COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/oclif.manifest.json ./oclif.manifest.json
+COPY --from=build /app/dist/src/cli ./dist/src/cli
 COPY --from=build /app/bin/run.js ./bin/run.js
 COPY cleaners/ /scripts/
 RUN chmod 0755 /scripts/*.sh /opt/provisioner/bin/run.js \

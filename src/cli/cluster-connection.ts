@@ -5,7 +5,24 @@ import { StartupError } from '../core/errors.js';
 import { inClusterSettings, KubeconfigError, loadKubeconfig } from '../core/kube/kubeconfig.js';
 import { RestCluster } from '../core/kube/rest-cluster.js';
 
+/** The product as package.json names it (oclif's config.name and config.version). */
+export interface Product {
+  readonly name: string;
+  readonly version: string;
+}
+
+/**
+ * How every request names the product, as Kubernetes clients do: the User-Agent
+ * `<name>/<version> (<os>/<arch>) node/<version>` and the field manager `<name>/<version>` (the
+ * managedFields of the objects it writes say which release wrote them).
+ */
+export function clientIdentity(product: Product): { readonly userAgent: string; readonly fieldManager: string } {
+  const id = `${product.name}/${product.version}`;
+  return { userAgent: `${id} (${process.platform}/${process.arch}) node/${process.version}`, fieldManager: id };
+}
+
 export interface ConnectOptions {
+  readonly product: Product;
   readonly kubeconfig: string | undefined;
   readonly inCluster: { readonly host: string | undefined; readonly port: string | undefined };
   readonly qps: number;
@@ -23,7 +40,13 @@ export async function connectCluster(options: ConnectOptions): Promise<RestClust
         : await inClusterSettings({ host: options.inCluster.host, port: options.inCluster.port });
     // Run an exec plugin (or OIDC) now, so a failing one is a start-up error naming the kubeconfig.
     await connection.credentials?.get();
-    return new RestCluster({ connection, clock: options.clock, qps: options.qps, burst: options.burst });
+    return new RestCluster({
+      connection,
+      clock: options.clock,
+      qps: options.qps,
+      burst: options.burst,
+      ...clientIdentity(options.product),
+    });
   } catch (err) {
     if (err instanceof KubeconfigError) throw new StartupError(`cannot connect to the cluster: ${err.message}`);
     throw err;

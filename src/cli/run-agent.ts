@@ -8,13 +8,17 @@ import type { Cluster } from '../core/kube/cluster.js';
 import { LinuxVolumes } from '../core/node/linux-volumes.js';
 import type { NodeVolumes } from '../core/node/volumes.js';
 import { installSignalHandlers, withDeadline } from './lifecycle.js';
-import { connectCluster } from './cluster-connection.js';
+import { connectCluster, type Product } from './cluster-connection.js';
 import { StderrLogger } from './logger.js';
 
 export interface RunAgentProcessOptions {
   readonly agent: AgentOptions;
+  /** Named in the User-Agent and field manager of every API request. */
+  readonly product: Product;
   /** `--sandbox DIR`: in-memory cluster, config and disks under DIR. */
   readonly sandbox: string | undefined;
+  /** Whether --config-dir was chosen by the user (else the sandbox's config is DIR/config). */
+  readonly configPathExplicit: boolean;
   /** Whether --admin-socket was chosen by the user (else the sandbox puts it under DIR). */
   readonly adminSocketExplicit: boolean;
   /** The process environment, passed on to cleaner commands. */
@@ -37,24 +41,31 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
   const holder: { agent?: Agent } = {};
   if (options.sandbox !== undefined) {
     // Loaded only here: the in-memory cluster is not part of a real agent's memory and start-up.
-    const { ensureStorageClasses, prepareSandbox, SANDBOX_NODE, sandboxCluster } =
+    const { ensureStorageClasses, prepareSandbox, SANDBOX_NODE, sandboxCluster, sandboxConfigCheck } =
       await import('../core/agent/sandbox.js');
     const { SandboxVolumes } = await import('../core/node/sandbox-volumes.js');
-    const layout = await prepareSandbox(options.sandbox);
-    const memory = await sandboxCluster();
+    const layout = await prepareSandbox(
+      options.sandbox,
+      options.configPathExplicit ? options.agent.configPath : undefined,
+    );
+    const nodeName = options.agent.nodeName === '' ? SANDBOX_NODE : options.agent.nodeName;
+    const memory = await sandboxCluster(nodeName);
     cluster = memory;
     agentOptions = {
       ...agentOptions,
       configPath: layout.configDir,
-      nodeName: SANDBOX_NODE,
+      nodeName,
+      configCheck: sandboxConfigCheck(layout.disksDir),
       ...(options.adminSocketExplicit ? {} : { adminSocket: layout.adminSocket }),
     };
     // A sandbox has no operator: create the StorageClasses its config names, now and on every reload.
     const { parseConfigSnapshot, readConfigSnapshot } = await import('../core/config/source.js');
     const initial = parseConfigSnapshot(await readConfigSnapshot(layout.configDir)).config;
     await ensureStorageClasses(memory, initial);
-    volumes = new SandboxVolumes(new LinuxVolumes(), () =>
-      Object.values((holder.agent?.appliedConfig().config ?? initial).storageClassMap).map((c) => c.mountDir),
+    volumes = new SandboxVolumes(
+      new LinuxVolumes(),
+      () => Object.values((holder.agent?.appliedConfig().config ?? initial).storageClassMap).map((c) => c.mountDir),
+      layout.disksDir,
     );
     logger.log('info', 'sandbox: in-memory cluster, edit the config and add volumes as directories', {
       config: layout.configDir,
@@ -63,6 +74,7 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
     });
   } else {
     const rest = await connectCluster({
+      product: options.product,
       kubeconfig: options.kubeconfig,
       inCluster: options.inCluster,
       qps: options.qps,

@@ -26,7 +26,7 @@ The config is watched: a ConfigMap update (kubelet's ..data swap), a SIGHUP or \
 
 Serves /metrics, /healthz and /ready on --listen-address, and the admin endpoint (status, events, reload) on --admin-socket.
 
-Try it without a cluster: \`provisioner run --sandbox ./sandbox\` runs the real agent against an in-memory cluster; every directory under sandbox/disks/<class>/ counts as a volume.
+Try it without a cluster: \`provisioner run --sandbox ./sandbox\` runs the real agent against an in-memory cluster; every directory under sandbox/disks/<class>/ counts as a volume. Its config is sandbox/config/ (created on first use), or --config-dir when given; every class's mountDir must lie below sandbox/disks/. The node is MY_NODE_NAME, else "sandbox-node".
 
 Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_ADMIN_SOCKET (--admin-socket).
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at start-up, 4 config unreadable, 5 start-up failed.`;
@@ -139,7 +139,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     const nodeName = process.env['MY_NODE_NAME'] ?? '';
     if (nodeName === '' && sandbox === undefined)
       throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
-    if (sandbox === undefined) {
+    if (nodeName !== '') {
       const { nodeNameProblem } = await import('../core/kube/validation.js');
       const problem = nodeNameProblem(nodeName);
       if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
@@ -164,7 +164,10 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
         watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },
         version: this.config.version,
       },
+      product: { name: this.config.name, version: this.config.version },
       sandbox,
+      configPathExplicit:
+        this.argv.some((a) => a.startsWith('--config-dir')) || process.env[CONFIG_DIR_ENV] !== undefined,
       adminSocketExplicit:
         this.argv.some((a) => a.startsWith('--admin-socket')) || process.env['PROVISIONER_ADMIN_SOCKET'] !== undefined,
       environment: process.env,

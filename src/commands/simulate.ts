@@ -109,6 +109,7 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
       const { connectCluster } = await import('../cli/cluster-connection.js');
       const { systemClock } = await import('../core/clock.js');
       const rest = await connectCluster({
+        product: { name: this.config.name, version: this.config.version },
         kubeconfig: flags.kubeconfig,
         inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
         qps: 50,

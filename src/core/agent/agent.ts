@@ -8,6 +8,7 @@ import type { Clock } from '../clock.js';
 import { diffConfigs } from '../config/diff.js';
 import { parseConfigSnapshot, readConfigSnapshot } from '../config/source.js';
 import type { LoadedConfig } from '../config/source.js';
+import type { ProvisionerConfig } from '../config/model.js';
 import { ConfigSourceError, InvalidConfigError, StartupError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import type { Cluster } from '../kube/cluster.js';
@@ -75,6 +76,11 @@ export interface AgentOptions {
    * the request did not allow (docs/reload.md, "The reload guard"); default `refuse`.
    */
   readonly reloadGuard?: ReloadGuardPolicy;
+  /**
+   * Problems this deployment finds in a config on top of its own validation (the sandbox confines
+   * its disks to its directory): an error rejects the config as invalid, at start and on a reload.
+   */
+  readonly configCheck?: (config: ProvisionerConfig) => readonly ConfigIssue[];
   /** Watch the config source and reload on change; undefined: reload only when asked. */
   readonly watch?: { readonly pollIntervalMs: number; readonly debounceMs: number; readonly useFsEvents?: boolean };
 }
@@ -211,13 +217,23 @@ export class Agent implements AdminTarget {
     return agent;
   }
 
+  /** Reads and validates the config source, then applies options.configCheck. */
+  private async loadConfig(): Promise<LoadedConfig> {
+    const loaded = parseConfigSnapshot(await readConfigSnapshot(this.options.configPath));
+    const extra = this.options.configCheck?.(loaded.config) ?? [];
+    if (extra.length === 0) return loaded;
+    const issues = [...loaded.warnings, ...extra];
+    if (extra.some((i) => i.severity === 'error')) throw new InvalidConfigError(loaded.source.path, issues);
+    return { ...loaded, warnings: issues };
+  }
+
   private async init(): Promise<void> {
     const { deps, options } = this;
     // The fingerprint first: a change between it and the load below is caught by the watcher.
     const fingerprint = options.watch
       ? await fingerprintConfigSource(options.configPath).catch(() => undefined)
       : undefined;
-    const loaded = parseConfigSnapshot(await readConfigSnapshot(options.configPath));
+    const loaded = await this.loadConfig();
     for (const w of loaded.warnings) this.logger.log('warn', 'config warning', { path: w.path, detail: w.message });
     const nodeObject = await fetchNode(deps.cluster, deps.clock, this.logger, options.nodeName);
     this.node = nodeIdentity(nodeObject);
@@ -503,7 +519,7 @@ export class Agent implements AdminTarget {
     if (this.stopping) return this.result('failed', { ...base, error: 'the agent is stopping' });
     let loaded: LoadedConfig;
     try {
-      loaded = parseConfigSnapshot(await readConfigSnapshot(this.options.configPath));
+      loaded = await this.loadConfig();
     } catch (err) {
       if (this.isStopping()) return this.abandoned(base);
       if (err instanceof InvalidConfigError) {

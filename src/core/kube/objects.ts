@@ -13,6 +13,15 @@ export interface ObjectMeta {
   annotations?: Record<string, string>;
   ownerReferences?: OwnerReference[];
   finalizers?: string[];
+  /** Who wrote which fields (server-set); `manager` is the writer's fieldManager. */
+  managedFields?: ManagedFieldsEntry[];
+}
+
+export interface ManagedFieldsEntry {
+  manager?: string;
+  operation?: string;
+  subresource?: string;
+  time?: string;
 }
 
 export interface OwnerReference {

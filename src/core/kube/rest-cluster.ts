@@ -33,6 +33,11 @@ export interface RestClusterOptions {
   readonly burst?: number;
   /** User-Agent header (default `local-volume-provisioner-ts`). */
   readonly userAgent?: string;
+  /**
+   * `fieldManager` of every create, update and patch: the name in the objects' managedFields
+   * (default none: the apiserver then takes the User-Agent up to its first "/").
+   */
+  readonly fieldManager?: string;
   /** Time a non-watch request may stay idle before it fails (default 30 s). */
   readonly requestTimeoutMs?: number;
   /** How often a token file is re-read (default 60 s, like client-go). */
@@ -232,6 +237,7 @@ export class RestCluster implements Cluster {
   private readonly secure: boolean;
   private readonly base: URL;
   private readonly userAgent: string;
+  private readonly fieldManager: string | undefined;
   private readonly timeoutMs: number;
   private readonly tokenRefreshMs: number;
   private readonly maxRetries: number;
@@ -265,6 +271,7 @@ export class RestCluster implements Cluster {
           })
         : new HttpAgent({ keepAlive: true }));
     this.userAgent = options.userAgent ?? 'local-volume-provisioner-ts';
+    this.fieldManager = options.fieldManager;
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.tokenRefreshMs = options.tokenRefreshMs ?? DEFAULT_TOKEN_REFRESH_MS;
     this.maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
@@ -293,6 +300,7 @@ export class RestCluster implements Cluster {
     const withType = (object: T): unknown =>
       isRecord(object) ? { apiVersion: info.apiVersion, kind: info.kind, ...object } : object;
     const json = async (spec: RequestSpec): Promise<T> => (await this.request(spec)) as T;
+    const { fieldManager } = this;
     return {
       get: (name, options) => json({ method: 'GET', path: item(name, options) }),
       list: async (options?: ListOptions) =>
@@ -327,16 +335,23 @@ export class RestCluster implements Cluster {
         json({
           method: 'POST',
           path: collection(options),
-          query: { dryRun: options?.dryRun === true ? 'All' : undefined },
+          query: { dryRun: options?.dryRun === true ? 'All' : undefined, fieldManager },
           body: withType(object),
         }),
-      update: (object, options) => json({ method: 'PUT', path: item(nameOf(object), options), body: withType(object) }),
+      update: (object, options) =>
+        json({ method: 'PUT', path: item(nameOf(object), options), query: { fieldManager }, body: withType(object) }),
       updateStatus: (object, options) =>
-        json({ method: 'PUT', path: `${item(nameOf(object), options)}/status`, body: withType(object) }),
+        json({
+          method: 'PUT',
+          path: `${item(nameOf(object), options)}/status`,
+          query: { fieldManager },
+          body: withType(object),
+        }),
       patch: (name, patch, options) =>
         json({
           method: 'PATCH',
           path: item(name, options),
+          query: { fieldManager },
           body: patch,
           contentType: 'application/merge-patch+json',
         }),

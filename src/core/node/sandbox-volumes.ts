@@ -1,20 +1,32 @@
 // The node as `provisioner run --sandbox` sees it: the real filesystem, except that every
 // first-level directory of a sandbox discovery directory counts as a mounted volume, so a newcomer
 // can "add a disk" with mkdir, without root or real mounts.
+import { realpath } from 'node:fs/promises';
+import { isAbsolute, relative, sep } from 'node:path';
 import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
+
+/** Whether `path` lies strictly below `dir` (both absolute, compared as written). */
+export function isBelow(dir: string, path: string): boolean {
+  const rel = relative(dir, path);
+  return rel !== '' && rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
+}
 
 export class SandboxVolumes implements NodeVolumes {
   constructor(
     private readonly real: NodeVolumes,
     /** Discovery directories whose subdirectories are treated as mounts. */
     private readonly discoveryDirs: () => readonly string[],
+    /** The only place fake mounts may be: a discovery directory resolving elsewhere (a symlink out) gets none. */
+    private readonly disksDir: string,
   ) {}
 
   async mountPoints(): Promise<readonly MountPoint[]> {
     const mounts = [...(await this.real.mountPoints())];
+    const confine = await realpath(this.disksDir).catch(() => undefined);
     for (const dir of this.discoveryDirs()) {
       let names: readonly string[];
       try {
+        if (confine === undefined || !isBelow(confine, await realpath(dir))) continue;
         names = await this.real.listDirectory(dir);
       } catch {
         continue;

@@ -2,7 +2,7 @@
 // kube-apiserver: the agent (in-process) and `provisioner run` (as a process).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Agent } from '../../../src/core/agent/agent.js';
@@ -17,7 +17,7 @@ import { MemoryLogger } from '../../../src/core/log.js';
 import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
 import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
-import { CLI } from '../../support/cli.js';
+import { CLI, REPO_ROOT } from '../../support/cli.js';
 import {
   attachLoopDevice,
   bindMount,
@@ -250,8 +250,13 @@ describe('discovery on a real node against the real apiserver', { skip: skipUnle
     }
   });
 
-  it('`provisioner run` as a process: ready, metrics, graceful SIGTERM', async () => {
+  it('`provisioner run` as a process: ready, metrics, graceful SIGTERM, its name and version in managedFields', async () => {
     const plane = requireTestControlPlane();
+    // A volume only this process publishes: its PV's managedFields name the process's field manager.
+    const disk = join(fastDir(), 'disk-process');
+    mkdirSync(disk);
+    mountTmpfs(cleanup, disk, 16 * MiB);
+    const pkg = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
     const child = spawn(
       process.execPath,
       [CLI, 'run', '--config-dir', configDir, '--listen-address', '127.0.0.1:0', '--log-format', 'json'],
@@ -286,6 +291,16 @@ describe('discovery on a real node against the real apiserver', { skip: skipUnle
         /^local_volume_provisioner_persistentvolume_capacity_bytes\{storageclass="[^"]+",mode="Filesystem"\} \d+/mu,
       );
       assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+      const pv = await eventually(
+        async () =>
+          (await pvsOf(FAST)).find((p) => p.metadata.name === persistentVolumeName('disk-process', NODE, FAST)),
+        'the PV of disk-process',
+      );
+      // The object's fields (not its status, which a controller manager may write) are the agent's.
+      const writers = (pv.metadata.managedFields ?? [])
+        .filter((f) => f.subresource === undefined)
+        .map((f) => f.manager);
+      assert.deepEqual(writers, [`${pkg.name}/${pkg.version}`], JSON.stringify(pv.metadata.managedFields));
     } finally {
       child.kill('SIGTERM');
     }

@@ -274,6 +274,45 @@ describe('Helm chart helm/provisioner', () => {
       }
     });
 
+    it('values.schema.json: a typo in a key or a wrong type fails the render, naming the key', () => {
+      for (const [values, message] of [
+        ['logLevl: debug', /at '': additional properties 'logLevl' not allowed/u],
+        ['hotReload: {gaurd: warn}', /at '\/hotReload': additional properties 'gaurd' not allowed/u],
+        [
+          'classes: [{name: a, hostDir: /mnt/a, fstype: ext4}]',
+          /at '\/classes\/0': additional properties 'fstype' not allowed/u,
+        ],
+        [
+          'classes: [{name: a, hostDir: /mnt/a, storageClass: {reclaimPolicy: Retain, isDefault: true}}]',
+          /\/classes\/0\/storageClass/u,
+        ],
+        ['useJobForCleaning: maybe', /at '\/useJobForCleaning': got string, want boolean/u],
+        ['nodeLabels: topology.kubernetes.io/zone', /at '\/nodeLabels': got string, want array/u],
+        ['terminationGracePeriodSeconds: 30s', /at '\/terminationGracePeriodSeconds': got string, want integer/u],
+        ['classes: [{hostDir: /mnt/a}]', /at '\/classes\/0': missing property 'name'/u],
+      ] as const) {
+        const r = templateChart({ values });
+        assert.notEqual(r.status, 0, values);
+        assert.match(r.stderr, /values don't meet the specifications of the schema/u, values);
+        assert.match(r.stderr, message, `${values}\n${r.stderr}`);
+      }
+      // The values the chart documents only in comments, and upstream's values that the templates
+      // refuse with their own message, pass the schema.
+      const r = templateChart({
+        valuesFiles: [EXAMPLE],
+        values: [
+          'minResyncPeriod: 5m0s',
+          'labelsForPV: {a: "1", b: 2, c: true}',
+          'enableWindows: false',
+          'nodeSelectorWindows: {}',
+          'additionalArgs: []',
+          'nodeCleanupController: {enabled: false}',
+          'classes: [{name: a, hostDir: /mnt/a, mountDir: /mnt/a, accessMode: ReadWriteOnce, allowedTopologies: [], storageClass: {reclaimPolicy: Retain, isDefaultClass: true, provisioner: x}}]',
+        ].join('\n'),
+      });
+      assert.equal(r.status, 0, r.stderr);
+    });
+
     it('removeNodeNotReadyTaint grants nodes update, tolerates the taint and writes both keys', () => {
       const rendered = renderChart({ set: ['removeNodeNotReadyTaint=true'] });
       const role = asClusterRole(rendered.one('ClusterRole'));

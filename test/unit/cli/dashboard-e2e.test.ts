@@ -2,7 +2,7 @@
 // (tmux), against a real agent (`provisioner run --sandbox`), driven by keys, read off the screen.
 // tmux is required: scripts/setup.sh installs it; without it this test fails, it never skips.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,53 +11,10 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { AdminClient } from '../../../src/core/agent/admin-client.js';
 import { CLI } from '../../support/cli.js';
+import { Tmux } from '../../support/tmux.js';
 
 const COLUMNS = 100;
 const ROWS = 30;
-
-/** A private tmux server (its own socket file, no user config), so the test never touches the user's sessions. */
-class Tmux {
-  constructor(readonly socket: string) {}
-
-  static require(): void {
-    const probe = spawnSync('tmux', ['-V'], { encoding: 'utf8' });
-    if (probe.error !== undefined || probe.status !== 0) {
-      assert.fail(
-        'tmux is not installed, and the dashboard end-to-end test needs a pseudo-terminal from it: ' +
-          'run scripts/setup.sh as root (it installs tmux with apt-get) or install tmux yourself ' +
-          `(${probe.error?.message ?? probe.stderr.trim()})`,
-      );
-    }
-  }
-
-  run(...args: string[]): string {
-    const r = spawnSync('tmux', ['-S', this.socket, '-f', '/dev/null', ...args], { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`tmux ${args.join(' ')} failed: ${r.stderr.trim()}`);
-    return r.stdout;
-  }
-
-  screen(): string {
-    return this.run('capture-pane', '-p', '-t', 'dash');
-  }
-
-  keys(...keys: string[]): void {
-    this.run('send-keys', '-t', 'dash', ...keys);
-  }
-
-  async waitFor(pattern: RegExp, what: string, ms = 10_000): Promise<string> {
-    const until = Date.now() + ms;
-    for (;;) {
-      const screen = this.screen();
-      if (pattern.test(screen)) return screen;
-      if (Date.now() > until) assert.fail(`timed out waiting for ${what}; the screen:\n${screen}`);
-      await delay(50);
-    }
-  }
-
-  kill(): void {
-    spawnSync('tmux', ['-S', this.socket, 'kill-server'], { stdio: 'ignore' });
-  }
-}
 
 interface Agent {
   readonly child: ChildProcess;

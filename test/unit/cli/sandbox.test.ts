@@ -1,7 +1,7 @@
 // The README's "try it without a cluster" story, as a user runs it: `provisioner run --sandbox`.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -19,6 +19,39 @@ async function eventually<T>(probe: () => Promise<T | undefined>, what: string, 
     await delay(50);
   }
 }
+
+interface Sandbox {
+  readonly client: AdminClient;
+  readonly stderr: () => string;
+  /** SIGTERM, then asserts a clean exit. */
+  stop(): Promise<void>;
+}
+
+function startSandbox(args: readonly string[], env: NodeJS.ProcessEnv = {}): Sandbox {
+  const sandbox = args[args.indexOf('--sandbox') + 1] ?? '';
+  const child = spawn(process.execPath, [CLI, 'run', '--listen-address', '127.0.0.1:0', ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, MY_NODE_NAME: '', PROVISIONER_CONFIG_DIR: undefined, ...env },
+  });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => {
+    child.on('exit', (code) => {
+      resolve(code);
+    });
+  });
+  return {
+    client: new AdminClient(join(sandbox, 'admin.sock'), { timeoutMs: 5000 }),
+    stderr: () => stderr,
+    stop: async () => {
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, stderr);
+    },
+  };
+}
+
+const pvPaths = (s: AgentStatusJson): string[] =>
+  s.classes.flatMap((c) => c.persistentVolumes.map((p) => p.path)).sort();
 
 describe('provisioner run --sandbox', () => {
   it('publishes directories as volumes, reloads an edited config and answers `provisioner reload`', async () => {
@@ -127,6 +160,105 @@ describe('provisioner run --sandbox', () => {
     } finally {
       child.kill('SIGTERM');
       assert.equal(await exited, 0, stderr);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it('confines its disks to DIR/disks: a mountDir outside is invalid at start (exit 3) and rejected on a reload', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lvp-sandbox-confine-'));
+    try {
+      mkdirSync(join(dir, 'config'));
+      writeFileSync(join(dir, 'config/storageClassMap'), 'evil:\n  hostDir: /mnt/../etc\n  mountDir: /mnt/../etc\n');
+      const start = await runCli(['run', '--sandbox', dir, '--listen-address', '127.0.0.1:0'], {
+        env: { MY_NODE_NAME: '' },
+        timeoutMs: 20_000,
+      });
+      assert.equal(start.code, 3, start.stderr);
+      assert.match(
+        start.stderr,
+        new RegExp(
+          `storageClassMap\\.evil\\.mountDir: /etc is outside the sandbox's disks directory ${join(dir, 'disks')}`,
+          'u',
+        ),
+      );
+      assert.doesNotMatch(start.stderr, /\n\s+at /u, 'no stack trace');
+      assert.doesNotMatch(start.stderr, /created PersistentVolume/u);
+
+      // A valid start, then edits that point out of DIR/disks: lexically, and through a symlink.
+      rmSync(join(dir, 'config/storageClassMap'));
+      const sandbox = startSandbox(['--sandbox', dir, '--config-debounce', '50ms', '--discovery-period', '200ms']);
+      try {
+        await eventually(
+          async () => (pvPaths(await sandbox.client.status()).length === 2 ? true : undefined),
+          'vol1, vol2',
+        );
+        const local = join(dir, 'disks/local-storage');
+        writeFileSync(
+          join(dir, 'config/storageClassMap'),
+          `local-storage:\n  hostDir: ${local}\n  mountDir: ${local}\nevil:\n  hostDir: /etc\n  mountDir: ${dir}/disks/../../../etc\n`,
+        );
+        const rejected = await eventually(async () => {
+          const s = await sandbox.client.status();
+          return s.lastReload?.outcome === 'rejected' ? s : undefined;
+        }, 'the edit rejected');
+        assert.equal(rejected.generation, 1);
+        assert.deepEqual(
+          rejected.lastReload?.issues.filter((i) => i.severity === 'error').map((i) => i.path),
+          ['storageClassMap.evil.mountDir'],
+        );
+        // A symlink below DIR/disks that leads out is a discovery directory without disks.
+        symlinkSync('/etc', join(dir, 'disks/linked'));
+        writeFileSync(
+          join(dir, 'config/storageClassMap'),
+          `local-storage:\n  hostDir: ${local}\n  mountDir: ${local}\nlinked:\n  hostDir: /etc\n  mountDir: ${join(dir, 'disks/linked')}\n`,
+        );
+        await eventually(async () => ((await sandbox.client.status()).generation === 2 ? true : undefined), 'applied');
+        mkdirSync(join(local, 'vol3'));
+        const after = await eventually(async () => {
+          const s = await sandbox.client.status();
+          return pvPaths(s).length === 3 ? s : undefined;
+        }, 'vol3 published (passes ran over both classes)');
+        assert.deepEqual(pvPaths(after), [join(local, 'vol1'), join(local, 'vol2'), join(local, 'vol3')]);
+      } finally {
+        await sandbox.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('honours MY_NODE_NAME and --config-dir (a config outside DIR, disks still below DIR/disks)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lvp-sandbox-flags-'));
+    try {
+      const fast = join(dir, 'sb/disks/fast');
+      mkdirSync(join(fast, 'd1'), { recursive: true });
+      const config = join(dir, 'my-config.yaml');
+      writeFileSync(config, `storageClassMap: |\n  fast:\n    hostDir: /mnt/fast\n    mountDir: ${fast}\n`);
+      const sandbox = startSandbox(['--sandbox', join(dir, 'sb'), '--config-dir', config], { MY_NODE_NAME: 'node-7' });
+      try {
+        const s = await eventually(async () => {
+          const status = await sandbox.client.status();
+          return pvPaths(status).length === 1 ? status : undefined;
+        }, 'd1 published');
+        assert.equal(s.node, 'node-7');
+        assert.equal(s.config.source, config);
+        assert.deepEqual(pvPaths(s), ['/mnt/fast/d1']);
+        assert.equal(existsSync(join(dir, 'sb/config')), false, 'no DIR/config when --config-dir is given');
+      } finally {
+        await sandbox.stop();
+      }
+      const env = await runCli(['run', '--sandbox', join(dir, 'sb2'), '--listen-address', '127.0.0.1:0'], {
+        env: { MY_NODE_NAME: '', PROVISIONER_CONFIG_DIR: config },
+        timeoutMs: 20_000,
+      });
+      assert.equal(env.code, 3, 'PROVISIONER_CONFIG_DIR is honoured too: its mountDir is outside sb2/disks');
+      assert.match(env.stderr, /storageClassMap\.fast\.mountDir: .* is outside the sandbox's disks directory/u);
+      const bad = await runCli(['run', '--sandbox', join(dir, 'sb'), '--listen-address', '127.0.0.1:0'], {
+        env: { MY_NODE_NAME: 'Not_A_Node' },
+        timeoutMs: 20_000,
+      });
+      assert.equal(bad.code, 2, bad.stderr);
+      assert.match(bad.stderr, /^error: MY_NODE_NAME: "Not_A_Node" is not a valid Node name/mu);
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });

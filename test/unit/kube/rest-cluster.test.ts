@@ -508,6 +508,39 @@ void describe('RestCluster over HTTP (local fake server)', () => {
     });
   });
 
+  void it('names its field manager on every create, update and patch (and only there)', async () => {
+    seen.length = 0;
+    handler = (req, _body, res) => {
+      json(res, 200, req.method === 'GET' && req.url?.includes('?') === true ? { metadata: {}, items: [] } : {});
+    };
+    const c = cluster({ fieldManager: 'lvp-test/1' });
+    try {
+      await c.persistentVolumes.create({ metadata: { name: 'pv-1' }, spec: {} });
+      await c.storageClasses.create({ metadata: { name: 'sc' }, provisioner: 'p' }, { dryRun: true });
+      await c.nodes.update({ metadata: { name: 'n1' } });
+      await c.persistentVolumes.updateStatus({ metadata: { name: 'pv-1' }, spec: {} });
+      await c.persistentVolumes.patch('pv-1', { metadata: { labels: { a: 'b' } } });
+      await c.jobs.delete('job-1');
+      await c.persistentVolumes.get('pv-1');
+      await c.persistentVolumes.list({ limit: 1 });
+    } finally {
+      c.close();
+    }
+    assert.deepEqual(
+      seen.map((s) => `${s.method} ${s.url}`),
+      [
+        'POST /api/v1/persistentvolumes?fieldManager=lvp-test%2F1',
+        'POST /apis/storage.k8s.io/v1/storageclasses?dryRun=All&fieldManager=lvp-test%2F1',
+        'PUT /api/v1/nodes/n1?fieldManager=lvp-test%2F1',
+        'PUT /api/v1/persistentvolumes/pv-1/status?fieldManager=lvp-test%2F1',
+        'PATCH /api/v1/persistentvolumes/pv-1?fieldManager=lvp-test%2F1',
+        'DELETE /apis/batch/v1/namespaces/default/jobs/job-1',
+        'GET /api/v1/persistentvolumes/pv-1',
+        'GET /api/v1/persistentvolumes?limit=1',
+      ],
+    );
+  });
+
   void it('maps error Status bodies to KubeApiError', async () => {
     handler = (_req, _body, res) => {
       json(res, 404, {
