@@ -3,16 +3,14 @@
  * stop() (or an abort during start-up) leaves no process and no temp dir behind.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 
 import { CoreV1Api } from '@kubernetes/client-node';
 
 import { ControlPlaneStartError, startControlPlane } from '../support/control-plane.js';
-import { requireTestControlPlane, tokenKubeConfig } from '../support/test-cluster.js';
+import { kubeBinDir, requireTestControlPlane, tokenKubeConfig } from '../support/test-cluster.js';
 
 function readCmdline(pid: number): string[] {
   try {
@@ -20,25 +18,6 @@ function readCmdline(pid: number): string[] {
   } catch {
     return [];
   }
-}
-
-/**
- * The kube binaries: LVP_TEST_CONTROL_PLANE.binDir or LVP_KUBE_BIN_DIR when the runner passes it,
- * else the build script (a warm run only prints the cached bin dir).
- */
-function binDir(): string {
-  const fromPlane = requireTestControlPlane().binDir;
-  if (fromPlane !== undefined) return fromPlane;
-  const fromEnv = process.env['LVP_KUBE_BIN_DIR'];
-  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  const script = fileURLToPath(new URL('../../../scripts/build-kube-binaries.sh', import.meta.url));
-  const out = execFileSync('bash', [existsSync(script) ? script : 'scripts/build-kube-binaries.sh'], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const last = out.trim().split('\n').at(-1);
-  if (last === undefined || last === '') throw new Error('build-kube-binaries.sh printed no bin dir');
-  return last;
 }
 
 function alive(pid: number): boolean {
@@ -60,7 +39,7 @@ function processesUsing(dir: string): number[] {
 
 void describe('control plane harness', () => {
   void it('starts a second control plane and stop() leaves no process or temp dir behind', async () => {
-    const plane = await startControlPlane({ binDir: binDir() });
+    const plane = await startControlPlane({ binDir: kubeBinDir() });
     let stopped = false;
     try {
       assert.ok(existsSync(plane.dir));
@@ -87,7 +66,7 @@ void describe('control plane harness', () => {
 
   void it('an abort during start-up stops what was started and removes the temp dir', async () => {
     const controller = new AbortController();
-    const started = startControlPlane({ binDir: binDir(), signal: controller.signal });
+    const started = startControlPlane({ binDir: kubeBinDir(), signal: controller.signal });
     // Abort while etcd or kube-apiserver is still starting (the apiserver needs seconds to be ready).
     setTimeout(() => {
       controller.abort(new Error('test abort'));
