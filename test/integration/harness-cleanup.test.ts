@@ -2,6 +2,8 @@
  * The control-plane harness itself: a second control plane starts next to the shared one, and
  * stop() (or an abort during start-up) leaves no process and no temp dir behind.
  */
+// Lint: client-node's models are plain data classes; object literals are what its API takes.
+/* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,7 +11,8 @@ import { describe, it } from 'node:test';
 
 import { CoreV1Api } from '@kubernetes/client-node';
 
-import { ControlPlaneStartError, startControlPlane } from '../support/control-plane.js';
+import { CONTROLLERS, ControlPlaneStartError, startControlPlane } from '../support/control-plane.js';
+import { eventually } from '../support/eventually.js';
 import { kubeBinDir, requireTestControlPlane, tokenKubeConfig } from '../support/test-cluster.js';
 
 function readCmdline(pid: number): string[] {
@@ -59,6 +62,44 @@ void describe('control plane harness', () => {
       assert.deepEqual(processesUsing(plane.dir), []);
       assert.equal(existsSync(plane.dir), false, 'temp dir removed');
       await plane.stop(); // idempotent
+    } finally {
+      if (!stopped) await plane.stop();
+    }
+  });
+
+  void it('with controllers: kube-controller-manager and kube-scheduler run beside it, and stop() ends all four', async () => {
+    const plane = await startControlPlane({ binDir: kubeBinDir(), controllers: true });
+    let stopped = false;
+    try {
+      const { etcd, apiserver, controllerManager, scheduler } = plane.pids;
+      assert.ok(controllerManager !== undefined && scheduler !== undefined, 'both pids reported');
+      const all = [etcd, apiserver, controllerManager, scheduler];
+      for (const pid of all) assert.ok(alive(pid), `pid ${pid} alive`);
+      assert.deepEqual(processesUsing(plane.dir).sort(), [...all].sort());
+      assert.match(readCmdline(controllerManager).join(' '), new RegExp(`--controllers=${CONTROLLERS.join(',')}`));
+      // The controllers act: a new PV is made Available by the PV binder (a bare apiserver leaves it Pending).
+      const core = tokenKubeConfig(plane.server, plane.caFile, plane.adminToken).makeApiClient(CoreV1Api);
+      await core.createPersistentVolume({
+        body: {
+          metadata: { name: 'harness-pv' },
+          spec: {
+            capacity: { storage: '1Mi' },
+            accessModes: ['ReadWriteOnce'],
+            hostPath: { path: '/nonexistent/harness-pv' },
+          },
+        },
+      });
+      await eventually(
+        async () =>
+          (await core.readPersistentVolume({ name: 'harness-pv' })).status?.phase === 'Available' ? true : undefined,
+        'the PV Available',
+        60_000,
+      );
+      await plane.stop();
+      stopped = true;
+      for (const pid of all) assert.equal(alive(pid), false, `pid ${pid} is gone`);
+      assert.deepEqual(processesUsing(plane.dir), []);
+      assert.equal(existsSync(plane.dir), false, 'temp dir removed');
     } finally {
       if (!stopped) await plane.stop();
     }
