@@ -77,6 +77,14 @@ function writeAt(device: string, offset: number, data: Buffer): void {
   }
 }
 
+/** The object, or undefined when the API says 404 (not created yet, or gone). */
+async function notFoundAsUndefined<T>(read: Promise<T>): Promise<T | undefined> {
+  return read.catch((error: unknown) => {
+    if (apiStatusCode(error) === 404) return undefined;
+    throw error;
+  });
+}
+
 interface RunningAgent {
   readonly node: string;
   readonly child: ChildProcess;
@@ -161,12 +169,7 @@ describe(
     }
 
     async function readPv(name: string): Promise<V1PersistentVolume | undefined> {
-      try {
-        return await core.readPersistentVolume({ name });
-      } catch (error) {
-        if (apiStatusCode(error) === 404) return undefined;
-        throw error;
-      }
+      return notFoundAsUndefined(core.readPersistentVolume({ name }));
     }
 
     /** The agent's PV for an entry, once the real PV controller has made it Available. */
@@ -241,11 +244,11 @@ describe(
     /** The node the real scheduler bound the pod to. */
     async function scheduledNode(pod: string): Promise<string> {
       return eventually(
-        async () => (await core.readNamespacedPod({ namespace: NS, name: pod })).spec?.nodeName,
+        async () => (await notFoundAsUndefined(core.readNamespacedPod({ namespace: NS, name: pod })))?.spec?.nodeName,
         `pod ${pod} scheduled`,
         SLOW,
       ).catch(async (error: unknown) => {
-        const status = (await core.readNamespacedPod({ namespace: NS, name: pod })).status;
+        const status = (await notFoundAsUndefined(core.readNamespacedPod({ namespace: NS, name: pod })))?.status;
         throw new Error(
           `${String(error)}; conditions: ${JSON.stringify(status?.conditions)}\n${componentLog('kube-scheduler')}`,
           { cause: error },
@@ -257,8 +260,11 @@ describe(
     async function boundClaim(claim: string): Promise<V1PersistentVolumeClaim> {
       return eventually(
         async () => {
-          const pvc = await core.readNamespacedPersistentVolumeClaim({ namespace: NS, name: claim });
-          return pvc.status?.phase === 'Bound' ? pvc : undefined;
+          // A StatefulSet's claim may not exist yet.
+          const pvc = await notFoundAsUndefined(
+            core.readNamespacedPersistentVolumeClaim({ namespace: NS, name: claim }),
+          );
+          return pvc?.status?.phase === 'Bound' ? pvc : undefined;
         },
         `claim ${claim} Bound`,
         SLOW,
@@ -485,10 +491,7 @@ describe(
       const batch = kc.makeApiClient(BatchV1Api);
       const jobName = `cleanup-${persistentVolumeName('nvme-j', NODE_J, 'jblk')}`;
       const readJob = async (): Promise<V1Job | undefined> =>
-        batch.readNamespacedJob({ namespace: NS, name: jobName }).catch((error: unknown) => {
-          if (apiStatusCode(error) === 404) return undefined;
-          throw error;
-        });
+        notFoundAsUndefined(batch.readNamespacedJob({ namespace: NS, name: jobName }));
       /** The pod the real Job controller made for the Job of this uid, once the scheduler placed it. */
       const cleanupPod = async (jobUid: string): Promise<V1Pod> =>
         eventually(
