@@ -41,7 +41,9 @@ if (mode === 'all') {
     encoding: 'utf8',
   });
   if (build.status !== 0) {
-    console.error(`run-tests: building kube-apiserver/etcd/helm failed (exit ${build.status})`);
+    console.error(
+      `run-tests: building the kube binaries (scripts/build-kube-binaries.sh) failed (exit ${build.status})`,
+    );
     process.exit(1);
   }
   const binDir = build.stdout.trim().split('\n').pop();

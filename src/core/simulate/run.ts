@@ -30,6 +30,7 @@ import { formatBinaryQuantity } from '../node/capacity.js';
 import { MemoryVolumes } from '../node/memory-volumes.js';
 import { NODE_LABEL, nodeLabelValue, persistentVolumeName } from '../pv/naming.js';
 import { loadClusterFixture } from './cluster-fixture.js';
+import { bindClaim, releaseClaim, runControllerStandIns } from './controllers.js';
 import { evaluateExpectations } from './expect.js';
 import type { ExpectationResult, PvField, WorldView } from './expect.js';
 import { InvalidInputError } from './input.js';
@@ -432,40 +433,7 @@ class ScenarioRun {
 
   /** Stand-ins for the controllers a real cluster runs: the PV controller and pv-protection, Job GC. */
   private startControllers(): void {
-    const signal = this.worldStop.signal;
-    const pvs = async (): Promise<void> => {
-      for await (const ev of this.cluster.persistentVolumes.watch({ resourceVersion: '', signal })) {
-        if (ev.type === 'BOOKMARK' || ev.type === 'DELETED') continue;
-        const pv = ev.object;
-        if (pv.metadata.deletionTimestamp !== undefined) {
-          if ((pv.metadata.finalizers ?? []).length > 0)
-            await this.cluster.persistentVolumes
-              .update({ ...pv, metadata: { ...pv.metadata, finalizers: [] } })
-              .catch(() => undefined);
-        } else if ((pv.status?.phase ?? 'Pending') === 'Pending') {
-          await this.cluster.persistentVolumes
-            .updateStatus({ ...pv, status: { ...pv.status, phase: 'Available' } })
-            .catch(() => undefined);
-        }
-      }
-    };
-    const jobs = async (): Promise<void> => {
-      for await (const ev of this.cluster.jobs.watch({ resourceVersion: '', signal })) {
-        if (ev.type === 'BOOKMARK' || ev.type === 'DELETED') continue;
-        const job = ev.object;
-        if (job.metadata.deletionTimestamp !== undefined && (job.metadata.finalizers ?? []).length > 0)
-          await this.cluster.jobs
-            .update(
-              { ...job, metadata: { ...job.metadata, finalizers: [] } },
-              { namespace: job.metadata.namespace ?? '' },
-            )
-            .catch(() => undefined);
-      }
-    };
-    this.controllers.push(
-      pvs().catch(() => undefined),
-      jobs().catch(() => undefined),
-    );
+    this.controllers.push(...runControllerStandIns(this.cluster, this.worldStop.signal));
   }
 
   private onWrite(verb: string, resource: string, object: unknown): void {
@@ -931,17 +899,13 @@ class ScenarioRun {
         const v = await resolve(step.volume);
         const pv = await this.pvOf(v, fail);
         const [namespace = 'default', name = `claim-${v.name}`] = (step.claim ?? `default/claim-${v.name}`).split('/');
-        const bound = await this.cluster.persistentVolumes.update({
-          ...pv,
-          spec: { ...pv.spec, claimRef: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace, name } },
-        });
-        await this.cluster.persistentVolumes.updateStatus({ ...bound, status: { ...bound.status, phase: 'Bound' } });
+        await bindClaim(this.cluster, pv, namespace, name);
         return `claim ${namespace}/${name} bound to ${pv.metadata.name} (${v.display})`;
       }
       case 'claim released': {
         const v = await resolve(step.volume);
         const pv = await this.pvOf(v, fail);
-        await this.cluster.persistentVolumes.updateStatus({ ...pv, status: { ...pv.status, phase: 'Released' } });
+        await releaseClaim(this.cluster, pv);
         const claim = pv.spec.claimRef
           ? `${pv.spec.claimRef.namespace ?? ''}/${pv.spec.claimRef.name ?? ''}`
           : 'the claim';
