@@ -83,7 +83,7 @@ void describe('rollout status against real agents and the real apiserver', () =>
     );
     children.push(child);
     stderr.set(node, '');
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => stderr.set(node, (stderr.get(node) ?? '') + d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => stderr.set(node, (stderr.get(node) ?? '') + d));
     return child;
   }
 
@@ -138,7 +138,10 @@ void describe('rollout status against real agents and the real apiserver', () =>
         (child) =>
           new Promise<void>((resolve) => {
             if (child.exitCode !== null || child.signalCode !== null) resolve();
-            else child.once('exit', () => resolve());
+            else
+              child.once('exit', () => {
+                resolve();
+              });
             setTimeout(() => {
               child.kill('SIGKILL');
               resolve();
@@ -163,8 +166,8 @@ void describe('rollout status against real agents and the real apiserver', () =>
     assert.equal(annotations['local-static-provisioner/source'], cfgA());
     assert.match(annotations['local-static-provisioner/agent-version'] ?? '', /^\d+\.\d+\.\d+/);
     assert.equal(lease.spec?.holderIdentity, nodeA);
-    assert.equal(lease.spec?.leaseDurationSeconds, 180);
-    assert.ok(Date.now() - Date.parse(lease.spec?.renewTime ?? '') < 60_000, 'a fresh heartbeat');
+    assert.equal(lease.spec.leaseDurationSeconds, 180);
+    assert.ok(Date.now() - Date.parse(lease.spec.renewTime ?? '') < 60_000, 'a fresh heartbeat');
   });
 
   void it('--wait exits 0 once every node applies the desired config', async () => {
@@ -214,9 +217,9 @@ void describe('rollout status against real agents and the real apiserver', () =>
     const json = JSON.parse(now.stdout) as RolloutJson;
     const b = json.nodes.find((n) => n.node === nodeB);
     assert.equal(b?.state, 'rejected');
-    assert.equal(b?.lastResult, 'refused');
-    assert.equal(b?.candidateHash, hashOf(x2));
-    assert.equal(b?.appliedHash, hashOf(x1), 'node B keeps serving the previous config');
+    assert.equal(b.lastResult, 'refused');
+    assert.equal(b.candidateHash, hashOf(x2));
+    assert.equal(b.appliedHash, hashOf(x1), 'node B keeps serving the previous config');
   });
 
   void it('--wait exits 6 at the timeout while a node is pending or has no agent', async () => {
