@@ -115,7 +115,8 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
     }
     const signal = await stopped;
     logger.log('info', 'stopping', { signal });
-    await publishing?.stop();
+    // A write in flight to an unreachable API must not hold up the stop: its request would time out only after 30 s.
+    if (publishing !== undefined) await withDeadline(publishing.stop(), 2000);
     const result = await withDeadline(agent.stop(), options.shutdownTimeoutMs);
     if (result === 'timeout') logger.log('warn', 'graceful stop timed out', { timeoutMs: options.shutdownTimeoutMs });
   } finally {
