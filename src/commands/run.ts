@@ -26,9 +26,11 @@ The config is watched: a ConfigMap update (kubelet's ..data swap), a SIGHUP or \
 
 Serves /metrics, /healthz and /ready on --listen-address, and the admin endpoint (status, events, reload) on --admin-socket.
 
+Publishes its applied config (hash, generation, last reload result and reason) as the Lease <status-name>-<node> in MY_NAMESPACE, on change and every --status-heartbeat, for \`provisioner rollout status\` (--no-publish-status turns it off).
+
 Try it without a cluster: \`provisioner run --sandbox ./sandbox\` runs the real agent against an in-memory cluster; every directory under sandbox/disks/<class>/ counts as a volume.
 
-Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_ADMIN_SOCKET (--admin-socket).
+Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_ADMIN_SOCKET (--admin-socket), PROVISIONER_STATUS_NAME (--status-name).
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at start-up, 4 config unreadable, 5 start-up failed.`;
 
   static override examples = [
