@@ -12,7 +12,7 @@ export default class Dashboard extends ProvisionerCommand {
 
   static override description = `Attaches to the agent on this node (\`provisioner run\`) through its admin socket and shows, live: the node, agent version and uptime; the config generation, the applied hash against the on-disk hash (in sync, propagating or rejected) and the last reload; per storage class the discovered volumes and their PVs; cleanups in flight; recent events. When the agent restarts the view says "reconnecting…" and reattaches by itself.
 
-Keys: r reload (R forced), d diff of the on-disk config against the applied one, / filter, Tab switch pane, Up/Down/PgUp/PgDn/Home/End scroll, ? help, Esc close or clear, q or Ctrl-C quit.
+Keys: r reload (R forced), d diff of the on-disk config against the applied one, f the fleet pane (every node's published state against the desired ConfigMap, as \`provisioner rollout status\`: needs --kubeconfig or a service account that may list leases and nodes), / filter, Tab switch pane, Up/Down/PgUp/PgDn/Home/End scroll, ? help, Esc close or clear, q or Ctrl-C quit.
 
 Without a terminal (kubectl exec without -it, a pipe), or with --once, prints one plain-text snapshot and exits.
 
@@ -41,6 +41,19 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
     timeout: Flags.string({
       description: "Longest wait for each of the agent's answers (Go duration); reloads wait at least 2m.",
       default: '5s',
+    }),
+    'fleet-namespace': Flags.string({
+      description: "Fleet pane: the agents' namespace (default: MY_NAMESPACE, else default).",
+    }),
+    'fleet-name': Flags.string({
+      description:
+        'Fleet pane: the provisioner instance (`run --status-name`); desired config <namespace>/<name>-config.',
+      default: 'local-static-provisioner',
+      env: 'PROVISIONER_STATUS_NAME',
+    }),
+    kubeconfig: Flags.string({
+      description: 'Fleet pane: kubeconfig (default: in-cluster service account).',
+      env: 'KUBECONFIG',
     }),
   };
 
@@ -82,6 +95,27 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
       stdin: process.stdin,
       stdout: process.stdout,
       stderr: process.stderr,
+      fleet: async () => {
+        const { connectCluster } = await import('../cli/cluster-connection.js');
+        const { systemClock } = await import('../core/clock.js');
+        const { readDesiredConfig, readRollout } = await import('../core/fleet/rollout.js');
+        const rest = await connectCluster({
+          kubeconfig: flags.kubeconfig,
+          inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
+          qps: 50,
+          burst: 100,
+          clock: systemClock,
+          product: { name: this.config.name, version: this.config.version },
+        });
+        try {
+          const namespace = flags['fleet-namespace'] ?? process.env['MY_NAMESPACE'] ?? 'default';
+          const name = flags['fleet-name'];
+          const desired = await readDesiredConfig(rest, { kind: 'configmap', namespace, name: `${name}-config` });
+          return await readRollout(rest, { namespace, instance: name }, desired, () => systemClock.now());
+        } finally {
+          rest.close();
+        }
+      },
     });
     // The view is closed and the feed stopped: exit now rather than wait on a paused stdin.
     this.exit(0);

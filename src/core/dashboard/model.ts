@@ -41,7 +41,8 @@ export type Pane = 'volumes' | 'events';
 export type Overlay =
   | { readonly kind: 'help' }
   | {
-      readonly kind: 'diff';
+      /** diff: `d`, the on-disk config against the applied one; fleet: `f`, the rollout status of every node. */
+      readonly kind: 'diff' | 'fleet';
       readonly phase: 'loading' | 'ready' | 'error';
       readonly title: string;
       readonly lines: readonly string[];
@@ -90,7 +91,10 @@ export interface DashboardState {
 
 /** Side effects the reducer asks for; the UI runs them and reports back with actions. */
 export type Effect =
-  { readonly type: 'reload'; readonly force: boolean } | { readonly type: 'diff' } | { readonly type: 'quit' };
+  | { readonly type: 'reload'; readonly force: boolean }
+  | { readonly type: 'diff' }
+  | { readonly type: 'fleet' }
+  | { readonly type: 'quit' };
 
 /** The keys the dashboard knows; a subset of ink's Key, every field optional. */
 export interface KeyPress {
@@ -128,7 +132,9 @@ export type Action =
   | { readonly type: 'reload-finished'; readonly result: ReloadResult; readonly at: number }
   | { readonly type: 'reload-failed'; readonly message: string; readonly at: number }
   | { readonly type: 'diff-loaded'; readonly title: string; readonly lines: readonly string[] }
-  | { readonly type: 'diff-failed'; readonly title: string; readonly lines: readonly string[] };
+  | { readonly type: 'diff-failed'; readonly title: string; readonly lines: readonly string[] }
+  | { readonly type: 'fleet-loaded'; readonly title: string; readonly lines: readonly string[] }
+  | { readonly type: 'fleet-failed'; readonly title: string; readonly lines: readonly string[] };
 
 export interface Update {
   readonly state: DashboardState;
@@ -331,6 +337,7 @@ export const SIDE_STEP = 8;
 export const HELP_LINES: readonly (readonly [string, string])[] = [
   ['r', 'reload the config now (R: force, restarting the sync loop)'],
   ['d', 'the on-disk config against the applied one (d or Esc closes)'],
+  ['f', 'the fleet: every node against the desired config (f or Esc closes)'],
   ['/', 'filter volumes, cleanups and events (Enter keeps, Esc clears)'],
   ['Esc', 'clear the filter, close a panel'],
   ['Tab', 'switch the scrolled pane (volumes / events)'],
@@ -602,6 +609,11 @@ function keyUpdate(state: DashboardState, input: string, key: KeyPress): Update 
     const overlay: Overlay = { kind: 'diff', phase: 'loading', title: 'Diff: loading…', lines: [] };
     return { state: toggleOverlay(state, overlay), effects: [{ type: 'diff' }] };
   }
+  if (input === 'f') {
+    if (state.overlay?.kind === 'fleet') return { state: toggleOverlay(state, undefined), effects: NONE };
+    const overlay: Overlay = { kind: 'fleet', phase: 'loading', title: 'Fleet: loading…', lines: [] };
+    return { state: toggleOverlay(state, overlay), effects: [{ type: 'fleet' }] };
+  }
   if (input === 'r' || input === 'R') return startReload(state, input === 'R');
   if (input === '/') return { state: { ...state, editingFilter: true }, effects: NONE };
   if (state.overlay !== undefined && (key.leftArrow === true || key.rightArrow === true)) {
@@ -693,6 +705,21 @@ function reduce(state: DashboardState, action: Action): Update {
           overlay: {
             kind: 'diff',
             phase: action.type === 'diff-loaded' ? 'ready' : 'error',
+            title: action.title,
+            lines: action.lines,
+          },
+        },
+        effects: NONE,
+      };
+    case 'fleet-loaded':
+    case 'fleet-failed':
+      if (state.overlay?.kind !== 'fleet') return { state, effects: NONE };
+      return {
+        state: {
+          ...state,
+          overlay: {
+            kind: 'fleet',
+            phase: action.type === 'fleet-loaded' ? 'ready' : 'error',
             title: action.title,
             lines: action.lines,
           },

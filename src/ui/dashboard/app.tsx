@@ -21,6 +21,8 @@ export interface DiffContent {
 export interface DashboardServices {
   reload(force: boolean): Promise<ReloadResult>;
   diff(): Promise<DiffContent>;
+  /** What `f` shows: the rollout status of every node (same shape as the diff). */
+  fleet(): Promise<DiffContent>;
 }
 
 export interface DashboardAppProps {
@@ -120,6 +122,16 @@ export function DashboardApp(props: DashboardAppProps): ReactNode {
           },
           (err: unknown) => {
             dispatch({ type: 'diff-failed', title: 'Diff: failed', lines: [messageOf(err)] });
+          },
+        );
+        break;
+      case 'fleet':
+        p.services.fleet().then(
+          (d) => {
+            dispatch({ type: d.ok ? 'fleet-loaded' : 'fleet-failed', title: d.title, lines: d.lines });
+          },
+          (err: unknown) => {
+            dispatch({ type: 'fleet-failed', title: 'Fleet: failed', lines: [messageOf(err)] });
           },
         );
         break;

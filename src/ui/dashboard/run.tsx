@@ -9,6 +9,7 @@ import { systemClock } from '../../core/clock.js';
 import { agentFeed } from '../../core/dashboard/feed.js';
 import type { DashboardFeed } from '../../core/dashboard/feed.js';
 import { initialState } from '../../core/dashboard/model.js';
+import type { RolloutStatus } from '../../core/fleet/rollout.js';
 import { DashboardApp } from './app.js';
 import { agentServices } from './services.js';
 
@@ -23,6 +24,8 @@ export interface RunDashboardOptions {
   readonly stdin: NodeJS.ReadStream;
   readonly stdout: NodeJS.WriteStream;
   readonly stderr: NodeJS.WriteStream;
+  /** The fleet pane's data (`f`): the rollout service's result, read when asked. */
+  readonly fleet: () => Promise<RolloutStatus>;
 }
 
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -47,7 +50,7 @@ export async function runDashboard(options: RunDashboardOptions): Promise<void> 
     <DashboardApp
       initial={initialState({ now, size, status: options.status, keys })}
       feed={tracked}
-      services={agentServices(options.client, options.reloadClient)}
+      services={agentServices(options.client, options.reloadClient, options.fleet)}
       color={options.color}
     />,
     {

@@ -3,6 +3,7 @@
 import type { AdminClient } from '../../core/agent/admin-client.js';
 import { formatIssue, InvalidConfigError, ProvisionerError } from '../../core/errors.js';
 import { shortHash } from '../../core/dashboard/lines.js';
+import type { RolloutStatus } from '../../core/fleet/rollout.js';
 import type { DashboardServices, DiffContent } from './app.js';
 
 /** The on-disk config against the applied one, as the lines of `provisioner diff-config`. */
@@ -46,9 +47,32 @@ export async function onDiskDiff(client: AdminClient): Promise<DiffContent> {
   }
 }
 
-export function agentServices(client: AdminClient, reloadClient: AdminClient): DashboardServices {
+/** The fleet pane: the rollout service's result as the lines of `provisioner rollout status`. */
+export async function fleetPane(read: () => Promise<RolloutStatus>): Promise<DiffContent> {
+  const { renderRolloutText } = await import('../../render/rollout-status.js');
+  try {
+    const status = await read();
+    const c = status.counts;
+    return {
+      ok: true,
+      title: `Fleet: ${String(c['in-sync'])} of ${String(status.nodes.length)} nodes in sync (f refreshes)`,
+      lines: renderRolloutText(status).trimEnd().split('\n'),
+    };
+  } catch (err) {
+    if (err instanceof ProvisionerError)
+      return { ok: false, title: 'Fleet: cannot read the rollout', lines: [err.message] };
+    throw err;
+  }
+}
+
+export function agentServices(
+  client: AdminClient,
+  reloadClient: AdminClient,
+  fleet: () => Promise<RolloutStatus>,
+): DashboardServices {
   return {
     reload: (force) => reloadClient.reload({ force }),
     diff: () => onDiskDiff(client),
+    fleet: () => fleetPane(fleet),
   };
 }

@@ -90,14 +90,20 @@ function OverlayView({ state, color }: { readonly state: DashboardState; readonl
   const layout = layoutOf(state);
   const overlay = state.overlay;
   if (overlay === undefined) return null;
-  const all = overlay.kind === 'help' ? helpLines() : overlay.lines.map(diffLine);
-  const title = overlay.kind === 'help' ? 'Keys' : overlay.phase === 'loading' ? 'Diff: loading…' : overlay.title;
+  const all =
+    overlay.kind === 'help'
+      ? helpLines()
+      : overlay.kind === 'fleet'
+        ? overlay.lines.map((text): Line => [{ text }])
+        : overlay.lines.map(diffLine);
+  const title = overlay.kind === 'help' ? 'Keys' : overlay.title;
   const offset = state.scroll.overlay;
   const shown = all.slice(offset, offset + layout.overlay).map((line) => sliceLine(line, state.overlayColumn));
   const range = all.length > layout.overlay ? `  ${offset + 1}-${offset + shown.length} of ${all.length}` : '';
   const wide = overlayWidth(state) > overlayInnerWidth(state);
   const column = state.overlayColumn > 0 ? `  from column ${state.overlayColumn + 1}` : '';
-  const keys = `${overlay.kind === 'help' ? '? or Esc closes' : 'd or Esc closes'}${wide ? ', Left/Right scroll' : ''}`;
+  const closer = overlay.kind === 'help' ? '?' : overlay.kind === 'fleet' ? 'f' : 'd';
+  const keys = `${closer} or Esc closes${wide ? ', Left/Right scroll' : ''}`;
   const head: Line = [
     { text: title, tone: 'title' },
     { text: `${range}${column}  (${keys})`, tone: 'dim' },

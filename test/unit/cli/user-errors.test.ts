@@ -144,6 +144,27 @@ describe('user errors are usage or config errors, reported at once', () => {
         2,
         /^error: --metrics-path: must start with "\/", found "metrics"$/mu,
       );
+      assertUserError(
+        await run(['run', '--sandbox', sandbox, '--status-name', 'Bad_Name']),
+        2,
+        /^error: --status-name: "Bad_Name" must be a lowercase DNS label/mu,
+      );
+    });
+
+    it('rollout status: a --configmap that is not NAMESPACE/NAME, a bad --selector, --timeout without --wait: exit 2', async () => {
+      assertUserError(
+        await run(['rollout', 'status', '--configmap', 'just-a-name']),
+        2,
+        /^error: --configmap: expected NAMESPACE\/NAME, found "just-a-name"$/mu,
+      );
+      assertUserError(
+        await run(['rollout', 'status', '--config', dir, '--selector', 'a in (']),
+        2,
+        /^error: --selector: /mu,
+      );
+      const noWait = await run(['rollout', 'status', '--timeout', '5s']);
+      assert.equal(noWait.code, 2, noWait.stderr);
+      assert.match(noWait.stderr, /--wait/u);
     });
 
     it('an admin socket a live agent serves fails start-up at once (exit 5); a dead one’s is replaced', async () => {

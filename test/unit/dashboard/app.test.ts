@@ -60,6 +60,12 @@ class FakeServices implements DashboardServices {
     this.diffs += 1;
     return this.diffAnswer();
   }
+  fleets = 0;
+  fleetAnswer: () => Promise<DiffContent> = () => Promise.resolve({ ok: false, title: 'Fleet: none', lines: [] });
+  fleet(): Promise<DiffContent> {
+    this.fleets += 1;
+    return this.fleetAnswer();
+  }
 }
 
 interface Harness {
@@ -218,6 +224,41 @@ describe('dashboard view', () => {
     assert.match(frame, /Diff: applied \(generation 7\) -> on disk {2}\(d or Esc closes\)/u);
     assert.equal(h.services.diffs, 1);
     await h.press('d');
+    await h.waitFor('local-pv-11111111');
+  });
+
+  it('f opens the fleet pane with every node against the desired config (the rollout service); f closes it', async () => {
+    const h = mount();
+    const { summarizeRollout } = await import('../../../src/core/fleet/rollout.js');
+    const { fleetPane } = await import('../../../src/ui/dashboard/services.js');
+    const hash = `sha256:${'a'.repeat(64)}`;
+    const status = summarizeRollout(
+      { hash, source: 'configmap kube-system/lvp-config' },
+      { namespace: 'kube-system', instance: 'lvp' },
+      ['node-a', 'node-b'],
+      [
+        {
+          node: 'node-a',
+          appliedHash: hash,
+          generation: 2,
+          result: 'applied',
+          source: '/etc/provisioner/config',
+          agentVersion: '0.1.0',
+          heartbeatAt: Date.now(),
+          staleAfterMs: 180_000,
+        },
+      ],
+      Date.now(),
+    );
+    h.services.fleetAnswer = () => fleetPane(() => Promise.resolve(status));
+    await h.waitFor('local-pv-11111111');
+    await h.press('f');
+    const frame = await h.waitFor('missing agent');
+    assert.match(frame, /Fleet: 1 of 2 nodes in sync/u);
+    assert.match(frame, /node-a +sha256:aaaaaaaaaaaa +in sync/u);
+    assert.match(frame, /\(f or Esc closes/u);
+    assert.equal(h.services.fleets, 1);
+    await h.press('f');
     await h.waitFor('local-pv-11111111');
   });
 

@@ -76,9 +76,18 @@ describe('dashboard services', () => {
     assert.match(d.lines[0] ?? '', /missing/u);
   });
 
+  it('the fleet pane says why it cannot read the rollout (a typed error), without failing the view', async () => {
+    const { StartupError } = await import('../../../src/core/errors.js');
+    const { fleetPane } = await import('../../../src/ui/dashboard/services.js');
+    const d = await fleetPane(() => Promise.reject(new StartupError('cannot list the status Leases: forbidden')));
+    assert.equal(d.ok, false);
+    assert.equal(d.title, 'Fleet: cannot read the rollout');
+    assert.deepEqual(d.lines, ['cannot list the status Leases: forbidden']);
+  });
+
   it('reloads through the reload client, with force when asked', async () => {
     target.onReload = (request) => Promise.resolve(reloadResult('applied', { force: request.force ?? false }));
-    const services = agentServices(client, client);
+    const services = agentServices(client, client, () => Promise.reject(new Error('no fleet in this test')));
     assert.equal((await services.reload(true)).forced, true);
     assert.equal((await services.reload(false)).forced, false);
     assert.deepEqual(
