@@ -372,12 +372,15 @@ describe('Dockerfile', () => {
         commands: Record<string, unknown>;
       };
       const commands = Object.keys(manifest.commands);
-      assert.deepEqual(commands.sort(), ['dashboard', 'diff-config', 'reload', 'run', 'simulate']);
-      for (const command of commands) {
-        const r = exec('provisioner', [command, '--help'], { cwd: root, env: env() });
-        assert.equal(r.status, 0, `${command} --help: ${r.stderr}`);
-        assert.match(r.stdout, new RegExp(`\\$ provisioner ${command}\\b`, 'u'), `${command} --help prints its usage`);
-        assert.equal(r.stderr, '', `${command} --help writes nothing to stderr`);
+      assert.deepEqual(commands.sort(), ['dashboard', 'diff-config', 'reload', 'rollout:status', 'run', 'simulate']);
+      for (const id of commands) {
+        // Topics are separated by spaces on the command line: `rollout status`.
+        const command = id.split(':');
+        const shown = command.join(' ');
+        const r = exec('provisioner', [...command, '--help'], { cwd: root, env: env() });
+        assert.equal(r.status, 0, `${shown} --help: ${r.stderr}`);
+        assert.match(r.stdout, new RegExp(`\\$ provisioner ${shown}\\b`, 'u'), `${shown} --help prints its usage`);
+        assert.equal(r.stderr, '', `${shown} --help writes nothing to stderr`);
       }
     });
 
@@ -474,7 +477,7 @@ describe('Dockerfile', () => {
     it('runs the entrypoint: `provisioner --help` and `--version` through the PATH symlink', () => {
       const help = exec('provisioner', ['--help'], { cwd: root, env: env() });
       assert.equal(help.status, 0, help.stderr);
-      for (const command of ['run', 'diff-config', 'reload', 'simulate', 'dashboard'])
+      for (const command of ['run', 'diff-config', 'reload', 'simulate', 'dashboard', 'rollout'])
         assert.match(help.stdout, new RegExp(`\\b${command}\\b`, 'u'));
       const version = exec('provisioner', ['--version'], { cwd: root, env: env() });
       assert.equal(version.status, 0, version.stderr);
