@@ -484,6 +484,42 @@ export const nodeStrategy: KindStrategy = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// ConfigMap (core/v1)
+
+export const configMapStrategy: KindStrategy = {
+  resource: 'configmaps',
+  group: '',
+  kind: 'ConfigMap',
+  apiVersion: 'v1',
+  namespaced: true,
+  statusSubresource: false,
+  managesGeneration: false,
+  defaultPropagation: 'Background',
+  validateName: dnsSubdomainNameErrors,
+  applyDefaults() {
+    // no defaults
+  },
+  prepareForCreate() {
+    // no status
+  },
+  prepareForUpdate() {
+    // no status
+  },
+  prepareForStatusUpdate() {
+    // no status subresource
+  },
+  validate(object) {
+    const data = objectAt(object, 'data') ?? {};
+    return Object.entries(data)
+      .filter(([, value]) => typeof value !== 'string')
+      .map(([key, value]) => fieldError.invalid(`data[${key}]`, value, 'must be a string'));
+  },
+  validateUpdate: () => [],
+  validateStatus: () => [],
+  specChanged: () => false,
+};
+
+// ---------------------------------------------------------------------------------------------
 // Event (core/v1)
 
 export const eventStrategy: KindStrategy = {

@@ -89,6 +89,15 @@ export interface Node {
   spec?: { taints?: Taint[]; unschedulable?: boolean };
 }
 
+export interface ConfigMap {
+  apiVersion?: 'v1';
+  kind?: 'ConfigMap';
+  metadata: ObjectMeta;
+  data?: Record<string, string>;
+  binaryData?: Record<string, string>;
+  immutable?: boolean;
+}
+
 export interface CoreEvent {
   apiVersion?: 'v1';
   kind?: 'Event';

@@ -19,7 +19,16 @@ import {
 } from './cluster.js';
 import { readCredentialFile } from './kubeconfig.js';
 import type { ConnectionSettings, ReadTextFile } from './kubeconfig.js';
-import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
+import type {
+  ConfigMap,
+  CoreEvent,
+  Job,
+  Node,
+  ObjectList,
+  ObjectMeta,
+  PersistentVolume,
+  StorageClass,
+} from './objects.js';
 import { pipeline, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 
@@ -186,6 +195,12 @@ const RESOURCES = {
     namespaced: true,
     collection: (ns: string) => `/apis/batch/v1/namespaces/${enc(ns)}/jobs`,
   },
+  configMaps: {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    namespaced: true,
+    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/configmaps`,
+  },
 } satisfies Record<string, ResourceInfo>;
 
 type Query = Record<string, string | number | boolean | undefined>;
@@ -224,6 +239,7 @@ export class RestCluster implements Cluster {
   readonly nodes: ResourceClient<Node>;
   readonly events: ResourceClient<CoreEvent>;
   readonly jobs: ResourceClient<Job>;
+  readonly configMaps: ResourceClient<ConfigMap>;
 
   private readonly connection: ConnectionSettings;
   private readonly clock: Clock;
@@ -275,6 +291,7 @@ export class RestCluster implements Cluster {
     this.nodes = this.client<Node>(RESOURCES.nodes);
     this.events = this.client<CoreEvent>(RESOURCES.events);
     this.jobs = this.client<Job>(RESOURCES.jobs);
+    this.configMaps = this.client<ConfigMap>(RESOURCES.configMaps);
   }
 
   /** Closes idle keep-alive connections and every open one (ending watches). */
@@ -299,6 +316,7 @@ export class RestCluster implements Cluster {
           path: collection(options),
           query: {
             labelSelector: options?.labelSelector || undefined,
+            fieldSelector: options?.fieldSelector || undefined,
             limit: options?.limit,
             continue: options?.continue || undefined,
           },
@@ -312,6 +330,7 @@ export class RestCluster implements Cluster {
           accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json',
           query: {
             labelSelector: options?.labelSelector || undefined,
+            fieldSelector: options?.fieldSelector || undefined,
             limit: options?.limit,
             continue: options?.continue || undefined,
           },
@@ -504,6 +523,7 @@ export class RestCluster implements Cluster {
               resourceVersion: options.resourceVersion,
               allowWatchBookmarks: options.allowBookmarks === true ? 'true' : undefined,
               labelSelector: options.labelSelector || undefined,
+              fieldSelector: options.fieldSelector || undefined,
               timeoutSeconds: options.timeoutSeconds,
             },
             signal,

@@ -1,0 +1,241 @@
+// The config source port: where the raw config comes from. A source yields SourceReads (the
+// snapshot the parser takes, with a fingerprint of what was read); the watcher, the reload state
+// machine and the effect table only ever see those, whichever source is in use. Two
+// implementations: the mounted directory or file (here) and a ConfigMap read through the API
+// (configmap-source.ts).
+//
+// A change is read once: the watcher's check reads the source, and the reload validates and
+// applies that same read; nothing reads the source a second time for it.
+import { createHash } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
+import { opendir, stat } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { systemClock } from '../clock.js';
+import { ConfigSourceError, formatIssue, InvalidConfigError, ProvisionerError } from '../errors.js';
+import { errnoCode } from '../node/volume-error.js';
+import { MAX_CONFIG_DIRECTORY_ENTRIES, readSourceBytes } from './read.js';
+import type { SourceBytes } from './read.js';
+import { snapshotFromSourceBytes } from './source.js';
+import type { ConfigSnapshot } from './source.js';
+
+/** What a source is, as the status and the published node state show it. */
+export type ConfigSourceDescription =
+  | { readonly kind: 'directory'; readonly path: string }
+  | { readonly kind: 'configmap'; readonly namespace: string; readonly name: string };
+
+/** `configmap:NAMESPACE/NAME` (the --config-source syntax), or the directory's path. */
+export function sourceLabel(source: ConfigSourceDescription): string {
+  return source.kind === 'directory' ? source.path : `configmap:${source.namespace}/${source.name}`;
+}
+
+/** One read of a source: the snapshot, or why it could not be read, with a fingerprint of what was read. */
+export type SourceRead =
+  | { readonly ok: true; readonly fingerprint: string; readonly snapshot: ConfigSnapshot }
+  | {
+      readonly ok: false;
+      /** Of the bytes when they were read but are invalid (e.g. too large), else `unreadable:<reason>`. */
+      readonly fingerprint: string;
+      readonly error: ConfigSourceError | InvalidConfigError;
+    };
+
+/** The API source's view of its ConfigMap. */
+export interface ApiSourceStatus {
+  /** The last list or watch of the ConfigMap worked (false: the API is unreachable or refuses). */
+  readonly reachable: boolean;
+  /**
+   * present: the ConfigMap exists; deleted: it was deleted (ignored: the last config read from it
+   * stays); absent: it was never found; unknown: not listed yet.
+   */
+  readonly object: 'present' | 'deleted' | 'absent' | 'unknown';
+  /** The config held may be older than the ConfigMap: the API is unreachable, or it was never listed. */
+  readonly stale: boolean;
+  readonly lastError?: string;
+  /** When `reachable` or `object` last changed (ms since epoch). */
+  readonly since: number;
+  /** resourceVersion of the ConfigMap last read. */
+  readonly resourceVersion?: string;
+}
+
+/** `source` of GET /v1/status: which source is configured, which one the agent reads now, and its health. */
+export interface ConfigSourceStatus {
+  /** What the agent was told to read (--config-source; default the --config-dir directory). */
+  readonly configured: ConfigSourceDescription;
+  /** What the config applied and watched comes from now: `configured`, or the fallback directory. */
+  readonly inUse: ConfigSourceDescription;
+  /** Why `inUse` is the fallback directory (the API source could not be read at start-up). */
+  readonly fallbackReason?: string;
+  /** The API source's state (configured as a ConfigMap only). */
+  readonly api?: ApiSourceStatus;
+}
+
+/** What a source tells whoever started it. */
+export interface SourceListener {
+  /** The content may have changed ('api': a watch event); the watcher reads and compares fingerprints. */
+  readonly changed: (by: 'api') => void;
+  /** status() changed (API reachability, the ConfigMap deleted or back, the fallback left). */
+  readonly statusChanged?: (status: ConfigSourceStatus) => void;
+}
+
+export interface ConfigSource {
+  status(): ConfigSourceStatus;
+  /** A directory or file whose filesystem events may signal a change (the watcher's fs feed); undefined: none. */
+  readonly fsWatchPath?: string | undefined;
+  /** Starts what the source needs (the API watch); resolves once a first read is meaningful. */
+  start(listener: SourceListener): Promise<void>;
+  /**
+   * Cheap: a value that changes whenever the content may have (file stats, a resourceVersion),
+   * so the periodic check reads the content only when it did. undefined: no such value.
+   */
+  probe(): Promise<string | undefined>;
+  /** Reads the source now, within the bounds of read.ts. Never throws. */
+  read(): Promise<SourceRead>;
+  stop(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fingerprints
+
+function hashEntry(hash: ReturnType<typeof createHash>, name: string, bytes: Uint8Array): void {
+  hash.update(name).update('\0').update(String(bytes.length)).update('\0').update(bytes);
+}
+
+/**
+ * `sha256:<hex>` over sorted (key, bytes): a directory's keys and a ConfigMap's data give the same
+ * fingerprint for the same content.
+ */
+export function keysFingerprint(files: readonly { readonly name: string; readonly bytes: Uint8Array }[]): string {
+  const hash = createHash('sha256').update('directory\0');
+  for (const f of [...files].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)))
+    hashEntry(hash, f.name, f.bytes);
+  return `sha256:${hash.digest('hex')}`;
+}
+
+/** The fingerprint of what readSourceBytes read. Timestamps, inodes and the `..data` target do not count. */
+export function fingerprintOfBytes(path: string, read: SourceBytes): string {
+  if (read.kind === 'directory') return keysFingerprint(read.files);
+  const hash = createHash('sha256').update('file\0');
+  hashEntry(hash, basename(path), read.bytes);
+  return `sha256:${hash.digest('hex')}`;
+}
+
+/**
+ * The content fingerprint of a directory or file source: sha256 over the sorted (name, bytes) of
+ * its keys read through one resolved `..data` (readSourceBytes, the same bounded walk as the load),
+ * or over a single file's bytes. Throws for what the load refuses.
+ */
+export async function fingerprintConfigSource(path: string): Promise<string> {
+  return fingerprintOfBytes(path, await readSourceBytes(path));
+}
+
+/** What an unreadable source's fingerprint says: which problem, so a different one is a change too. */
+export function unreadableReason(error: unknown): string {
+  if (error instanceof InvalidConfigError) return error.issues.map(formatIssue).join('; ');
+  if (error instanceof ProvisionerError) return error.message;
+  return errnoCode(error) ?? (error instanceof Error ? error.message : String(error));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The directory (or file) source
+
+/**
+ * File timestamps this close to now are not trusted to reveal a later rewrite (same size, same
+ * coarse timestamp): a probe of such a source is "racy" and always leads to a content read (git's
+ * racily-clean index entries). 2 s covers every Linux filesystem's timestamp granularity.
+ */
+const RACY_MS = 2_000;
+
+let racyProbes = 0;
+
+/**
+ * A stat fingerprint of a directory source (its own inode and times, and device, inode, size,
+ * mtime and ctime of every entry, symlinks followed: `..data` resolves to kubelet's current data
+ * directory, a key to its file in it) or of a file. No file is opened. A rename, write, swap or
+ * deletion changes it; while any timestamp is younger than RACY_MS it is unique on every call.
+ */
+export async function statFingerprint(path: string): Promise<string> {
+  const wallNow = systemClock.now(); // file timestamps are wall-clock time
+  const parts: string[] = [];
+  const seen = { racy: false };
+  const add = (name: string, info: BigIntStats | undefined): void => {
+    if (info === undefined) {
+      parts.push(`${name}\0-`);
+      return;
+    }
+    parts.push(
+      `${name}\0${String(info.dev)}:${String(info.ino)}:${String(info.mode)}:${String(info.size)}:${String(info.mtimeNs)}:${String(info.ctimeNs)}`,
+    );
+    if (Number(info.mtimeMs) > wallNow - RACY_MS || Number(info.ctimeMs) > wallNow - RACY_MS) seen.racy = true;
+  };
+  const statOf = (p: string): Promise<BigIntStats | undefined> => stat(p, { bigint: true }).catch(() => undefined);
+  const top = await statOf(path);
+  add('.', top);
+  if (top?.isDirectory() === true) {
+    const names: string[] = [];
+    try {
+      for await (const entry of await opendir(path)) {
+        names.push(entry.name);
+        if (names.length > MAX_CONFIG_DIRECTORY_ENTRIES) break; // the content read reports it
+      }
+    } catch (error) {
+      parts.push(`opendir\0${errnoCode(error) ?? 'error'}`);
+    }
+    for (const name of names.sort()) add(name, await statOf(join(path, name)));
+  }
+  if (seen.racy) return `racy:${String(++racyProbes)}`;
+  return `stat:${createHash('sha256').update(parts.join('\n')).digest('hex')}`;
+}
+
+/** Reads a directory or file (readSourceBytes) into a SourceRead. */
+export async function readPathSource(path: string): Promise<SourceRead> {
+  let bytes: SourceBytes;
+  try {
+    bytes = await readSourceBytes(path);
+  } catch (error) {
+    return {
+      ok: false,
+      fingerprint: `unreadable:${unreadableReason(error)}`,
+      error:
+        error instanceof ConfigSourceError || error instanceof InvalidConfigError
+          ? error
+          : new ConfigSourceError(path, `${path}: ${error instanceof Error ? error.message : String(error)}`),
+    };
+  }
+  const fingerprint = fingerprintOfBytes(path, bytes);
+  try {
+    return { ok: true, fingerprint, snapshot: snapshotFromSourceBytes(path, bytes) };
+  } catch (error) {
+    if (error instanceof InvalidConfigError) return { ok: false, fingerprint, error };
+    throw error;
+  }
+}
+
+/** The mounted ConfigMap directory (kubelet's `..data` layout), a plain directory of keys, or one YAML file. */
+export class DirectoryConfigSource implements ConfigSource {
+  readonly fsWatchPath: string;
+  private readonly description: ConfigSourceDescription;
+
+  constructor(readonly path: string) {
+    this.fsWatchPath = path;
+    this.description = { kind: 'directory', path };
+  }
+
+  status(): ConfigSourceStatus {
+    return { configured: this.description, inUse: this.description };
+  }
+
+  start(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  probe(): Promise<string> {
+    return statFingerprint(this.path);
+  }
+
+  read(): Promise<SourceRead> {
+    return readPathSource(this.path);
+  }
+
+  stop(): Promise<void> {
+    return Promise.resolve();
+  }
+}
