@@ -12,6 +12,7 @@ import { opendir, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { systemClock } from '../clock.js';
 import { ConfigSourceError, formatIssue, InvalidConfigError, ProvisionerError } from '../errors.js';
+import { dns1123SubdomainErrors } from '../kube/validation.js';
 import { errnoCode } from '../node/volume-error.js';
 import { MAX_CONFIG_DIRECTORY_ENTRIES, readSourceBytes } from './read.js';
 import type { SourceBytes } from './read.js';
@@ -238,4 +239,43 @@ export class DirectoryConfigSource implements ConfigSource {
   stop(): Promise<void> {
     return Promise.resolve();
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// --config-source
+
+/** What --config-source asks for; a ConfigMap without a namespace means the pod's. */
+export type ConfigSourceSpec =
+  { readonly kind: 'directory' } | { readonly kind: 'configmap'; readonly namespace?: string; readonly name: string };
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/u;
+
+/**
+ * Pure: `directory` or `configmap:[NAMESPACE/]NAME` → the spec, or why not (for a usage error).
+ * NAME must be a ConfigMap name (a DNS-1123 subdomain), NAMESPACE a DNS-1123 label.
+ */
+export function parseConfigSourceSpec(
+  text: string,
+): { readonly ok: true; readonly spec: ConfigSourceSpec } | { readonly ok: false; readonly message: string } {
+  if (text === 'directory') return { ok: true, spec: { kind: 'directory' } };
+  const usage = 'expected `directory` or `configmap:[NAMESPACE/]NAME`';
+  if (!text.startsWith('configmap:')) return { ok: false, message: `${JSON.stringify(text)}: ${usage}` };
+  const rest = text.slice('configmap:'.length);
+  const parts = rest.split('/');
+  if (parts.length > 2) return { ok: false, message: `${JSON.stringify(text)}: ${usage}` };
+  const name = parts.at(-1) ?? '';
+  const namespace = parts.length === 2 ? (parts[0] ?? '') : undefined;
+  const nameErrors = dns1123SubdomainErrors(name);
+  if (nameErrors.length > 0)
+    return { ok: false, message: `${JSON.stringify(name)} is not a valid ConfigMap name: ${nameErrors.join('; ')}` };
+  if (namespace !== undefined && (namespace.length > 63 || !DNS1123_LABEL.test(namespace))) {
+    return {
+      ok: false,
+      message: `${JSON.stringify(namespace)} is not a valid namespace: a lowercase RFC 1123 label of at most 63 characters`,
+    };
+  }
+  return {
+    ok: true,
+    spec: namespace === undefined ? { kind: 'configmap', name } : { kind: 'configmap', namespace, name },
+  };
 }
