@@ -8,13 +8,13 @@
 // applies that same read; nothing reads the source a second time for it.
 import { createHash } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
-import { opendir, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { systemClock } from '../clock.js';
 import { ConfigSourceError, formatIssue, InvalidConfigError, ProvisionerError } from '../errors.js';
 import { dns1123SubdomainErrors } from '../kube/validation.js';
 import { errnoCode } from '../node/volume-error.js';
-import { MAX_CONFIG_DIRECTORY_ENTRIES, readSourceBytes } from './read.js';
+import { readSourceBytes } from './read.js';
 import type { SourceBytes } from './read.js';
 import { snapshotFromSourceBytes } from './source.js';
 import type { ConfigSnapshot } from './source.js';
@@ -30,14 +30,21 @@ export function sourceLabel(source: ConfigSourceDescription): string {
 }
 
 /** One read of a source: the snapshot, or why it could not be read, with a fingerprint of what was read. */
-export type SourceRead =
+export type SourceRead = (
   | { readonly ok: true; readonly fingerprint: string; readonly snapshot: ConfigSnapshot }
   | {
       readonly ok: false;
       /** Of the bytes when they were read but are invalid (e.g. too large), else `unreadable:<reason>`. */
       readonly fingerprint: string;
       readonly error: ConfigSourceError | InvalidConfigError;
-    };
+    }
+) & {
+  /**
+   * What probe() returns as long as the source still holds what this read read; undefined: no
+   * such guarantee (the next periodic check reads again).
+   */
+  readonly probe?: string;
+};
 
 /** The API source's view of its ConfigMap. */
 export interface ApiSourceStatus {
@@ -84,8 +91,9 @@ export interface ConfigSource {
   /** Starts what the source needs (the API watch); resolves once a first read is meaningful. */
   start(listener: SourceListener): Promise<void>;
   /**
-   * Cheap: a value that changes whenever the content may have (file stats, a resourceVersion),
-   * so the periodic check reads the content only when it did. undefined: no such value.
+   * Cheap: a value that differs from the last read's `probe` whenever the content may have
+   * changed since (file stats, a resourceVersion), so the periodic check reads the content only
+   * then. undefined: no such value.
    */
   probe(): Promise<string | undefined>;
   /** Reads the source now, within the bounds of read.ts. Never throws. */
@@ -148,51 +156,53 @@ const RACY_MS = 2_000;
 let racyProbes = 0;
 
 /**
- * A stat fingerprint of a directory source (its own inode and times, and device, inode, size,
- * mtime and ctime of every entry, symlinks followed: `..data` resolves to kubelet's current data
- * directory, a key to its file in it) or of a file. No file is opened. A rename, write, swap or
- * deletion changes it; while any timestamp is younger than RACY_MS it is unique on every call.
+ * A stat fingerprint of a directory source: device, inode, mode, size, mtime and ctime of the
+ * directory itself (an entry added, removed or renamed, kubelet's `..data` swap included, changes
+ * its mtime), of `..data` (followed: kubelet's current data directory) and of each of `keys`
+ * (followed: a key's file), all stat'ed at once; or of the file, for a file source. No file is
+ * opened and no directory listed (listing costs several times a stat). While any timestamp is
+ * younger than RACY_MS before `since` (default now; a read's start, for the value that vouches
+ * for that read) it is unique on every call.
  */
-export async function statFingerprint(path: string): Promise<string> {
-  const wallNow = systemClock.now(); // file timestamps are wall-clock time
-  const parts: string[] = [];
-  const seen = { racy: false };
-  const add = (name: string, info: BigIntStats | undefined): void => {
-    if (info === undefined) {
-      parts.push(`${name}\0-`);
-      return;
-    }
-    parts.push(
-      `${name}\0${String(info.dev)}:${String(info.ino)}:${String(info.mode)}:${String(info.size)}:${String(info.mtimeNs)}:${String(info.ctimeNs)}`,
-    );
-    if (Number(info.mtimeMs) > wallNow - RACY_MS || Number(info.ctimeMs) > wallNow - RACY_MS) seen.racy = true;
-  };
+export async function statFingerprint(
+  path: string,
+  keys: readonly string[],
+  since = systemClock.now(), // file timestamps are wall-clock time
+): Promise<string> {
+  const wallNow = Math.min(since, systemClock.now());
   const statOf = (p: string): Promise<BigIntStats | undefined> => stat(p, { bigint: true }).catch(() => undefined);
   const top = await statOf(path);
-  add('.', top);
-  if (top?.isDirectory() === true) {
-    const names: string[] = [];
-    try {
-      for await (const entry of await opendir(path)) {
-        names.push(entry.name);
-        if (names.length > MAX_CONFIG_DIRECTORY_ENTRIES) break; // the content read reports it
-      }
-    } catch (error) {
-      parts.push(`opendir\0${errnoCode(error) ?? 'error'}`);
-    }
-    for (const name of names.sort()) add(name, await statOf(join(path, name)));
-  }
-  if (seen.racy) return `racy:${String(++racyProbes)}`;
+  const names = top?.isDirectory() === true ? ['..data', ...keys] : [];
+  const infos = await Promise.all(names.map((name) => statOf(join(path, name))));
+  const all = [top, ...infos];
+  const racy = all.some(
+    (info) =>
+      info !== undefined && (Number(info.mtimeMs) > wallNow - RACY_MS || Number(info.ctimeMs) > wallNow - RACY_MS),
+  );
+  const parts = all.map((info, i) => {
+    const name = i === 0 ? '.' : (names[i - 1] ?? '');
+    if (info === undefined) return `${name}\0-`;
+    return `${name}\0${String(info.dev)}:${String(info.ino)}:${String(info.mode)}:${String(info.size)}:${String(info.mtimeNs)}:${String(info.ctimeNs)}`;
+  });
+  if (racy) return `racy:${String(++racyProbes)}`;
   return `stat:${createHash('sha256').update(parts.join('\n')).digest('hex')}`;
 }
 
 /** Reads a directory or file (readSourceBytes) into a SourceRead. */
 export async function readPathSource(path: string): Promise<SourceRead> {
+  return (await readPathWithKeys(path)).read;
+}
+
+/** readPathSource, and the key names read (what the next stat fingerprint stats); undefined when unreadable. */
+async function readPathWithKeys(
+  path: string,
+): Promise<{ readonly read: SourceRead; readonly keys: readonly string[] | undefined }> {
+  const startedAt = systemClock.now();
   let bytes: SourceBytes;
   try {
     bytes = await readSourceBytes(path);
   } catch (error) {
-    return {
+    const read: SourceRead = {
       ok: false,
       fingerprint: `unreadable:${unreadableReason(error)}`,
       error:
@@ -200,12 +210,17 @@ export async function readPathSource(path: string): Promise<SourceRead> {
           ? error
           : new ConfigSourceError(path, `${path}: ${error instanceof Error ? error.message : String(error)}`),
     };
+    return { read, keys: undefined };
   }
   const fingerprint = fingerprintOfBytes(path, bytes);
+  const keys = bytes.kind === 'directory' ? bytes.files.map((f) => f.name) : [];
+  // Taken after the read, but racy for anything touched since the read began: a change during
+  // or after the read makes it unique, so the next periodic check reads again.
+  const probe = await statFingerprint(path, keys, startedAt);
   try {
-    return { ok: true, fingerprint, snapshot: snapshotFromSourceBytes(path, bytes) };
+    return { read: { ok: true, fingerprint, snapshot: snapshotFromSourceBytes(path, bytes), probe }, keys };
   } catch (error) {
-    if (error instanceof InvalidConfigError) return { ok: false, fingerprint, error };
+    if (error instanceof InvalidConfigError) return { read: { ok: false, fingerprint, error, probe }, keys };
     throw error;
   }
 }
@@ -214,6 +229,8 @@ export async function readPathSource(path: string): Promise<SourceRead> {
 export class DirectoryConfigSource implements ConfigSource {
   readonly fsWatchPath: string;
   private readonly description: ConfigSourceDescription;
+  /** The keys of the last read: what the probe stats. */
+  private keys: readonly string[] = [];
 
   constructor(readonly path: string) {
     this.fsWatchPath = path;
@@ -229,11 +246,13 @@ export class DirectoryConfigSource implements ConfigSource {
   }
 
   probe(): Promise<string> {
-    return statFingerprint(this.path);
+    return statFingerprint(this.path, this.keys);
   }
 
-  read(): Promise<SourceRead> {
-    return readPathSource(this.path);
+  async read(): Promise<SourceRead> {
+    const { read, keys } = await readPathWithKeys(this.path);
+    if (keys !== undefined) this.keys = keys;
+    return read;
   }
 
   stop(): Promise<void> {

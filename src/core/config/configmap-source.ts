@@ -295,15 +295,14 @@ export class ConfigMapConfigSource implements ConfigSource {
     return Promise.resolve(`${this.object}:${this.last?.resourceVersion ?? ''}`);
   }
 
-  read(): Promise<SourceRead> {
-    if (this.last !== undefined) return Promise.resolve(this.last.read);
-    if (this.usingFallback() && this.fallback !== undefined) return this.fallback.read();
+  async read(): Promise<SourceRead> {
+    if (this.last !== undefined) return { ...this.last.read, probe: (await this.probe()) ?? '' };
+    if (this.usingFallback() && this.fallback !== undefined) {
+      const read = await this.fallback.read();
+      return read.probe === undefined ? read : { ...read, probe: `fallback:${read.probe}` };
+    }
     const reason = this.fallbackReason();
-    return Promise.resolve({
-      ok: false,
-      fingerprint: `unreadable:${reason}`,
-      error: new ConfigSourceError(this.label, reason),
-    });
+    return { ok: false, fingerprint: `unreadable:${reason}`, error: new ConfigSourceError(this.label, reason) };
   }
 
   async stop(): Promise<void> {

@@ -271,7 +271,7 @@ export class ConfigWatcher {
   private ready = false;
 
   private current: string | undefined;
-  /** The probe taken before the last content read: a poll whose probe equals it reads nothing. */
+  /** The probe that vouches for the last content read: a poll whose probe equals it reads nothing. */
   private lastProbe: string | undefined;
   private pending: PendingCheck | undefined;
   private draining = false;
@@ -484,22 +484,24 @@ export class ConfigWatcher {
   }
 
   /**
-   * The source side of a check: probe, read the content (unless `skipIfProbed` and the probe
-   * equals the one before the last read: then undefined), then make sure the fs watcher still
-   * covers the source. In this order: the probe vouches only for content read after it, and a
-   * change after the check is either seen by a watcher that was verified afterwards, or it
-   * changed what must be watched, and the re-created watcher's catch-up check reads it. Never throws.
+   * The source side of a check: read the content (unless `skipIfProbed` and the source's probe
+   * still equals the one that vouched for the last read: then undefined), then make sure the fs
+   * watcher still covers the source. In this order: a change after the check is either seen by a
+   * watcher that was verified afterwards, or it changed what must be watched, and the re-created
+   * watcher's catch-up check reads it. Never throws.
    */
   private observe(verify: boolean): Promise<SourceRead>;
   private observe(verify: boolean, skipIfProbed: true): Promise<SourceRead | undefined>;
   private observe(verify: boolean, skipIfProbed = false): Promise<SourceRead | undefined> {
     const task = (async () => {
-      this.counters.probes++;
-      const probe = await this.source.probe().catch(() => undefined);
-      if (skipIfProbed && probe !== undefined && probe === this.lastProbe) return undefined;
-      this.lastProbe = probe;
+      if (skipIfProbed) {
+        this.counters.probes++;
+        const probe = await this.source.probe().catch(() => undefined);
+        if (probe !== undefined && probe === this.lastProbe) return undefined;
+      }
       this.counters.reads++;
       const read = await this.source.read();
+      this.lastProbe = read.probe;
       if (verify) await this.verifyFsWatcher();
       return read;
     })();
