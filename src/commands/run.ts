@@ -64,7 +64,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       default: '10s',
     }),
     'config-sync-period': Flags.string({
-      description: 'Content-hash poll of the config, the safety net of the file watcher (Go duration).',
+      description:
+        'Period of the config check behind the file watcher (a stat of the config files; their content is read only when that changed) (Go duration).',
       default: '5s',
     }),
     'config-debounce': Flags.string({
