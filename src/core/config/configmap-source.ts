@@ -12,7 +12,7 @@
 //     ConfigMap is read; the status says so and why.
 // The ConfigMap's data goes through the same bounds as a mounted directory (read.ts).
 import { stat } from 'node:fs/promises';
-import { isAborted, type Clock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import { ConfigSourceError, InvalidConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import type { ResourceClient } from '../kube/cluster.js';
@@ -309,15 +309,5 @@ export class ConfigMapConfigSource implements ConfigSource {
     this.abort.abort();
     this.listener = undefined;
     await this.running;
-  }
-
-  /** For tests and diagnostics: the watches the reflector opened. */
-  get watches(): number {
-    return this.reflector.watches;
-  }
-
-  /** Whether stop() was called. */
-  get stopped(): boolean {
-    return isAborted(this.abort.signal);
   }
 }
