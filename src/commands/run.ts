@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, ProvisionerCommand } from '../cli/base-command.js';
 import {
@@ -6,6 +7,9 @@ import {
   RELOAD_GUARD_POLICIES,
 } from '../core/config/reload-guard.js';
 import { UsageError } from '../core/errors.js';
+
+/** Where a pod finds its namespace when no MY_NAMESPACE is set (the service account's projected volume). */
+const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
 type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
 
@@ -22,7 +26,7 @@ export default class Run extends ProvisionerCommand {
 
   static override description = `The container entrypoint. Reads the config (a mounted ConfigMap directory), connects to the cluster (in-cluster service account, or KUBECONFIG), labels PVs of this node that upstream created, then discovers volumes every --discovery-period and whenever the mount table or a discovery directory changes, and cleans released volumes.
 
-The config is watched: a ConfigMap update (kubelet's ..data swap), a SIGHUP or \`provisioner reload\` restarts the sync loop on the new config without restarting the process. An invalid config is rejected and the running one stays. A change that would orphan existing PVs or change their ownership is refused by default (--reload-guard); \`provisioner reload --allow\` or a restart applies it.
+The config is watched: a ConfigMap update (kubelet's ..data swap; with --config-source configmap:NAME, the API's watch of the ConfigMap, within about a second), a SIGHUP or \`provisioner reload\` restarts the sync loop on the new config without restarting the process. An invalid config is rejected and the running one stays. A change that would orphan existing PVs or change their ownership is refused by default (--reload-guard); \`provisioner reload --allow\` or a restart applies it.
 
 Serves /metrics, /healthz and /ready on --listen-address, and the admin endpoint (status, events, reload) on --admin-socket.
 
@@ -30,7 +34,7 @@ Publishes its applied config (hash, generation, last reload result and reason) a
 
 Try it without a cluster: \`provisioner run --sandbox ./sandbox\` runs the real agent against an in-memory cluster; every directory under sandbox/disks/<class>/ counts as a volume. Its config is sandbox/config/ (created on first use), or --config-dir when given; every class's mountDir must lie below sandbox/disks/. The node is MY_NODE_NAME, else "sandbox-node".
 
-Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_ADMIN_SOCKET (--admin-socket), PROVISIONER_STATUS_NAME (--status-name).
+Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"; also the namespace of --config-source configmap:NAME, else the service account's namespace), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_CONFIG_SOURCE (--config-source), PROVISIONER_ADMIN_SOCKET (--admin-socket), PROVISIONER_STATUS_NAME (--status-name).
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at start-up, 4 config unreadable, 5 start-up failed.`;
 
   static override examples = [
@@ -44,6 +48,12 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       default: DEFAULT_CONFIG_DIR,
       env: CONFIG_DIR_ENV,
     }),
+    'config-source': Flags.string({
+      description:
+        "Where the config comes from: `directory` (the --config-dir mount) or `configmap:[NAMESPACE/]NAME` (that ConfigMap through the API, watched; the namespace defaults to the pod's). With a ConfigMap, --config-dir, when it exists, serves until the ConfigMap can first be read.",
+      default: 'directory',
+      env: 'PROVISIONER_CONFIG_SOURCE',
+    }),
     'listen-address': Flags.string({ description: 'Address of the metrics and health server.', default: ':8080' }),
     'metrics-path': Flags.string({ description: 'Path of the Prometheus metrics.', default: '/metrics' }),
     'admin-socket': Flags.string({
@@ -56,7 +66,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       default: '10s',
     }),
     'config-sync-period': Flags.string({
-      description: 'Content-hash poll of the config, the safety net of the file watcher (Go duration).',
+      description:
+        'Period of the config check behind the file watcher (a stat of the config files; their content is read only when that changed) (Go duration).',
       default: '5s',
     }),
     'config-debounce': Flags.string({
@@ -167,10 +178,30 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       const problem = nodeNameProblem(nodeName);
       if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
     }
+    const { parseConfigSourceSpec } = await import('../core/config/config-source.js');
+    const source = parseConfigSourceSpec(flags['config-source']);
+    if (!source.ok) throw new UsageError(`--config-source: ${source.message}`);
+    let configMap: { namespace: string; name: string } | undefined;
+    if (source.spec.kind === 'configmap') {
+      if (sandbox !== undefined) throw new UsageError('--config-source: a ConfigMap cannot be read with --sandbox');
+      const namespace =
+        source.spec.namespace ??
+        (process.env['MY_NAMESPACE'] || undefined) ??
+        (await readFile(SERVICE_ACCOUNT_NAMESPACE_FILE, 'utf8').then(
+          (text) => text.trim() || undefined,
+          () => undefined,
+        ));
+      if (namespace === undefined)
+        throw new UsageError(
+          `--config-source: no namespace: give configmap:NAMESPACE/${source.spec.name}, or set MY_NAMESPACE`,
+        );
+      configMap = { namespace, name: source.spec.name };
+    }
     const { runAgentProcess } = await import('../cli/run-agent.js');
     await runAgentProcess({
       agent: {
         configPath: flags['config-dir'],
+        ...(configMap !== undefined ? { configMap } : {}),
         nodeName,
         namespace: process.env['MY_NAMESPACE'] ?? 'default',
         listenAddress: flags['listen-address'],

@@ -70,7 +70,13 @@ interface Recorder<T> {
 /** Iterates a watch in the background, recording every event. */
 function record<T>(
   client: ResourceClient<T>,
-  options: { resourceVersion: string; labelSelector?: string; timeoutSeconds?: number; namespace?: string },
+  options: {
+    resourceVersion: string;
+    labelSelector?: string;
+    fieldSelector?: string;
+    timeoutSeconds?: number;
+    namespace?: string;
+  },
 ): Recorder<T> {
   const controller = new AbortController();
   const events: WatchEvent<T>[] = [];
@@ -145,6 +151,7 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
     const classes = new Set<string>();
     const nodes = new Set<string>();
     const leases = new Set<string>();
+    const configMaps = new Set<string>();
 
     const n = (suffix: string): string => `${prefix}-${suffix}`;
     const selector = (): string => `${LABEL}=${prefix}`;
@@ -230,6 +237,7 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
       for (const className of classes) await ignoreNotFound(() => cluster.storageClasses.delete(className));
       for (const nodeName of nodes) await ignoreNotFound(() => cluster.nodes.delete(nodeName));
       for (const leaseName of leases) await ignoreNotFound(() => cluster.leases.delete(leaseName));
+      for (const cmName of configMaps) await ignoreNotFound(() => cluster.configMaps.delete(cmName));
       await ctx.cleanup();
     });
 
@@ -664,6 +672,45 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
           cluster.persistentVolumes.list({ limit: 1, continue: 'not-a-token' }),
           apiError(400, 'BadRequest'),
         );
+      });
+    });
+
+    void describe('ConfigMaps and field selectors (the API config source)', () => {
+      void it('list and watch with fieldSelector metadata.name see that one ConfigMap only; an unknown field is a 400', async () => {
+        const [a, b] = [n('cm-a'), n('cm-b')];
+        for (const name of [a, b]) {
+          configMaps.add(name);
+          await cluster.configMaps.create({ metadata: { name, labels: { [LABEL]: prefix } }, data: { k: name } });
+        }
+        const list = await cluster.configMaps.list({ fieldSelector: `metadata.name=${a}` });
+        assert.deepEqual(
+          list.items.map((i) => [i.metadata.name, i.data?.['k']]),
+          [[a, a]],
+        );
+        const watch = record(cluster.configMaps, {
+          resourceVersion: list.metadata.resourceVersion ?? '',
+          fieldSelector: `metadata.name=${a}`,
+        });
+        try {
+          for (const name of [b, a]) {
+            const current = await cluster.configMaps.get(name);
+            await cluster.configMaps.update({ ...current, data: { k: 'changed' } });
+          }
+          await cluster.configMaps.delete(a);
+          await watch.waitFor((e) => e.type === 'DELETED', 'DELETED');
+          assert.deepEqual(
+            watch.events.filter((e) => e.type !== 'BOOKMARK').map((e) => `${e.type}:${e.object.metadata.name}`),
+            [`MODIFIED:${a}`, `DELETED:${a}`],
+          );
+        } finally {
+          watch.stop();
+          assert.deepEqual(await watch.ended, {});
+        }
+        await assert.rejects(cluster.configMaps.list({ fieldSelector: 'data.k=x' }), (error: unknown) => {
+          assert.ok(error instanceof KubeApiError);
+          assert.equal(error.status, 400);
+          return true;
+        });
       });
     });
 

@@ -35,12 +35,14 @@ class CountingCluster implements Cluster {
   readonly nodes;
   readonly events;
   readonly jobs;
+  readonly configMaps;
   constructor(inner: Cluster) {
     this.persistentVolumes = this.wrap(inner.persistentVolumes);
     this.storageClasses = this.wrap(inner.storageClasses);
     this.nodes = this.wrap(inner.nodes);
     this.events = this.wrap(inner.events);
     this.jobs = this.wrap(inner.jobs);
+    this.configMaps = this.wrap(inner.configMaps);
   }
   private count(verb: string): void {
     this.calls.set(verb, (this.calls.get(verb) ?? 0) + 1);

@@ -518,3 +518,28 @@ export async function recordWatch(
     },
   };
 }
+
+/** Log lines (JSON, one per line) that report a denied request: "forbidden", or a 403 status. */
+export function forbiddenLogLines(stderr: string): string[] {
+  const denied = (value: unknown, key: string): boolean => {
+    if (typeof value === 'number') return value === 403 && /^(status|code|statusCode)$/u.test(key);
+    if (typeof value === 'string') {
+      return /forbidden/iu.test(value) || (/^(msg|error|message|reason)$/u.test(key) && /\b403\b/u.test(value));
+    }
+    if (Array.isArray(value)) return value.some((v) => denied(v, key));
+    if (isRecord(value)) return Object.entries(value).some(([k, v]) => denied(v, k));
+    return false;
+  };
+  return stderr
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .filter((line) => {
+      let record: unknown;
+      try {
+        record = JSON.parse(line);
+      } catch {
+        return /forbidden|\b403\b/iu.test(line);
+      }
+      return denied(record, '');
+    });
+}

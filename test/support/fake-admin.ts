@@ -73,6 +73,10 @@ export class FakeAdminTarget implements AdminTarget {
       generation: this.generation,
       ready: true,
       config: { source: this.applied.source, appliedHash: this.applied.hash, subPath: false },
+      source: {
+        configured: { kind: 'directory', path: this.applied.source },
+        inUse: { kind: 'directory', path: this.applied.source },
+      },
       reloadPending: false,
       classes: [],
       cleanups: [],

@@ -99,6 +99,9 @@ silently (docs/migration-from-upstream.md), and enumerations are checked.
 {{- if not (has (toString .Values.logFormat) (list "text" "json")) -}}
 {{- fail (printf "logFormat must be text or json, not %q" (toString .Values.logFormat)) -}}
 {{- end -}}
+{{- if not (has (toString .Values.configSource) (list "directory" "configmap")) -}}
+{{- fail (printf "configSource must be directory or configmap, not %q" (toString .Values.configSource)) -}}
+{{- end -}}
 {{- if not (has (toString .Values.hotReload.guard) (list "refuse" "warn" "apply")) -}}
 {{- fail (printf "hotReload.guard must be refuse, warn or apply, not %q" (toString .Values.hotReload.guard)) -}}
 {{- end -}}

@@ -6,9 +6,12 @@
 import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { diffConfigs } from '../config/diff.js';
-import { parseConfigSnapshot, readConfigSnapshot } from '../config/source.js';
-import type { LoadedConfig } from '../config/source.js';
+import { parseConfigSnapshot } from '../config/source.js';
+import type { ConfigSnapshot, LoadedConfig } from '../config/source.js';
 import type { ProvisionerConfig } from '../config/model.js';
+import { DirectoryConfigSource, sourceLabel } from '../config/config-source.js';
+import type { ConfigSource, ConfigSourceStatus, SourceRead } from '../config/config-source.js';
+import { ConfigMapConfigSource } from '../config/configmap-source.js';
 import { ConfigSourceError, InvalidConfigError, StartupError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import type { Cluster } from '../kube/cluster.js';
@@ -32,7 +35,7 @@ import type { GenerationSettings, PassSummary } from './generation.js';
 import { startHttpServer } from './http.js';
 import { startAdminServer } from './admin-server.js';
 import type { RunningAdminServer } from './admin-server.js';
-import { ConfigWatcher, fingerprintConfigSource } from '../config/watcher.js';
+import { ConfigWatcher } from '../config/watcher.js';
 import { detectSubPathMountOnHost } from '../config/subpath.js';
 import { allowCommand, DEFAULT_RELOAD_GUARD_POLICY, guardReload } from '../config/reload-guard.js';
 import type { GuardedImpact, GuardVerdict, ReloadGuardPolicy } from '../config/reload-guard.js';
@@ -50,7 +53,10 @@ import type {
 } from './reload-types.js';
 
 export interface AgentOptions {
+  /** The mounted config directory (or file): the source, or with `configMap` the start-up fallback. */
   readonly configPath: string;
+  /** Read the config from this ConfigMap through the API (--config-source configmap:NS/NAME). */
+  readonly configMap?: { readonly namespace: string; readonly name: string };
   readonly nodeName: string;
   readonly namespace: string;
   readonly listenAddress: string;
@@ -92,6 +98,8 @@ export interface AgentDeps {
   readonly logger: Logger;
   readonly cleaner: VolumeCleaner;
   readonly metrics?: AgentMetrics;
+  /** The config source; default from the options (the directory, or the ConfigMap with the directory as fallback). */
+  readonly configSource?: ConfigSource;
 }
 
 function message(err: unknown): string {
@@ -146,6 +154,9 @@ export class Agent implements AdminTarget {
   private http: RunningHttpServer | undefined;
   private admin: RunningAdminServer | undefined;
   private watcher: ConfigWatcher | undefined;
+  private readonly source: ConfigSource;
+  /** Set once init() got as far as the event recorder. */
+  private recording = false;
   private subPath = false;
   private current!: Generation;
   private applied!: LoadedConfig;
@@ -159,6 +170,8 @@ export class Agent implements AdminTarget {
   private refusedHash: string | undefined;
   private running: Promise<ReloadResult> | undefined;
   private queued: (ReloadAsk & { promise: Promise<ReloadResult> }) | undefined;
+  /** The source status last reported (log, metric, Node event once per change). */
+  private sourceReported: ConfigSourceStatus | undefined;
   private stopping = false;
   /** Aborted by stop(): a reload waiting on a drain or a sync gives up at once. */
   private readonly stopped = new AbortController();
@@ -178,6 +191,18 @@ export class Agent implements AdminTarget {
     );
     this.metrics = deps.metrics ?? createAgentMetrics();
     this.reloadMetrics = createReloadMetrics(this.metrics.registry);
+    this.source =
+      deps.configSource ??
+      (options.configMap !== undefined
+        ? new ConfigMapConfigSource({
+            client: deps.cluster.configMaps,
+            namespace: options.configMap.namespace,
+            name: options.configMap.name,
+            fallbackPath: options.configPath,
+            clock: deps.clock,
+            logger: this.logger,
+          })
+        : new DirectoryConfigSource(options.configPath));
     const reportFailures = (entry: CleanupEntry): void => {
       reportCleanupFailures({ events: this.events, metrics: this.metrics })(entry);
     };
@@ -209,6 +234,7 @@ export class Agent implements AdminTarget {
     } catch (err) {
       // Whatever started before the failure is stopped: a failed start leaves nothing running.
       await agent.watcher?.stop();
+      await agent.source.stop();
       await agent.admin?.close();
       if (agent.generations > 0) await agent.current.stop();
       await agent.http?.close();
@@ -217,9 +243,9 @@ export class Agent implements AdminTarget {
     return agent;
   }
 
-  /** Reads and validates the config source, then applies options.configCheck. */
-  private async loadConfig(): Promise<LoadedConfig> {
-    const loaded = parseConfigSnapshot(await readConfigSnapshot(this.options.configPath));
+  /** Validates one read of the config source, then applies options.configCheck. */
+  private parseChecked(snapshot: ConfigSnapshot): LoadedConfig {
+    const loaded = parseConfigSnapshot(snapshot);
     const extra = this.options.configCheck?.(loaded.config) ?? [];
     if (extra.length === 0) return loaded;
     const issues = [...loaded.warnings, ...extra];
@@ -229,11 +255,35 @@ export class Agent implements AdminTarget {
 
   private async init(): Promise<void> {
     const { deps, options } = this;
-    // The fingerprint first: a change between it and the load below is caught by the watcher.
-    const fingerprint = options.watch
-      ? await fingerprintConfigSource(options.configPath).catch(() => undefined)
-      : undefined;
-    const loaded = await this.loadConfig();
+    await this.source.start({
+      changed: (by) => {
+        this.watcher?.request(by);
+      },
+      statusChanged: (status) => {
+        this.reportSource(status);
+      },
+    });
+    this.reportSource(this.source.status());
+    // The source is read once: with a watcher, its first read (its checks wait until the agent
+    // serves, so a change meanwhile is checked then); without, one read here.
+    if (options.watch) {
+      this.watcher = new ConfigWatcher({
+        source: this.source,
+        pollIntervalMs: options.watch.pollIntervalMs,
+        debounceMs: options.watch.debounceMs,
+        ...(options.watch.useFsEvents !== undefined ? { useFsEvents: options.watch.useFsEvents } : {}),
+        deferChecks: true,
+        clock: deps.clock,
+        logger: this.logger,
+        onChange: async (source, _fingerprint, read) => {
+          await this.reloadWith({ trigger: source }, read);
+        },
+      });
+    }
+    const read = this.watcher ? await this.watcher.start() : await this.source.read();
+    if (read === undefined) throw new StartupError('stopped while reading the config');
+    if (!read.ok) throw read.error;
+    const loaded = this.parseChecked(read.snapshot);
     for (const w of loaded.warnings) this.logger.log('warn', 'config warning', { path: w.path, detail: w.message });
     const nodeObject = await fetchNode(deps.cluster, deps.clock, this.logger, options.nodeName);
     this.node = nodeIdentity(nodeObject);
@@ -263,6 +313,7 @@ export class Agent implements AdminTarget {
       host: this.node.name,
       dropped: this.metrics.eventsDropped,
     });
+    this.recording = true;
     try {
       this.http = await startHttpServer({
         listenAddress: options.listenAddress,
@@ -285,28 +336,17 @@ export class Agent implements AdminTarget {
     }
     this.current.start();
     this.recordApplied();
-    const subPath = await detectSubPathMountOnHost(options.configPath);
-    this.subPath = subPath.subPath;
-    if (subPath.subPath)
-      this.logger.log('warn', 'hot reload impossible: the config is a subPath mount', { detail: subPath.reason });
-    if (options.watch) {
-      this.watcher = new ConfigWatcher({
-        path: options.configPath,
-        pollIntervalMs: options.watch.pollIntervalMs,
-        debounceMs: options.watch.debounceMs,
-        ...(options.watch.useFsEvents !== undefined ? { useFsEvents: options.watch.useFsEvents } : {}),
-        ...(fingerprint !== undefined ? { initialFingerprint: fingerprint } : {}),
-        clock: deps.clock,
-        logger: this.logger,
-        onChange: async (source) => {
-          await this.reload({ trigger: source });
-        },
-      });
-      await this.watcher.start();
+    if (this.source.status().inUse.kind === 'directory') {
+      const subPath = await detectSubPathMountOnHost(options.configPath);
+      this.subPath = subPath.subPath;
+      if (subPath.subPath)
+        this.logger.log('warn', 'hot reload impossible: the config is a subPath mount', { detail: subPath.reason });
     }
+    this.watcher?.resume();
     this.logger.log('info', 'agent started', {
       node: this.node.name,
       config: loaded.hash,
+      source: sourceLabel(this.source.status().inUse),
       classes: Object.keys(loaded.config.storageClassMap).length,
       listen: `${this.http.host}:${String(this.http.port)}`,
       adoptionScan: { scanned: adoption.scanned, pages: adoption.pages, adopted: adoption.adopted.length },
@@ -387,18 +427,25 @@ export class Agent implements AdminTarget {
    * single pending one (latest content wins, `force` if any asked for it), whose result they all get.
    */
   reload(request: ReloadRequest): Promise<ReloadResult> {
+    return this.reloadWith(request, undefined);
+  }
+
+  /** A reload of `read` (what the watcher read), or of a fresh read of the source when undefined. */
+  private reloadWith(request: ReloadRequest, read: SourceRead | undefined): Promise<ReloadResult> {
     this.reloadMetrics.watchEvents.inc({ source: request.trigger });
     const allow = request.allow ?? [];
     if (this.running === undefined)
-      return this.begin({ trigger: request.trigger, force: request.force === true, allow });
+      return this.begin({ trigger: request.trigger, force: request.force === true, allow, read });
     if (this.queued) {
-      // Joining requests share one reload: force if any asked, allowed what any allowed.
+      // Joining requests share one reload: force if any asked, allowed what any allowed, and the
+      // latest content: the newest read, or a fresh read when one asked without one.
       this.queued.force ||= request.force === true;
       this.queued.allow = [...new Set([...this.queued.allow, ...allow])];
+      this.queued.read = read;
       return this.queued.promise;
     }
-    // `force` and `allow` of the pending request may still be widened by requests that join it.
-    const pending: ReloadAsk = { trigger: request.trigger, force: request.force === true, allow };
+    // `force`, `allow` and `read` of the pending request may still change by requests that join it.
+    const pending: ReloadAsk = { trigger: request.trigger, force: request.force === true, allow, read };
     const promise = this.running
       .catch(() => undefined)
       .then(() => {
@@ -517,16 +564,24 @@ export class Agent implements AdminTarget {
     const startedAt = clock.now();
     const base = { trigger, force, startedAt };
     if (this.stopping) return this.result('failed', { ...base, error: 'the agent is stopping' });
+    let read = ask.read;
+    if (read === undefined) {
+      read = await this.source.read();
+      // Read here, not by the watcher: it need not offer this content again.
+      this.watcher?.acknowledge(read.fingerprint);
+    }
+    const where = read.ok ? read.snapshot.source.path : sourceLabel(this.source.status().inUse);
     let loaded: LoadedConfig;
     try {
-      loaded = await this.loadConfig();
+      if (!read.ok) throw read.error;
+      loaded = this.parseChecked(read.snapshot);
     } catch (err) {
       if (this.isStopping()) return this.abandoned(base);
       if (err instanceof InvalidConfigError) {
         this.onDiskHash = undefined;
         const errors = err.issues.filter((i) => i.severity === 'error');
         this.logger.log('error', 'config rejected: the running config stays', {
-          source: this.options.configPath,
+          source: where,
           problems: errors.length,
           first: errors[0]?.message,
         });
@@ -534,7 +589,7 @@ export class Agent implements AdminTarget {
           this.nodeRef(),
           'Warning',
           'ConfigRejected',
-          `config in ${this.options.configPath} rejected (${errors.length} problems; first: ${errors[0] ? `${errors[0].path}: ${errors[0].message}` : '?'}); still applying ${this.applied.hash}`,
+          `config in ${where} rejected (${errors.length} problems; first: ${errors[0] ? `${errors[0].path}: ${errors[0].message}` : '?'}); still applying ${this.applied.hash}`,
         );
         return this.finishReload(this.result('rejected', { ...base, issues: err.issues }));
       }
@@ -643,6 +698,52 @@ export class Agent implements AdminTarget {
     );
   }
 
+  // ---- the config source ------------------------------------------------------------------------
+
+  /**
+   * A change of the source's state: a log line, the metric, and (once the agent records events)
+   * a Node event when the ConfigMap is deleted or back. Nothing else: the running config stays.
+   */
+  private reportSource(status: ConfigSourceStatus): void {
+    const before = this.sourceReported;
+    this.sourceReported = status;
+    const state = sourceState(status);
+    const m = this.reloadMetrics;
+    for (const s of SOURCE_STATES)
+      m.configSourceState.set({ kind: status.configured.kind, state: s }, s === state ? 1 : 0);
+    if (before === undefined || sourceState(before) === state) return;
+    const label = sourceLabel(status.configured);
+    const fields = {
+      source: label,
+      inUse: sourceLabel(status.inUse),
+      ...(status.api?.lastError !== undefined ? { error: status.api.lastError } : {}),
+      ...(status.fallbackReason !== undefined ? { reason: status.fallbackReason } : {}),
+    };
+    switch (state) {
+      case 'unreachable':
+        this.logger.log('warn', 'config source unreachable: the last good config stays', fields);
+        break;
+      case 'deleted':
+        this.logger.log('warn', 'the ConfigMap of the config was deleted: ignored, the running config stays', fields);
+        if (this.recording)
+          this.events.record(
+            this.nodeRef(),
+            'Warning',
+            'ConfigSourceDeleted',
+            `${label} was deleted; ignored: config ${this.applied.hash} stays applied`,
+          );
+        break;
+      case 'fallback':
+        this.logger.log('warn', 'config source not readable: the mounted directory is used until it is', fields);
+        break;
+      case 'ok':
+        this.logger.log('info', 'config source readable again', fields);
+        if (before.api?.object === 'deleted' && this.recording)
+          this.events.record(this.nodeRef(), 'Normal', 'ConfigSourceRestored', `${label} exists again`);
+        break;
+    }
+  }
+
   // ---- admin target ---------------------------------------------------------------------------
 
   subscribe(listener: (event: AgentEvent) => void): () => void {
@@ -666,7 +767,7 @@ export class Agent implements AdminTarget {
     return {
       formatVersion: 1,
       hash: this.applied.hash,
-      source: this.options.configPath,
+      source: this.applied.source.path,
       generation: this.current.number,
       config: this.applied.config,
     };
@@ -709,11 +810,12 @@ export class Agent implements AdminTarget {
       generation: this.current.number,
       ready: this.readiness().ok,
       config: {
-        source: this.options.configPath,
+        source: sourceLabel(this.source.status().inUse),
         appliedHash: this.applied.hash,
         ...(this.onDiskHash !== undefined ? { onDiskHash: this.onDiskHash } : {}),
         subPath: this.subPath,
       },
+      source: this.source.status(),
       ...(this.lastReload ? { lastReload: this.lastReload } : {}),
       ...(this.rejected ? { rejected: this.rejected } : {}),
       reloadPending: this.queued !== undefined,
@@ -743,6 +845,7 @@ export class Agent implements AdminTarget {
     this.stopping = true;
     this.stopped.abort();
     await this.watcher?.stop();
+    await this.source.stop();
     const pending = this.queued?.promise ?? this.running;
     if (pending) await within(this.deps.clock, pending, this.options.drainTimeoutMs ?? 10_000);
     // Whatever is current now: a reload that gave up left either the old or an unsynced new one.
@@ -761,6 +864,20 @@ interface ReloadAsk {
   readonly trigger: ReloadRequest['trigger'];
   force: boolean;
   allow: readonly GuardedImpact[];
+  /** What the watcher read (the reload applies exactly that); undefined: read the source when it runs. */
+  read: SourceRead | undefined;
+}
+
+/** The states of the config_source_state metric. */
+const SOURCE_STATES = ['ok', 'unreachable', 'deleted', 'fallback'] as const;
+
+/** One word for a source status: the metric's state label. */
+function sourceState(status: ConfigSourceStatus): (typeof SOURCE_STATES)[number] {
+  if (status.fallbackReason !== undefined) return 'fallback';
+  if (status.api === undefined) return 'ok';
+  if (!status.api.reachable) return 'unreachable';
+  if (status.api.object === 'deleted') return 'deleted';
+  return 'ok';
 }
 
 function diagnostics(): NonNullable<AgentStatusJson['diagnostics']> {

@@ -2,10 +2,11 @@
 // `diff-config` (the running agent as --from) and the dashboard. JSON-serializable throughout.
 import type { ConfigIssue } from '../errors.js';
 import type { ProvisionerConfig } from '../config/model.js';
+import type { ConfigSourceStatus } from '../config/config-source.js';
 import type { GuardedImpact } from '../config/reload-guard.js';
 
 /** What asked for a reload. */
-export type ReloadTrigger = 'fs' | 'poll' | 'signal' | 'admin';
+export type ReloadTrigger = 'fs' | 'poll' | 'api' | 'signal' | 'admin';
 
 /**
  * - applied: a new generation serves the new config;
@@ -91,6 +92,7 @@ export interface AgentStatusJson {
   readonly generation: number;
   readonly ready: boolean;
   readonly config: {
+    /** Where the applied config comes from: the directory's path, or `configmap:NAMESPACE/NAME` (source.inUse). */
     readonly source: string;
     readonly appliedHash: string;
     /** Hash of the last snapshot read from the source (even if rejected); differs while a change is pending or rejected. */
@@ -98,6 +100,12 @@ export interface AgentStatusJson {
     /** The source can never update (mounted with subPath). */
     readonly subPath: boolean;
   };
+  /**
+   * The config source: configured (`--config-source`, default the directory), in use (the
+   * fallback directory while the ConfigMap could not be read at start-up, and why), and for the
+   * API source whether the API is reachable, the ConfigMap present or deleted, the config stale.
+   */
+  readonly source: ConfigSourceStatus;
   readonly lastReload?: ReloadResult;
   /** The last reload not applied (rejected, refused, rolled back or failed), until a later one succeeds. */
   readonly rejected?: ReloadResult;

@@ -7,6 +7,7 @@ import { InvalidConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { configHash } from './canonical.js';
 import { decodeConfigText, readSourceBytes } from './read.js';
+import type { SourceBytes } from './read.js';
 import type { ProvisionerConfig } from './model.js';
 import { parseConfigEntries } from './parse.js';
 import type { RawEntry } from './parse.js';
@@ -179,7 +180,11 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
  * ConfigSourceError when it cannot be read, InvalidConfigError when it is too large or not UTF-8.
  */
 export async function readConfigSnapshot(path: string): Promise<ConfigSnapshot> {
-  const read = await readSourceBytes(path);
+  return snapshotFromSourceBytes(path, await readSourceBytes(path));
+}
+
+/** Pure: the bytes readSourceBytes read → a snapshot. Throws InvalidConfigError when they are not UTF-8. */
+export function snapshotFromSourceBytes(path: string, read: SourceBytes): ConfigSnapshot {
   if (read.kind === 'file') {
     const decoded = decodeConfigText(read.bytes, path, '');
     if ('issue' in decoded) throw new InvalidConfigError(path, [decoded.issue]);

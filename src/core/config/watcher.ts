@@ -9,16 +9,20 @@
 //     (chokidar's own and its raw fs.watch events): a filter on "change of the key file" would
 //     miss updates, and chokidar throttles `change` per path. For a single file, its parent
 //     directory is watched, filtered to that name (and kubelet's `..` names).
-//   - poll: a content-hash poll every pollIntervalMs, the safety net for what inotify cannot see
-//     (NFS, missed or overflowed events, a dead watcher).
-//   - request(): SIGHUP and the admin endpoint.
+//   - poll: every pollIntervalMs, the safety net for what inotify cannot see (NFS, missed or
+//     overflowed events, a dead watcher). It asks the source's cheap probe first (a directory:
+//     stat of its entries, no file opened) and reads the content only when the probe changed.
+//   - the source's own feed ('api': a ConfigMap watch event) and request(): SIGHUP, the admin endpoint.
 //
-// A check reads the source's fingerprint (sha256 over the sorted key names and bytes, read
-// through ONE resolved `..data`, see fingerprintConfigSource) and calls onChange only when it
-// differs from the current one, so duplicate events, a touch, or kubelet re-projecting identical
-// content (new `..data` target, same bytes) are not changes. Explicit requests ('signal',
-// 'admin') call onChange even when the fingerprint is unchanged; the reload machine reports the
-// no-op.
+// The watcher reads only through the ConfigSource port (config-source.ts): it does not know which
+// source is in use; the fs feed watches the source's fsWatchPath when it has one.
+//
+// A check reads the source (one SourceRead: the snapshot and its fingerprint, sha256 over the
+// sorted key names and bytes, read through ONE resolved `..data`) and calls onChange with that
+// read only when the fingerprint differs from the current one, so duplicate events, a touch, or
+// kubelet re-projecting identical content (new `..data` target, same bytes) are not changes. The
+// reload applies that read: a change is read once. Explicit requests ('signal', 'admin') call
+// onChange even when the fingerprint is unchanged; the reload machine reports the no-op.
 //
 // Coalescing: at most one onChange runs at a time (never re-entrantly), and everything that
 // arrives meanwhile collapses into ONE further check after it returns; that check reads the
@@ -37,32 +41,36 @@
 // process.getActiveResourcesInfo(). An fs call chokidar started before close() can still finish
 // a moment after stop() resolves; it leaves nothing behind.
 
-import { createHash } from 'node:crypto';
 import type { Stats } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
 import type { Clock } from '../clock.js';
-import { formatIssue, InvalidConfigError, ProvisionerError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errnoCode } from '../node/volume-error.js';
-import { readSourceBytes } from './read.js';
+import { DirectoryConfigSource, sourceLabel } from './config-source.js';
+import type { ConfigSource, SourceRead } from './config-source.js';
+
+export { fingerprintConfigSource } from './config-source.js';
 
 /**
  * What noticed (or asked for) a possible change. Mirrors the reload machine's ReloadTrigger:
  * - 'fs': a filesystem event on the source (after the debounce);
- * - 'poll': the periodic content-hash poll (or a plain request() for a check);
+ * - 'poll': the periodic check (or a plain request() for a check);
+ * - 'api': the API source's watch saw the ConfigMap change;
  * - 'signal', 'admin': an explicit request (SIGHUP, the admin endpoint) through request().
  */
-export type ChangeSource = 'fs' | 'poll' | 'signal' | 'admin';
+export type ChangeSource = 'fs' | 'poll' | 'api' | 'signal' | 'admin';
 
 /** Sources for which onChange is called even when the fingerprint did not change. */
 const FORCED_SOURCES: ReadonlySet<ChangeSource> = new Set(['signal', 'admin']);
 
 export interface ConfigWatcherOptions {
-  /** The config source: a ConfigMap-style directory, or a single file (its parent directory is watched, filtered to it). */
-  readonly path: string;
-  /** Content-hash poll period (upstream's --config-sync-period; 5 s there). Must be a positive number. */
+  /** The config source (the port). Either this or `path`. */
+  readonly source?: ConfigSource;
+  /** Shorthand for `source: new DirectoryConfigSource(path)`: a ConfigMap-style directory, or a single file (its parent directory is watched, filtered to it). */
+  readonly path?: string;
+  /** Period of the safety-net check (upstream's --config-sync-period; 5 s there). Must be a positive number. */
   readonly pollIntervalMs: number;
   /** Quiet time that ends a burst of fs events (a kubelet swap emits ~5–10 raw events); e.g. 100 ms. */
   readonly debounceMs: number;
@@ -70,17 +78,19 @@ export interface ConfigWatcherOptions {
   readonly logger: Logger;
   /**
    * Called, never concurrently and never re-entrantly, when the content may have changed.
-   * `source` is what noticed; `fingerprint` is the fingerprint the check read (the watcher's
-   * current one from now on). Returns when handled; whatever arrives meanwhile coalesces into ONE
-   * further check after it returns (latest content wins). When it throws, the error is logged and
-   * the previous fingerprint is restored, so the next poll tries again.
+   * `source` is what noticed; `read` is what the check read (its fingerprint is the watcher's
+   * current one from now on): the handler applies that read, not a new one. Returns when
+   * handled; whatever arrives meanwhile coalesces into ONE further check after it returns (latest
+   * content wins). When it throws, the error is logged and the previous fingerprint is restored,
+   * so the next poll tries again. An unreadable source is a read too (`ok: false`): becoming
+   * unreadable (and readable again) is a change.
    */
-  readonly onChange: (source: ChangeSource, fingerprint: string) => Promise<void>;
+  readonly onChange: (source: ChangeSource, fingerprint: string, read: SourceRead) => Promise<void>;
   /**
-   * A cheap content fingerprint of the source; default fingerprintConfigSource. When it throws,
-   * the fingerprint is `unreadable:<reason>`: becoming unreadable (and readable again) is a change.
+   * true: start() reads and returns the initial snapshot, but no check runs (triggers wait) until
+   * resume(): the caller applies the initial read first.
    */
-  readonly fingerprint?: (path: string) => Promise<string>;
+  readonly deferChecks?: boolean;
   /**
    * The fingerprint of the config the caller already loaded before start(). When the source reads
    * differently at start(), one onChange('poll') follows, so a change between the caller's load
@@ -104,8 +114,12 @@ export interface ConfigWatcherStats {
   readonly fsEvents: number;
   /** Poll ticks. */
   readonly polls: number;
-  /** Fingerprint reads (checks) after start. */
+  /** Checks after start (a poll whose probe showed no change counts, without a read). */
   readonly checks: number;
+  /** Content reads of the source (start included). */
+  readonly reads: number;
+  /** Probes (cheap stat or version checks) of the source. */
+  readonly probes: number;
   /** onChange calls by source. */
   readonly changes: Readonly<Record<ChangeSource, number>>;
   /** chokidar errors, failures to set up the fs watcher, and the watched directory vanishing or being replaced. */
@@ -126,40 +140,6 @@ const DEFAULT_READY_TIMEOUT_MS = 10_000;
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Fingerprints
-
-function hashEntry(hash: ReturnType<typeof createHash>, name: string, bytes: Buffer): void {
-  hash.update(name).update('\0').update(String(bytes.length)).update('\0').update(bytes);
-}
-
-/**
- * The default fingerprint: `sha256:<hex>` over the sorted (name, bytes) of a config directory's
- * keys read through one resolved `..data`, or over a single file's bytes. It reads with
- * readSourceBytes, the same bounded walk as readConfigSnapshot: the same keys (names starting with
- * `..` are not keys), and it throws for what the load refuses (a special file, a directory as a
- * key, a dangling `..data`, too many bytes). Timestamps, inode numbers and the `..data` target do
- * not count: kubelet re-projecting the same content is no change.
- */
-export async function fingerprintConfigSource(path: string): Promise<string> {
-  const read = await readSourceBytes(path);
-  if (read.kind === 'file') {
-    const hash = createHash('sha256').update('file\0');
-    hashEntry(hash, basename(path), read.bytes);
-    return `sha256:${hash.digest('hex')}`;
-  }
-  const hash = createHash('sha256').update('directory\0');
-  for (const f of read.files) hashEntry(hash, f.name, f.bytes);
-  return `sha256:${hash.digest('hex')}`;
-}
-
-/** What an unreadable source's fingerprint says: which problem, so a different one is a change too. */
-function unreadableReason(error: unknown): string {
-  if (error instanceof InvalidConfigError) return error.issues.map(formatIssue).join('; ');
-  if (error instanceof ProvisionerError) return error.message;
-  return errnoCode(error) ?? message(error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -267,7 +247,10 @@ interface RestartRequest {
  * One instance runs once: start() at most once, and it cannot be restarted after stop().
  */
 export class ConfigWatcher {
+  private readonly source: ConfigSource;
+  /** The fs feed's path, and what logs name. */
   private readonly path: string;
+  private readonly deferChecks: boolean;
   private readonly pollIntervalMs: number;
   private readonly debounceMs: number;
   private readonly maxDebounceMs: number;
@@ -276,8 +259,7 @@ export class ConfigWatcher {
   private readonly useFsEvents: boolean;
   private readonly clock: Clock;
   private readonly logger: Logger;
-  private readonly onChange: (source: ChangeSource, fingerprint: string) => Promise<void>;
-  private readonly readSourceFingerprint: (path: string) => Promise<string>;
+  private readonly onChange: (source: ChangeSource, fingerprint: string, read: SourceRead) => Promise<void>;
   private readonly initialFingerprint: string | undefined;
   private readonly createFsWatcher: (dir: string, options: ChokidarOptions) => FSWatcher;
 
@@ -289,10 +271,12 @@ export class ConfigWatcher {
   private ready = false;
 
   private current: string | undefined;
+  /** The probe that vouches for the last content read: a poll whose probe equals it reads nothing. */
+  private lastProbe: string | undefined;
   private pending: PendingCheck | undefined;
   private draining = false;
   /** The fs-reading part of the check in progress (not onChange), awaited by stop(). */
-  private observing: Promise<string> | undefined;
+  private observing: Promise<unknown> | undefined;
 
   private burstStartedAt: number | undefined;
   private lastEventAt = 0;
@@ -309,7 +293,9 @@ export class ConfigWatcher {
     fsEvents: 0,
     polls: 0,
     checks: 0,
-    changes: { fs: 0, poll: 0, signal: 0, admin: 0 } satisfies Record<ChangeSource, number>,
+    reads: 0,
+    probes: 0,
+    changes: { fs: 0, poll: 0, api: 0, signal: 0, admin: 0 } satisfies Record<ChangeSource, number>,
     watcherErrors: 0,
     watcherRestarts: 0,
     handlerErrors: 0,
@@ -322,7 +308,11 @@ export class ConfigWatcher {
       }
       return value;
     };
-    this.path = options.path;
+    const source = options.source ?? (options.path !== undefined ? new DirectoryConfigSource(options.path) : undefined);
+    if (source === undefined) throw new RangeError('ConfigWatcher: needs a source (or a path)');
+    this.source = source;
+    this.path = source.fsWatchPath ?? sourceLabel(source.status().configured);
+    this.deferChecks = options.deferChecks === true;
     this.pollIntervalMs = positive('pollIntervalMs', options.pollIntervalMs);
     this.debounceMs = positive('debounceMs', options.debounceMs, true);
     this.maxDebounceMs = positive('maxDebounceMs', options.maxDebounceMs ?? options.debounceMs * 10, true);
@@ -332,11 +322,10 @@ export class ConfigWatcher {
       max: positive('restartBackoffMs.max', backoff.max),
     };
     this.readyTimeoutMs = positive('readyTimeoutMs', options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
-    this.useFsEvents = options.useFsEvents ?? true;
+    this.useFsEvents = (options.useFsEvents ?? true) && source.fsWatchPath !== undefined;
     this.clock = options.clock;
     this.logger = options.logger;
     this.onChange = options.onChange;
-    this.readSourceFingerprint = options.fingerprint ?? fingerprintConfigSource;
     this.initialFingerprint = options.initialFingerprint;
     this.createFsWatcher = options.createFsWatcher ?? watch;
   }
@@ -353,6 +342,8 @@ export class ConfigWatcher {
       fsEvents: c.fsEvents,
       polls: c.polls,
       checks: c.checks,
+      reads: c.reads,
+      probes: c.probes,
       changes: { ...c.changes },
       watcherErrors: c.watcherErrors,
       watcherRestarts: c.watcherRestarts,
@@ -363,13 +354,14 @@ export class ConfigWatcher {
 
   /**
    * Sets up the fs watcher (waits for its first attempt; a failure is logged and retried with
-   * backoff, not thrown), reads the initial fingerprint (no onChange for it, unless
-   * initialFingerprint differs) and starts the poll. Callable once.
+   * backoff, not thrown), reads the source (no onChange for it, unless initialFingerprint
+   * differs), starts the poll and returns that initial read (undefined when stopped meanwhile).
+   * Callable once.
    */
-  async start(): Promise<void> {
+  async start(): Promise<SourceRead | undefined> {
     if (this.started) throw new Error('ConfigWatcher.start() can be called only once');
     this.started = true;
-    if (this.isStopped()) return;
+    if (this.isStopped()) return undefined;
     if (this.useFsEvents) {
       let attempted: () => void = () => undefined;
       const firstAttempt = new Promise<void>((done) => {
@@ -378,9 +370,10 @@ export class ConfigWatcher {
       this.track(this.superviseFsWatcher(attempted));
       await firstAttempt;
     }
-    if (this.isStopped()) return;
-    const fingerprint = await this.observe(false);
-    if (this.isStopped()) return;
+    if (this.isStopped()) return undefined;
+    const read = await this.observe(false);
+    const fingerprint = read.fingerprint;
+    if (this.isStopped()) return undefined;
     if (this.initialFingerprint !== undefined && this.initialFingerprint !== fingerprint) {
       this.current = this.initialFingerprint;
       this.trigger('poll');
@@ -388,6 +381,13 @@ export class ConfigWatcher {
       this.current = fingerprint;
     }
     this.track(this.pollLoop());
+    if (!this.deferChecks) this.resume();
+    return read;
+  }
+
+  /** With deferChecks: lets checks run (those triggered meanwhile run now). */
+  resume(): void {
+    if (this.ready || this.isStopped() || !this.started) return;
     this.ready = true;
     if (this.pending !== undefined) this.kick();
   }
@@ -484,21 +484,26 @@ export class ConfigWatcher {
   }
 
   /**
-   * The fs side of a check: read the fingerprint, then make sure the fs watcher still covers the
-   * source. In this order: a change after the check is then either seen by a watcher that was
-   * verified afterwards, or it changed what must be watched, and the re-created watcher's catch-up
-   * check reads it. Never throws.
+   * The source side of a check: read the content (unless `skipIfProbed` and the source's probe
+   * still equals the one that vouched for the last read: then undefined), then make sure the fs
+   * watcher still covers the source. In this order: a change after the check is either seen by a
+   * watcher that was verified afterwards, or it changed what must be watched, and the re-created
+   * watcher's catch-up check reads it. Never throws.
    */
-  private observe(verify: boolean): Promise<string> {
+  private observe(verify: boolean): Promise<SourceRead>;
+  private observe(verify: boolean, skipIfProbed: true): Promise<SourceRead | undefined>;
+  private observe(verify: boolean, skipIfProbed = false): Promise<SourceRead | undefined> {
     const task = (async () => {
-      let fingerprint: string;
-      try {
-        fingerprint = await this.readSourceFingerprint(this.path);
-      } catch (error) {
-        fingerprint = `unreadable:${unreadableReason(error)}`;
+      if (skipIfProbed) {
+        this.counters.probes++;
+        const probe = await this.source.probe().catch(() => undefined);
+        if (probe !== undefined && probe === this.lastProbe) return undefined;
       }
+      this.counters.reads++;
+      const read = await this.source.read();
+      this.lastProbe = read.probe;
       if (verify) await this.verifyFsWatcher();
-      return fingerprint;
+      return read;
     })();
     this.observing = task;
     return task.finally(() => {
@@ -508,8 +513,11 @@ export class ConfigWatcher {
 
   private async check(job: PendingCheck): Promise<void> {
     this.counters.checks++;
-    const fingerprint = await this.observe(this.useFsEvents);
-    if (this.isStopped()) return;
+    // Only the periodic check trusts the probe: an fs event, a watch event or a request reads.
+    const pollOnly = job.forced === undefined && job.noticedBy === 'poll';
+    const read = pollOnly ? await this.observe(this.useFsEvents, true) : await this.observe(this.useFsEvents);
+    if (this.isStopped() || read === undefined) return;
+    const fingerprint = read.fingerprint;
     const previous = this.current;
     const source = job.forced ?? (fingerprint !== previous ? job.noticedBy : undefined);
     if (source === undefined) return;
@@ -519,11 +527,12 @@ export class ConfigWatcher {
     this.current = fingerprint;
     this.counters.changes[source]++;
     try {
-      await this.onChange(source, fingerprint);
+      await this.onChange(source, fingerprint, read);
     } catch (error) {
       this.counters.handlerErrors++;
-      // Not handled: forget it, so the next poll offers it again (unless acknowledged meanwhile).
+      // Not handled: forget it, so the next poll reads and offers it again (unless acknowledged meanwhile).
       if (this.current === fingerprint) this.current = previous;
+      this.lastProbe = undefined;
       this.logger.log('error', 'config change handler failed; the next poll retries', {
         path: this.path,
         source,

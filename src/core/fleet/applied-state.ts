@@ -1,6 +1,7 @@
 // The per-node applied state each agent publishes, and its encoding as a coordination.k8s.io/v1
 // Lease: the state in annotations (readable with `kubectl get lease -o yaml`), renewTime as the
 // heartbeat, leaseDurationSeconds as the age after which a reader calls it stale. Pure.
+import { sourceLabel } from '../config/config-source.js';
 import { createHash } from 'node:crypto';
 import type { AgentStatusJson, ReloadResult } from '../agent/reload-types.js';
 import { RELOAD_OUTCOMES } from '../agent/reload-types.js';
@@ -120,7 +121,11 @@ export function appliedStateFromStatus(status: AgentStatusJson): AppliedState {
     result: last?.outcome ?? 'started',
     ...(reason !== undefined ? { reason } : {}),
     ...(last?.candidateHash !== undefined ? { candidateHash: last.candidateHash } : {}),
-    source: status.config.source,
+    // The source in use, and when it is the start-up fallback, the one configured.
+    source:
+      status.source.fallbackReason === undefined
+        ? status.config.source
+        : `${status.config.source} (fallback from ${sourceLabel(status.source.configured)})`,
     agentVersion: status.version,
   };
 }

@@ -1,7 +1,17 @@
 // The cluster port: the few API operations the agent uses, with a real implementation over the
 // Kubernetes REST API (rest-cluster.ts) and an in-memory one (memory-cluster.ts) that a shared
 // contract suite (test/contract/cluster-contract.ts) holds to the real apiserver's behaviour.
-import type { CoreEvent, Job, Lease, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
+import type {
+  ConfigMap,
+  CoreEvent,
+  Job,
+  Lease,
+  Node,
+  ObjectList,
+  ObjectMeta,
+  PersistentVolume,
+  StorageClass,
+} from './objects.js';
 
 /** A failed API call, with the HTTP status and the Status reason the apiserver returned. */
 export class KubeApiError extends Error {
@@ -32,6 +42,8 @@ export function isGone(err: unknown): boolean {
 export interface ListOptions {
   readonly namespace?: string;
   readonly labelSelector?: string;
+  /** Only `metadata.name` and `metadata.namespace` terms (`=`, `==`, `!=`), which every resource supports. */
+  readonly fieldSelector?: string;
   readonly limit?: number;
   readonly continue?: string;
   readonly signal?: AbortSignal;
@@ -40,6 +52,8 @@ export interface ListOptions {
 export interface WatchOptions {
   readonly namespace?: string;
   readonly labelSelector?: string;
+  /** As in ListOptions. */
+  readonly fieldSelector?: string;
   /** Start after this resourceVersion (from a list). A compacted one fails with 410 Gone. */
   readonly resourceVersion: string;
   readonly allowBookmarks?: boolean;
@@ -85,6 +99,7 @@ export interface Cluster {
   readonly nodes: ResourceClient<Node>;
   readonly events: ResourceClient<CoreEvent>;
   readonly jobs: ResourceClient<Job>;
+  readonly configMaps: ResourceClient<ConfigMap>;
 }
 
 /**

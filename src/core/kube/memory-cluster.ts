@@ -93,6 +93,7 @@ interface Watcher {
   readonly strategy: KindStrategy;
   readonly namespace: string | undefined;
   readonly selector: LabelSelector;
+  readonly fields: FieldSelector;
   readonly allowBookmarks: boolean;
   readonly queue: WatchEvent<JsonObject>[];
   wake: (() => void) | undefined;
@@ -181,6 +182,28 @@ function parseSelector(text: string | undefined): LabelSelector {
     if (error instanceof LabelSelectorError) throw new KubeApiError(400, 'BadRequest', error.message);
     throw error;
   }
+}
+
+/** A field selector of `metadata.name` / `metadata.namespace` terms, the fields every resource supports. */
+type FieldSelector = (object: JsonObject) => boolean;
+
+function parseFieldSelector(text: string | undefined): FieldSelector {
+  if (text === undefined || text.trim() === '') return () => true;
+  const terms = text.split(',').map((term) => {
+    const match = /^\s*([^=!\s]+)\s*(==|=|!=)\s*([^,]*?)\s*$/u.exec(term);
+    const field = match?.[1];
+    if (match === null || field === undefined) {
+      throw new KubeApiError(400, 'BadRequest', `invalid field selector: ${goQuote(term)}`);
+    }
+    if (field !== 'metadata.name' && field !== 'metadata.namespace') {
+      throw new KubeApiError(400, 'BadRequest', `field label not supported: ${field}`);
+    }
+    const key = field === 'metadata.name' ? 'name' : 'namespace';
+    const value = match[3] ?? '';
+    const equal = match[2] !== '!=';
+    return (object: JsonObject): boolean => ((stringAt(object, 'metadata', key) ?? '') === value) === equal;
+  });
+  return (object) => terms.every((matches) => matches(object));
 }
 
 function encodeContinue(rv: number, start: string): string {
@@ -488,6 +511,8 @@ export class MemoryCluster implements Cluster, LeaseCluster {
   private static eventFor(watcher: Watcher, change: Change): WatchEvent<JsonObject> | undefined {
     if (watcher.strategy !== change.strategy) return undefined;
     if (watcher.namespace !== undefined && watcher.namespace !== change.namespace) return undefined;
+    // Name and namespace never change, so the field selector needs no "stopped matching" case.
+    if (!watcher.fields(change.object)) return undefined;
     const matchesNow = watcher.selector.matches(labelsOf(change.object));
     if (change.type !== 'MODIFIED') {
       return matchesNow ? { type: change.type, object: change.object } : undefined;
@@ -532,6 +557,7 @@ export class MemoryCluster implements Cluster, LeaseCluster {
   private list(strategy: KindStrategy, options: ListOptions | undefined): JsonObject {
     const namespace = this.namespaceFor(strategy, options);
     const selector = parseSelector(options?.labelSelector);
+    const fields = parseFieldSelector(options?.fieldSelector);
     let at = this.rv;
     let after: string | undefined;
     if (options?.continue !== undefined && options.continue !== '') {
@@ -553,14 +579,15 @@ export class MemoryCluster implements Cluster, LeaseCluster {
       .map(([key, object]) => ({ name: key.slice(prefix.length), object }))
       .filter(({ name }) => after === undefined || name > after)
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-      .filter(({ object }) => selector.matches(labelsOf(object)));
+      .filter(({ object }) => selector.matches(labelsOf(object)) && fields(object));
     const limit = options?.limit !== undefined && options.limit > 0 ? options.limit : undefined;
     const page = limit === undefined ? matching : matching.slice(0, limit);
     const metadata: JsonObject = { resourceVersion: String(at) };
     const last = page[page.length - 1];
     if (limit !== undefined && matching.length > page.length && last !== undefined) {
       metadata['continue'] = encodeContinue(at, last.name);
-      if (selector === everything) metadata['remainingItemCount'] = matching.length - page.length;
+      if (selector === everything && options?.fieldSelector === undefined)
+        metadata['remainingItemCount'] = matching.length - page.length;
     }
     return {
       kind: `${strategy.kind}List`,
@@ -788,11 +815,13 @@ export class MemoryCluster implements Cluster, LeaseCluster {
       const { signal } = options;
       if (signal.aborted) return;
       const selector = parseSelector(options.labelSelector);
+      const fields = parseFieldSelector(options.fieldSelector);
       const namespace = this.namespaceFor(strategy, options);
       const watcher: Watcher = {
         strategy,
         namespace,
         selector,
+        fields,
         allowBookmarks: options.allowBookmarks === true,
         queue: [],
         wake: undefined,
@@ -803,7 +832,7 @@ export class MemoryCluster implements Cluster, LeaseCluster {
         // "Any" resourceVersion: the current state as synthetic ADDED events, then changes.
         const prefix = namespace === undefined ? '' : `${namespace}/`;
         const current = [...this.store(strategy).entries()]
-          .filter(([key, object]) => key.startsWith(prefix) && selector.matches(labelsOf(object)))
+          .filter(([key, object]) => key.startsWith(prefix) && selector.matches(labelsOf(object)) && fields(object))
           .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
         for (const [, object] of current) watcher.queue.push({ type: 'ADDED', object: this.present(strategy, object) });
       } else {

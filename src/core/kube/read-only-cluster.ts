@@ -3,7 +3,7 @@
 // cluster whatever it does: the guarantee holds by construction, not by care.
 import { ExitCode, ProvisionerError } from '../errors.js';
 import type { Cluster, ResourceClient } from './cluster.js';
-import type { CoreEvent, Job, Node, PersistentVolume, StorageClass } from './objects.js';
+import type { ConfigMap, CoreEvent, Job, Node, PersistentVolume, StorageClass } from './objects.js';
 
 /** The verbs that change the cluster; the wrapper refuses each of them. */
 export const WRITE_VERBS = ['create', 'update', 'updateStatus', 'patch', 'delete'] as const;
@@ -54,6 +54,7 @@ export class ReadOnlyCluster implements Cluster {
   readonly nodes: ResourceClient<Node>;
   readonly events: ResourceClient<CoreEvent>;
   readonly jobs: ResourceClient<Job>;
+  readonly configMaps: ResourceClient<ConfigMap>;
 
   constructor(inner: Cluster) {
     this.persistentVolumes = readOnly(inner.persistentVolumes, 'persistentvolumes');
@@ -61,5 +62,6 @@ export class ReadOnlyCluster implements Cluster {
     this.nodes = readOnly(inner.nodes, 'nodes');
     this.events = readOnly(inner.events, 'events');
     this.jobs = readOnly(inner.jobs, 'jobs');
+    this.configMaps = readOnly(inner.configMaps, 'configmaps');
   }
 }

@@ -22,6 +22,8 @@ export interface ReflectorOptions<T> {
   /** For logs. */
   readonly resource: string;
   readonly labelSelector?: string;
+  /** A field selector (e.g. `metadata.name=x`: one object). */
+  readonly fieldSelector?: string;
   readonly namespace?: string;
   readonly pageSize?: number;
   /** Full relist period (the informer "resync"); jittered in [p, 2p). 0 disables. */
@@ -29,6 +31,8 @@ export interface ReflectorOptions<T> {
   readonly random?: () => number;
   /** Called for every change of the store (not for unchanged objects of a relist). */
   readonly onChange?: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T) => void;
+  /** Called when lastError changes: a list or watch failed (a message), or works again (undefined). */
+  readonly onError?: (error: string | undefined) => void;
 }
 
 /** Names of deleted objects remembered for upsert(); beyond this the oldest are forgotten. */
@@ -50,13 +54,23 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   relists = 0;
   /** Watches opened (for tests and diagnostics). */
   watches = 0;
-  /** The last list or watch error, cleared by a successful list or a watch event. */
-  lastError: string | undefined;
+  private error: string | undefined;
 
   constructor(private readonly options: ReflectorOptions<T>) {
     this.synced = new Promise((resolve) => {
       this.syncedResolve = resolve;
     });
+  }
+
+  /** The last list or watch error, cleared by a successful list or a watch event. */
+  get lastError(): string | undefined {
+    return this.error;
+  }
+
+  private set lastError(error: string | undefined) {
+    const changed = error !== this.error;
+    this.error = error;
+    if (changed) this.options.onError?.(error);
   }
 
   get(name: string): T | undefined {
@@ -136,13 +150,14 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   }
 
   private async relist(signal: AbortSignal): Promise<string> {
-    const { client, labelSelector, namespace } = this.options;
+    const { client, labelSelector, fieldSelector, namespace } = this.options;
     const seen = new Map<string, T>();
     let continueToken: string | undefined;
     let resourceVersion = '';
     do {
       const page = await client.list({
         ...(labelSelector !== undefined ? { labelSelector } : {}),
+        ...(fieldSelector !== undefined ? { fieldSelector } : {}),
         ...(namespace !== undefined ? { namespace } : {}),
         limit: this.options.pageSize ?? 500,
         ...(continueToken !== undefined ? { continue: continueToken } : {}),
@@ -218,6 +233,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
               timeoutSeconds: 300,
               signal: watchScope.signal,
               ...(this.options.labelSelector !== undefined ? { labelSelector: this.options.labelSelector } : {}),
+              ...(this.options.fieldSelector !== undefined ? { fieldSelector: this.options.fieldSelector } : {}),
               ...(this.options.namespace !== undefined ? { namespace: this.options.namespace } : {}),
             });
             for await (const event of events) {

@@ -341,6 +341,7 @@ export class RestCluster implements Cluster, LeaseCluster {
           path: collection(options),
           query: {
             labelSelector: options?.labelSelector || undefined,
+            fieldSelector: options?.fieldSelector || undefined,
             limit: options?.limit,
             continue: options?.continue || undefined,
           },
@@ -354,6 +355,7 @@ export class RestCluster implements Cluster, LeaseCluster {
           accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json',
           query: {
             labelSelector: options?.labelSelector || undefined,
+            fieldSelector: options?.fieldSelector || undefined,
             limit: options?.limit,
             continue: options?.continue || undefined,
           },
@@ -581,6 +583,7 @@ export class RestCluster implements Cluster, LeaseCluster {
               resourceVersion: options.resourceVersion,
               allowWatchBookmarks: options.allowBookmarks === true ? 'true' : undefined,
               labelSelector: options.labelSelector || undefined,
+              fieldSelector: options.fieldSelector || undefined,
               timeoutSeconds: options.timeoutSeconds,
             },
             signal,

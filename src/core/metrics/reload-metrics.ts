@@ -15,6 +15,7 @@ export interface ReloadMetrics {
   readonly restartDuration: Histogram;
   readonly reloadPending: Gauge;
   readonly reloadRefused: Gauge;
+  readonly configSourceState: Gauge;
 }
 
 export function createReloadMetrics(registry: MetricsRegistry): ReloadMetrics {
@@ -48,6 +49,11 @@ export function createReloadMetrics(registry: MetricsRegistry): ReloadMetrics {
     reloadRefused: registry.gauge(
       `${P}_config_reload_refused`,
       'Whether the last reload was refused by the reload guard (the config read waits for `reload --allow` or a restart).',
+    ),
+    configSourceState: registry.gauge(
+      `${P}_config_source_state`,
+      'State of the config source (1 for the current state): ok; unreachable (API source: the last good config stays); deleted (the ConfigMap was deleted, ignored); fallback (the mounted directory serves until the ConfigMap can be read).',
+      ['kind', 'state'],
     ),
   };
 }

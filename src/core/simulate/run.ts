@@ -209,6 +209,7 @@ function tap(inner: Cluster, onWrite: (verb: string, resource: string, object: u
     nodes: wrap(inner.nodes, 'nodes'),
     events: wrap(inner.events, 'events'),
     jobs: wrap(inner.jobs, 'jobs'),
+    configMaps: wrap(inner.configMaps, 'configmaps'),
   };
 }
 

@@ -9,7 +9,15 @@ import type { CleanOptions, FilesystemCleanResult, VolumeCleaner } from '../clea
 import { CleanerFailedError } from '../cleanup/cleaner.js';
 import type { Cluster, DeleteOptions, NamespaceOption, ResourceClient } from '../kube/cluster.js';
 import type { EventSink } from '../kube/events.js';
-import type { CoreEvent, Job, Node, ObjectReference, PersistentVolume, StorageClass } from '../kube/objects.js';
+import type {
+  ConfigMap,
+  CoreEvent,
+  Job,
+  Node,
+  ObjectReference,
+  PersistentVolume,
+  StorageClass,
+} from '../kube/objects.js';
 import type { ReadOnlyCluster, WriteVerb } from '../kube/read-only-cluster.js';
 
 export interface IntendedWrite {
@@ -39,6 +47,7 @@ export class PlanningCluster implements Cluster {
   readonly nodes: ResourceClient<Node>;
   readonly events: ResourceClient<CoreEvent>;
   readonly jobs: ResourceClient<Job>;
+  readonly configMaps: ResourceClient<ConfigMap>;
 
   /** Only a read-only cluster can be planned against: nothing can reach the real one. */
   constructor(inner: ReadOnlyCluster) {
@@ -47,6 +56,7 @@ export class PlanningCluster implements Cluster {
     this.nodes = this.wrap(inner.nodes, 'nodes');
     this.events = this.wrap(inner.events, 'events');
     this.jobs = this.wrap(inner.jobs, 'jobs');
+    this.configMaps = this.wrap(inner.configMaps, 'configmaps');
   }
 
   private wrap<T>(inner: ResourceClient<T>, resource: string): ResourceClient<T> {

@@ -116,6 +116,7 @@ describe('Helm chart helm/provisioner', () => {
       ['--set', 'rbac.jobs=auto'],
       ['--set', 'rbac.jobs=never'],
       ['--set', 'configChecksumAnnotation=true,removeNodeNotReadyTaint=true'],
+      ['--set', 'configSource=configmap'],
     ]) {
       const r = runHelm(['lint', '--strict', CHART_DIR, ...args]);
       assert.equal(r.status, 0, `helm lint ${args.join(' ')}:\n${r.stdout}${r.stderr}`);
@@ -293,6 +294,39 @@ describe('Helm chart helm/provisioner', () => {
       const bad = templateChart({ set: ['rbac.jobs=sometimes'] });
       assert.notEqual(bad.status, 0);
       assert.match(bad.stderr, /rbac\.jobs must be always, auto or never/u);
+    });
+
+    it('configSource: configmap reads the ConfigMap through the API with get/list/watch on it alone; the volume stays', () => {
+      const chart = renderChart({ release: 'lvp', namespace: 'storage', set: ['configSource=configmap'] });
+      const c = container(asDaemonSet(chart.one('DaemonSet')));
+      assert.ok(args(c).includes('--config-source=configmap:storage/lvp-local-static-provisioner-config'));
+      assert.ok(args(c).includes('--config-dir=/etc/provisioner/config'), 'the mounted fallback stays');
+      assert.ok(c.volumeMounts?.some((m) => m.mountPath === '/etc/provisioner/config'));
+      const role = asRole(chart.one('Role', 'lvp-local-static-provisioner-config-role'));
+      assert.equal(role.metadata?.namespace, 'storage');
+      assert.deepEqual(
+        role.rules?.map((r) => [r.apiGroups, r.resources, r.resourceNames, r.verbs]),
+        [[[''], ['configmaps'], ['lvp-local-static-provisioner-config'], ['get', 'list', 'watch']]],
+      );
+      const binding = chart.one('RoleBinding', 'lvp-local-static-provisioner-config-rolebinding');
+      assert.deepEqual(binding['roleRef'], {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: 'Role',
+        name: 'lvp-local-static-provisioner-config-role',
+      });
+      assert.deepEqual(binding['subjects'], [
+        { kind: 'ServiceAccount', name: 'lvp-local-static-provisioner', namespace: 'storage' },
+      ]);
+      // The default: the mounted directory, no ConfigMap permission.
+      const directory = renderChart({ release: 'lvp' });
+      assert.ok(!args(container(asDaemonSet(directory.one('DaemonSet')))).some((a) => a.startsWith('--config-source')));
+      assert.deepEqual(
+        directory.all('Role').map((r) => r.metadata.name),
+        ['lvp-local-static-provisioner-jobs-role'],
+      );
+      const bad = templateChart({ set: ['configSource=api'] });
+      assert.notEqual(bad.status, 0);
+      assert.match(bad.stderr, /configSource must be directory or configmap, not "api"/u);
     });
 
     it('upstream values this chart does not support fail the render instead of being dropped', () => {

@@ -27,6 +27,7 @@ import { CLI, REPO_ROOT } from '../../support/cli.js';
 import {
   bindPersistentVolume,
   deleteJob,
+  forbiddenLogLines,
   markJob,
   rbacRolesFromManifests,
   releasePersistentVolume,
@@ -47,31 +48,6 @@ const NAMESPACE = 'default';
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Log lines (JSON, one per line) that report a denied request: "forbidden", or a 403 status. */
-function forbiddenLogLines(stderr: string): string[] {
-  const denied = (value: unknown, key: string): boolean => {
-    if (typeof value === 'number') return value === 403 && /^(status|code|statusCode)$/u.test(key);
-    if (typeof value === 'string') {
-      return /forbidden/iu.test(value) || (/^(msg|error|message|reason)$/u.test(key) && /\b403\b/u.test(value));
-    }
-    if (Array.isArray(value)) return value.some((v) => denied(v, key));
-    if (isRecord(value)) return Object.entries(value).some(([k, v]) => denied(v, k));
-    return false;
-  };
-  return stderr
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .filter((line) => {
-      let record: unknown;
-      try {
-        record = JSON.parse(line);
-      } catch {
-        return /forbidden|\b403\b/iu.test(line);
-      }
-      return denied(record, '');
-    });
 }
 
 describe("the agent with exactly the chart's RBAC", { skip: skipUnlessRoot() }, () => {

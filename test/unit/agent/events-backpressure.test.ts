@@ -38,6 +38,7 @@ describe('agent stop() while the apiserver hangs on event writes', () => {
       storageClasses: memory.storageClasses,
       nodes: memory.nodes,
       jobs: memory.jobs,
+      configMaps: memory.configMaps,
       events: {
         ...memory.events,
         create: (event: CoreEvent) => {

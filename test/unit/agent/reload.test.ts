@@ -210,6 +210,7 @@ describe('config reload', () => {
       storageClasses: memory.storageClasses,
       nodes: memory.nodes,
       events: memory.events,
+      configMaps: memory.configMaps,
       jobs: {
         ...memory.jobs,
         list: () =>

@@ -97,6 +97,7 @@ describe('Agent.stop() during a reload', () => {
       jobs: gate.wrap(memory.jobs),
       nodes: memory.nodes,
       events: memory.events,
+      configMaps: memory.configMaps,
     };
     const volumes = new MemoryVolumes();
     volumes.addDirectory('/mnt/fast');

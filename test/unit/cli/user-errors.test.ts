@@ -167,6 +167,30 @@ describe('user errors are usage or config errors, reported at once', () => {
       assert.match(noWait.stderr, /--wait/u);
     });
 
+    it('an invalid --config-source is a usage error (exit 2) naming the flag and the reason', async () => {
+      const node = { MY_NODE_NAME: 'node-a' };
+      assertUserError(
+        await run(['run', '--config-source', 'configmaps/x'], node),
+        2,
+        /^error: --config-source: "configmaps\/x": expected `directory` or `configmap:\[NAMESPACE\/\]NAME`$/mu,
+      );
+      assertUserError(
+        await run(['run', '--config-source', 'configmap:kube-system/Bad_Name'], node),
+        2,
+        /^error: --config-source: "Bad_Name" is not a valid ConfigMap name/mu,
+      );
+      assertUserError(
+        await run(['run', '--config-source', 'configmap:x'], { ...node, MY_NAMESPACE: '' }),
+        2,
+        /^error: --config-source: no namespace: give configmap:NAMESPACE\/x, or set MY_NAMESPACE$/mu,
+      );
+      assertUserError(
+        await run(['run', '--sandbox', join(dir, 'cm'), '--config-source', 'configmap:a/b']),
+        2,
+        /^error: --config-source: a ConfigMap cannot be read with --sandbox$/mu,
+      );
+    });
+
     it('an admin socket a live agent serves fails start-up at once (exit 5); a dead one’s is replaced', async () => {
       const socket = join(dir, 'taken.sock');
       const first = await startSandboxAgent(join(dir, 'first'), socket);

@@ -35,6 +35,10 @@ export function status(overrides: Partial<AgentStatusJson> = {}): AgentStatusJso
     generation: 7,
     ready: true,
     config: { source: '/etc/provisioner/config', appliedHash: HASH_A, onDiskHash: HASH_A, subPath: false },
+    source: {
+      configured: { kind: 'directory', path: '/etc/provisioner/config' },
+      inUse: { kind: 'directory', path: '/etc/provisioner/config' },
+    },
     reloadPending: false,
     classes: [
       {

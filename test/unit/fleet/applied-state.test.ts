@@ -130,7 +130,11 @@ void describe('the state in a Lease', () => {
 });
 
 void describe('the agent status → the published state', () => {
-  const status = (lastReload?: AgentStatusJson['lastReload']): AgentStatusJson => ({
+  const DIRECTORY = { kind: 'directory', path: '/etc/provisioner/config' } as const;
+  const status = (
+    lastReload?: AgentStatusJson['lastReload'],
+    source: AgentStatusJson['source'] = { configured: DIRECTORY, inUse: DIRECTORY },
+  ): AgentStatusJson => ({
     formatVersion: 1,
     node: 'node-a',
     version: '0.1.0',
@@ -144,6 +148,16 @@ void describe('the agent status → the published state', () => {
     reloadPending: false,
     classes: [],
     cleanups: [],
+    source,
+  });
+
+  void it('a start-up fallback publishes the directory in use and the source configured', () => {
+    const configured = { kind: 'configmap', namespace: 'kube-system', name: 'lvp-config' } as const;
+    const fallback = status(undefined, { configured, inUse: DIRECTORY, fallbackReason: 'the API is unreachable' });
+    assert.equal(
+      appliedStateFromStatus(fallback).source,
+      '/etc/provisioner/config (fallback from configmap:kube-system/lvp-config)',
+    );
   });
 
   void it('publishes node, hash, generation, source, version; started before any reload', () => {

@@ -34,6 +34,7 @@ function hangingEvents(): { cluster: Cluster; memory: MemoryCluster; creates: st
       storageClasses: memory.storageClasses,
       nodes: memory.nodes,
       jobs: memory.jobs,
+      configMaps: memory.configMaps,
       events,
     },
     memory,

@@ -1,0 +1,370 @@
+// The config source port under the real agent: the source is read once per change (start-up
+// included), the watcher's read is the one applied, an idle directory is only stat'ed, and the API
+// source (a ConfigMap in the in-memory cluster) with the same validation, rejection and guard,
+// through outages, deletion and re-creation, and the start-up fallback to the mounted directory.
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import { Agent } from '../../../src/core/agent/agent.js';
+import type { AgentOptions } from '../../../src/core/agent/agent.js';
+import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
+import { systemClock } from '../../../src/core/clock.js';
+import { ConfigSourceError } from '../../../src/core/errors.js';
+import { DirectoryConfigSource } from '../../../src/core/config/config-source.js';
+import type { ConfigSource, SourceListener, SourceRead } from '../../../src/core/config/config-source.js';
+import { KubeApiError } from '../../../src/core/kube/cluster.js';
+import type { Cluster, ResourceClient, WatchEvent } from '../../../src/core/kube/cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import type { ConfigMap } from '../../../src/core/kube/objects.js';
+import { MemoryLogger } from '../../../src/core/log.js';
+import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import { writeConfigMapVolume } from '../../support/configmap-volume.js';
+import { eventually, waitFor } from '../../support/eventually.js';
+
+const CLASS = (extra = ''): string => `fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n${extra}`;
+const NS = 'kube-system';
+const CM = 'lvp-config';
+
+/** A source that counts every read and probe of the one it wraps, and can replace reads. */
+class CountingSource implements ConfigSource {
+  reads = 0;
+  probes = 0;
+  /** Called instead of the inner read when set: scripted content. */
+  override: ((n: number) => Promise<SourceRead> | undefined) | undefined;
+  constructor(private readonly inner: ConfigSource) {}
+  get fsWatchPath(): string | undefined {
+    return this.inner.fsWatchPath;
+  }
+  status(): ReturnType<ConfigSource['status']> {
+    return this.inner.status();
+  }
+  start(listener: SourceListener): Promise<void> {
+    return this.inner.start(listener);
+  }
+  probe(): Promise<string | undefined> {
+    this.probes++;
+    return this.inner.probe();
+  }
+  read(): Promise<SourceRead> {
+    this.reads++;
+    return this.override?.(this.reads) ?? this.inner.read();
+  }
+  stop(): Promise<void> {
+    return this.inner.stop();
+  }
+}
+
+/** The ConfigMap client of `memory`, which can be cut: every call fails and open watches end in an error. */
+function cuttable(inner: ResourceClient<ConfigMap>): { client: ResourceClient<ConfigMap>; down: { value: boolean } } {
+  const down = { value: false };
+  const cuts = new Set<AbortController>();
+  const unavailable = (): KubeApiError => new KubeApiError(503, 'ServiceUnavailable', 'connection refused (test)');
+  const guard = <T>(call: () => Promise<T>): Promise<T> => (down.value ? Promise.reject(unavailable()) : call());
+  const client: ResourceClient<ConfigMap> = {
+    ...inner,
+    get: (name, options) => guard(() => inner.get(name, options)),
+    list: (options) => guard(() => inner.list(options)),
+    watch: (options) => ({
+      [Symbol.asyncIterator]: async function* (): AsyncGenerator<WatchEvent<ConfigMap>> {
+        if (down.value) throw unavailable();
+        const cut = new AbortController();
+        cuts.add(cut);
+        try {
+          for await (const event of inner.watch({ ...options, signal: AbortSignal.any([options.signal, cut.signal]) }))
+            yield event;
+          if (cut.signal.aborted && !options.signal.aborted) throw unavailable();
+        } finally {
+          cuts.delete(cut);
+        }
+      },
+    }),
+  };
+  const toggle = {
+    get value(): boolean {
+      return down.value;
+    },
+    set value(v: boolean) {
+      down.value = v;
+      if (v) for (const c of cuts) c.abort();
+    },
+  };
+  return { client, down: toggle };
+}
+
+describe('the config source port', () => {
+  let root = '';
+  before(async () => {
+    root = await mkdtemp(join(tmpdir(), 'lvp-source-'));
+  });
+  after(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  interface Started {
+    readonly agent: Agent;
+    readonly memory: MemoryCluster;
+    readonly logger: MemoryLogger;
+    readonly down: { value: boolean };
+  }
+
+  async function start(
+    options: {
+      source?: ConfigSource;
+      configPath?: string;
+      configMap?: boolean;
+      watch?: AgentOptions['watch'];
+      prepare?: (memory: MemoryCluster) => Promise<void>;
+      down?: boolean;
+    } = {},
+  ): Promise<Started> {
+    const memory = new MemoryCluster();
+    memory.addNamespace(NS);
+    await memory.storageClasses.create({ metadata: { name: 'fast' }, provisioner: 'kubernetes.io/no-provisioner' });
+    await memory.nodes.create({ metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'node-a' } } });
+    await options.prepare?.(memory);
+    const { client, down } = cuttable(memory.configMaps);
+    down.value = options.down === true;
+    const cluster: Cluster = {
+      persistentVolumes: memory.persistentVolumes,
+      storageClasses: memory.storageClasses,
+      nodes: memory.nodes,
+      events: memory.events,
+      jobs: memory.jobs,
+      configMaps: client,
+    };
+    const volumes = new MemoryVolumes();
+    volumes.addDirectory('/mnt/fast');
+    volumes.addMount('/mnt/fast/disk1');
+    const logger = new MemoryLogger();
+    const agent = await Agent.start(
+      {
+        configPath: options.configPath ?? join(root, 'absent'),
+        ...(options.configMap === true ? { configMap: { namespace: NS, name: CM } } : {}),
+        nodeName: 'node-a',
+        namespace: NS,
+        listenAddress: '127.0.0.1:0',
+        metricsPath: '/metrics',
+        discoveryPeriodMs: 50,
+        changePollMs: 20,
+        createConcurrency: 4,
+        cleanupConcurrency: 2,
+        jobImage: 'img',
+        startTimeoutMs: 2000,
+        ...(options.watch !== undefined ? { watch: options.watch } : {}),
+      },
+      {
+        cluster,
+        volumes,
+        cleaner: new MemoryCleaner(),
+        clock: systemClock,
+        logger,
+        ...(options.source !== undefined ? { configSource: options.source } : {}),
+      },
+    );
+    await agent.generation.whenReady;
+    return { agent, memory, logger, down };
+  }
+
+  const metrics = (agent: Agent): string => agent['metrics'].registry.render();
+
+  describe('the directory source', () => {
+    it('start-up reads the source once (it was three times: fingerprint, load, watcher start)', async () => {
+      const dir = join(root, 'once');
+      await writeConfigMapVolume(dir, { storageClassMap: CLASS() });
+      const source = new CountingSource(new DirectoryConfigSource(dir));
+      const t = await start({ source, watch: { pollIntervalMs: 60_000, debounceMs: 10 } });
+      try {
+        assert.equal(source.reads, 1);
+        assert.equal(t.agent.status().source.inUse.kind, 'directory');
+        // A watched change is read once too: the watcher's read is the one applied.
+        await writeConfigMapVolume(dir, { storageClassMap: CLASS('  fsType: ext4\n') });
+        await waitFor(() => t.agent.generation.number === 2, 'the change applied');
+        assert.equal(t.agent.status().lastReload?.trigger, 'fs');
+        assert.equal(source.reads, 2);
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it('applies the snapshot the watcher read, not a later read of the source', async () => {
+      const dir = join(root, 'snapshot');
+      await writeConfigMapVolume(dir, { storageClassMap: CLASS() });
+      const inner = new DirectoryConfigSource(dir);
+      const source = new CountingSource(inner);
+      const t = await start({ source, watch: { pollIntervalMs: 60_000, debounceMs: 10, useFsEvents: false } });
+      try {
+        await writeConfigMapVolume(dir, { storageClassMap: CLASS('  fsType: ext4\n') });
+        const seen = await inner.read();
+        // From now on the directory reads as xfs; the watcher's check below saw ext4.
+        await writeConfigMapVolume(dir, { storageClassMap: CLASS('  fsType: xfs\n') });
+        source.override = (n) => (n === 2 ? Promise.resolve(seen) : undefined);
+        t.agent['watcher']?.request('poll');
+        await waitFor(() => t.agent.generation.number === 2, 'the change applied');
+        assert.equal(t.agent.appliedConfig().config.storageClassMap['fast']?.fsType, 'ext4');
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it('an idle poll only stats the directory: no content read until something changes', async () => {
+      const dir = join(root, 'idle');
+      await writeConfigMapVolume(dir, { storageClassMap: CLASS() });
+      // Timestamps younger than 2 s are not trusted (a same-size rewrite in the same tick): let them age.
+      await delay(2_100);
+      const source = new CountingSource(new DirectoryConfigSource(dir));
+      const t = await start({ source, watch: { pollIntervalMs: 20, debounceMs: 10, useFsEvents: false } });
+      try {
+        await waitFor(() => source.probes >= 10, 'ten polls', 5_000);
+        assert.equal(source.reads, 1, 'no read after the initial one');
+        await writeConfigMapVolume(dir, { storageClassMap: CLASS('  fsType: ext4\n') });
+        await waitFor(() => t.agent.generation.number === 2, 'the poll saw the change', 5_000);
+        assert.equal(t.agent.status().lastReload?.trigger, 'poll');
+      } finally {
+        await t.agent.stop();
+      }
+    });
+  });
+
+  describe('the API source', () => {
+    const configMap = (data: Record<string, string>): ConfigMap => ({
+      metadata: { name: CM, namespace: NS },
+      data,
+    });
+    const create = (data: Record<string, string>) => async (memory: MemoryCluster) => {
+      await memory.configMaps.create(configMap(data), { namespace: NS });
+    };
+    const update = async (memory: MemoryCluster, data: Record<string, string>): Promise<void> => {
+      const current = await memory.configMaps.get(CM, { namespace: NS });
+      await memory.configMaps.update({ ...current, data }, { namespace: NS });
+    };
+    const api = { pollIntervalMs: 60_000, debounceMs: 10 };
+
+    it('applies an update of the ConfigMap (trigger api), rejects an invalid one and keeps serving', async () => {
+      const t = await start({ configMap: true, watch: api, prepare: create({ storageClassMap: CLASS() }) });
+      try {
+        const status = t.agent.status();
+        assert.deepEqual(status.source.configured, { kind: 'configmap', namespace: NS, name: CM });
+        assert.deepEqual(status.source.inUse, status.source.configured);
+        assert.equal(status.source.api?.reachable, true);
+        assert.equal(status.source.api.object, 'present');
+        assert.equal(status.config.source, `configmap:${NS}/${CM}`);
+        await update(t.memory, { storageClassMap: CLASS('  fsType: ext4\n') });
+        await waitFor(() => t.agent.generation.number === 2, 'the update applied');
+        assert.equal(t.agent.status().lastReload?.trigger, 'api');
+        const good = t.agent.status().config.appliedHash;
+
+        await update(t.memory, { storageClassMap: CLASS('  volumeMode: Sideways\n') });
+        const rejected = await eventually(() => t.agent.status().rejected, 'the rejection');
+        assert.equal(rejected.outcome, 'rejected');
+        assert.ok(
+          rejected.issues.some((i) => i.position?.file === `configmap:${NS}/${CM}/storageClassMap`),
+          JSON.stringify(rejected.issues),
+        );
+        assert.equal(t.agent.status().config.appliedHash, good);
+        assert.equal(t.agent.generation.number, 2);
+
+        // Bounded as a mounted directory: a key over 1 MiB is rejected, naming it.
+        await update(t.memory, { storageClassMap: CLASS(), big: 'x'.repeat(1024 * 1024 + 1) });
+        await waitFor(
+          () =>
+            t.agent.status().rejected?.issues.some((i) => i.path === 'big' && /larger than 1 MiB/u.test(i.message)) ===
+            true,
+          'the oversized key rejected',
+        );
+        assert.equal(t.agent.status().config.appliedHash, good);
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it('a deleted ConfigMap is reported and ignored; re-created, it is applied', async () => {
+      const t = await start({ configMap: true, watch: api, prepare: create({ storageClassMap: CLASS() }) });
+      try {
+        const applied = t.agent.status().config.appliedHash;
+        await t.memory.configMaps.delete(CM, { namespace: NS });
+        await waitFor(() => t.agent.status().source.api?.object === 'deleted', 'the deletion seen');
+        assert.match(
+          metrics(t.agent),
+          /^local_volume_provisioner_config_source_state\{kind="configmap",state="deleted"\} 1$/mu,
+        );
+        assert.ok(t.logger.messages('warn').some((m) => /ConfigMap of the config was deleted/u.test(m)));
+        await waitFor(async () => {
+          const events = await t.memory.events.list({ namespace: 'default' });
+          return events.items.some((e) => e.reason === 'ConfigSourceDeleted');
+        }, 'the ConfigSourceDeleted Node event');
+        await delay(100);
+        assert.equal(t.agent.status().config.appliedHash, applied, 'nothing wiped');
+        assert.equal(t.agent.generation.number, 1, 'no reload');
+
+        await create({ storageClassMap: CLASS('  fsType: xfs\n') })(t.memory);
+        await waitFor(() => t.agent.generation.number === 2, 'the re-created ConfigMap applied');
+        assert.equal(t.agent.appliedConfig().config.storageClassMap['fast']?.fsType, 'xfs');
+        assert.equal(t.agent.status().source.api?.object, 'present');
+        assert.match(
+          metrics(t.agent),
+          /^local_volume_provisioner_config_source_state\{kind="configmap",state="ok"\} 1$/mu,
+        );
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it('the API unreachable: the last good config stays and the status, a log line and the metric say so', async () => {
+      const t = await start({ configMap: true, watch: api, prepare: create({ storageClassMap: CLASS() }) });
+      try {
+        const applied = t.agent.status().config.appliedHash;
+        t.down.value = true;
+        await waitFor(() => t.agent.status().source.api?.reachable === false, 'unreachable', 5_000);
+        const source = t.agent.status().source;
+        assert.equal(source.api?.stale, true);
+        assert.match(source.api.lastError ?? '', /connection refused/u);
+        assert.ok(t.logger.messages('warn').includes('config source unreachable: the last good config stays'));
+        assert.match(metrics(t.agent), /state="unreachable"\} 1$/mu);
+        assert.equal(t.agent.status().config.appliedHash, applied);
+        // An update made meanwhile is applied once the API answers again.
+        await update(t.memory, { storageClassMap: CLASS('  fsType: ext4\n') });
+        t.down.value = false;
+        await waitFor(() => t.agent.generation.number === 2, 'the update applied after the outage', 10_000);
+        assert.equal(t.agent.status().source.api?.reachable, true);
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it('at start-up without the ConfigMap readable, the mounted directory serves; the status says which and why', async () => {
+      const dir = join(root, 'fallback');
+      await writeConfigMapVolume(dir, { storageClassMap: CLASS('  fsType: ext4\n') });
+      const t = await start({ configMap: true, configPath: dir, watch: api, down: true });
+      try {
+        const status = t.agent.status();
+        assert.deepEqual(status.source.inUse, { kind: 'directory', path: dir });
+        assert.match(
+          status.source.fallbackReason ?? '',
+          /cannot read configmap:kube-system\/lvp-config: connection refused/u,
+        );
+        assert.equal(t.agent.appliedConfig().config.storageClassMap['fast']?.fsType, 'ext4');
+        assert.match(metrics(t.agent), /state="fallback"\} 1$/mu);
+        await create({ storageClassMap: CLASS('  fsType: xfs\n') })(t.memory);
+        t.down.value = false;
+        await waitFor(() => t.agent.generation.number === 2, 'the ConfigMap applied once readable', 10_000);
+        assert.equal(t.agent.appliedConfig().config.storageClassMap['fast']?.fsType, 'xfs');
+        assert.equal(t.agent.status().source.inUse.kind, 'configmap');
+        assert.equal(t.agent.status().source.fallbackReason, undefined);
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it('without a fallback directory, a missing ConfigMap fails start-up with exit code 4', async () => {
+      await assert.rejects(start({ configMap: true, watch: api }), (err: unknown) => {
+        assert.ok(err instanceof ConfigSourceError);
+        assert.match(err.message, /configmap:kube-system\/lvp-config does not exist/u);
+        assert.equal(err.exitCode, 4);
+        return true;
+      });
+    });
+  });
+});
