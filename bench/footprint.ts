@@ -31,6 +31,10 @@ const IDLE_SECONDS = flag('idle-seconds', 240);
 const FOREIGN = flag('foreign', 10_000);
 const STARTS = flag('starts', 7);
 const SETTLE_SECONDS = flag('settle-seconds', 60);
+const nodeFlagsAt = process.argv.indexOf('--agent-node-flags');
+/** Node flags of every agent (before each variant's own). */
+const AGENT_NODE_FLAGS =
+  nodeFlagsAt > 0 ? (process.argv[nodeFlagsAt + 1] ?? '').split(' ').filter((f) => f !== '') : [];
 const TICK_S = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 const MiB = 2 ** 20;
 
@@ -80,6 +84,7 @@ function startAgent(
   const child = spawn(
     process.execPath,
     [
+      ...AGENT_NODE_FLAGS,
       ...nodeArgs,
       join(root, 'bin/run.js'),
       'run',

@@ -1,0 +1,109 @@
+// `provisioner run`'s flags and environment → the agent process's options, with the checks that
+// make a mistyped flag a usage error (exit 2) rather than a failed start-up. Shared by the oclif
+// command (src/commands/run.ts) and the lean entry (run-lean.ts).
+import { DEFAULT_RELOAD_GUARD_POLICY, isReloadGuardPolicy } from '../core/config/reload-guard.js';
+import { UsageError } from '../core/errors.js';
+import type { RunAgentProcessOptions } from './run-agent.js';
+
+/** The parsed flags, as oclif types them from RUN_FLAGS (run-flags.ts). */
+export interface RunFlagValues {
+  readonly 'config-dir': string;
+  readonly 'listen-address': string;
+  readonly 'metrics-path': string;
+  readonly 'admin-socket': string;
+  readonly 'discovery-period': string;
+  readonly 'config-sync-period': string;
+  readonly 'config-debounce': string;
+  readonly 'reload-guard': string;
+  readonly 'drain-timeout': string;
+  readonly 'start-timeout': string;
+  readonly 'change-poll-interval': string;
+  readonly 'create-concurrency': number;
+  readonly 'cleanup-concurrency': number;
+  readonly 'kube-api-qps': number;
+  readonly 'kube-api-burst': number;
+  readonly kubeconfig: string | undefined;
+  readonly sandbox: string | undefined;
+  readonly 'shutdown-timeout': string;
+  readonly 'log-level': string;
+  readonly 'log-format': string;
+}
+
+type DurationFlag = {
+  [K in keyof RunFlagValues]: RunFlagValues[K] extends string ? K : never;
+}[keyof RunFlagValues];
+
+export interface RunContext {
+  /** The command's own arguments (after `run`). */
+  readonly argv: readonly string[];
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** The package version (oclif's config.version). */
+  readonly version: string;
+}
+
+function isLogLevel(v: string): v is RunAgentProcessOptions['logLevel'] {
+  return v === 'debug' || v === 'info' || v === 'warn' || v === 'error';
+}
+
+export async function runAgentOptions(flags: RunFlagValues, context: RunContext): Promise<RunAgentProcessOptions> {
+  const { parseGoDuration } = await import('../core/config/duration.js');
+  const ms = (flag: DurationFlag): number => {
+    const text = flags[flag];
+    const r = parseGoDuration(text);
+    if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
+    if (r.nanos <= 0n) throw new UsageError(`--${flag}: must be positive, found ${text}`);
+    return Number(r.nanos / 1_000_000n);
+  };
+  const env = context.env;
+  const sandbox = flags.sandbox;
+  if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
+  if (flags['admin-socket'] === '') throw new UsageError('--admin-socket: needs a socket path');
+  if (!flags['metrics-path'].startsWith('/'))
+    throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
+  const { parseListenAddress } = await import('../core/agent/http.js');
+  try {
+    parseListenAddress(flags['listen-address']);
+  } catch (err) {
+    throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const nodeName = env['MY_NODE_NAME'] ?? '';
+  if (nodeName === '' && sandbox === undefined)
+    throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
+  if (sandbox === undefined) {
+    const { nodeNameProblem } = await import('../core/kube/validation.js');
+    const problem = nodeNameProblem(nodeName);
+    if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
+  }
+  const logLevel = flags['log-level'];
+  return {
+    agent: {
+      configPath: flags['config-dir'],
+      nodeName,
+      namespace: env['MY_NAMESPACE'] ?? 'default',
+      listenAddress: flags['listen-address'],
+      metricsPath: flags['metrics-path'],
+      discoveryPeriodMs: ms('discovery-period'),
+      changePollMs: ms('change-poll-interval'),
+      createConcurrency: flags['create-concurrency'],
+      cleanupConcurrency: flags['cleanup-concurrency'],
+      jobImage: env['JOB_CONTAINER_IMAGE'],
+      drainTimeoutMs: ms('drain-timeout'),
+      reloadGuard: isReloadGuardPolicy(flags['reload-guard']) ? flags['reload-guard'] : DEFAULT_RELOAD_GUARD_POLICY,
+      startTimeoutMs: ms('start-timeout'),
+      adminSocket: flags['admin-socket'],
+      watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },
+      version: context.version,
+    },
+    sandbox,
+    adminSocketExplicit:
+      context.argv.some((a) => a.startsWith('--admin-socket')) || env['PROVISIONER_ADMIN_SOCKET'] !== undefined,
+    environment: env,
+    kubeconfig: flags.kubeconfig,
+    inCluster: { host: env['KUBERNETES_SERVICE_HOST'], port: env['KUBERNETES_SERVICE_PORT'] },
+    qps: flags['kube-api-qps'],
+    burst: flags['kube-api-burst'],
+    shutdownTimeoutMs: ms('shutdown-timeout'),
+    logLevel: isLogLevel(logLevel) ? logLevel : 'info',
+    logFormat: flags['log-format'] === 'json' ? 'json' : 'text',
+  };
+}
