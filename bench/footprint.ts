@@ -8,7 +8,10 @@
 //      with 50 and 1,000 PVs, and 50-PV agents under V8 flags;
 //   5. start-up bytes on the wire (a counting TCP proxy on loopback) with 10,000 unlabelled PVs
 //      of other nodes in the cluster, and that agent's idle RSS.
+//   6. idle RSS with --foreign-max (100,000) unlabelled PVs of other nodes.
+// Every agent runs with the image's NODE_OPTIONS (from the Dockerfile).
 // Usage (as root, after `npm run build`): node dist/bench/footprint.js [--idle-seconds 240] [--foreign 10000]
+//   [--foreign-max 100000] [--agent-node-flags "--flag ..."]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
@@ -29,8 +32,16 @@ function flag(name: string, fallback: number): number {
 }
 const IDLE_SECONDS = flag('idle-seconds', 240);
 const FOREIGN = flag('foreign', 10_000);
+/** Then as many more, up to this, for the idle-RSS row of a large cluster (0: skip). */
+const FOREIGN_MAX = flag('foreign-max', 100_000);
 const STARTS = flag('starts', 7);
 const SETTLE_SECONDS = flag('settle-seconds', 60);
+const nodeFlagsAt = process.argv.indexOf('--agent-node-flags');
+/** Node flags of every agent (before each variant's own). */
+const AGENT_NODE_FLAGS =
+  nodeFlagsAt > 0 ? (process.argv[nodeFlagsAt + 1] ?? '').split(' ').filter((f) => f !== '') : [];
+/** The image's NODE_OPTIONS (its Dockerfile's `ENV NODE_OPTIONS=`), so every agent runs as the image runs it. */
+const IMAGE_NODE_OPTIONS = /^ENV NODE_OPTIONS=(.*)$/mu.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1] ?? '';
 const TICK_S = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 const MiB = 2 ** 20;
 
@@ -58,7 +69,9 @@ const work = mkdtempSync(join(tmpdir(), 'lvp-footprint-'));
 cleanup.defer(`remove ${work}`, () => {
   rmSync(work, { recursive: true, force: true });
 });
-const plane = await startControlPlane({ binDir: kubeBinDir() });
+// A real cluster's etcd compaction (5 min): the harness' 5 s would expire the continue token of a
+// 100,000-PV adoption scan mid-way (410 Gone).
+const plane = await startControlPlane({ binDir: kubeBinDir(), etcdCompactionIntervalSeconds: 300 });
 const children: ChildProcess[] = [];
 
 interface Agent {
@@ -80,6 +93,7 @@ function startAgent(
   const child = spawn(
     process.execPath,
     [
+      ...AGENT_NODE_FLAGS,
       ...nodeArgs,
       join(root, 'bin/run.js'),
       'run',
@@ -93,7 +107,10 @@ function startAgent(
       'json',
       ...agentArgs,
     ],
-    { env: { ...process.env, MY_NODE_NAME: name, KUBECONFIG: kubeconfig }, stdio: ['ignore', 'ignore', 'pipe'] },
+    {
+      env: { ...process.env, MY_NODE_NAME: name, KUBECONFIG: kubeconfig, NODE_OPTIONS: IMAGE_NODE_OPTIONS },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
   );
   children.push(child);
   let stderr = '';
@@ -200,7 +217,13 @@ try {
       reclaimPolicy: 'Delete',
     });
   }
-  const rows: string[] = [];
+  // Each row is printed as soon as it is measured, so a failure later keeps the figures so far.
+  console.log('| what | measured | vs bare node | target |\n|---|---|---|---|');
+  const rows = {
+    push(row: string): void {
+      console.log(row);
+    },
+  };
   const stopAll = new AbortController();
 
   // 1. Start → first PV, interleaved with bare node's start → first line.
@@ -294,7 +317,8 @@ try {
   variants.push({ label: 'agent, 1,000 PVs (restarted)', agent: restarted, pvs: 1000 });
   // [label, node flags, agent flags]
   const flagSets: [string, string[], string[]][] = [
-    ['node --max-semi-space-size=1', ['--max-semi-space-size=1'], []],
+    ['node --lite-mode', ['--lite-mode'], []],
+    ['node --max-opt=1 (no Maglev/TurboFan)', ['--max-opt=1'], []],
     ['node --optimize-for-size', ['--optimize-for-size'], []],
     ['--config-sync-period=1h (no config content poll)', [], ['--config-sync-period=1h']],
   ];
@@ -337,36 +361,39 @@ try {
   for (const v of variants) await v.agent.stop();
   bare.kill();
 
-  // 5. Start-up bytes on the wire with FOREIGN unlabelled PVs of other nodes.
+  // 5. Start-up bytes on the wire with FOREIGN unlabelled PVs of other nodes, then idle RSS with
+  //    FOREIGN_MAX of them.
   let next = 0;
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (next < FOREIGN) {
-        const i = next++;
-        const other = `other-${String(i % 100)}`;
-        await cluster.persistentVolumes.create({
-          metadata: {
-            name: `foreign-${String(i)}`,
-            annotations: { 'pv.kubernetes.io/provisioned-by': `local-volume-provisioner-${other}-uid` },
-          },
-          spec: {
-            capacity: { storage: '100Gi' },
-            accessModes: ['ReadWriteOnce'],
-            persistentVolumeReclaimPolicy: 'Delete',
-            storageClassName: 'fp-fs',
-            local: { path: `/mnt/disks/vol${String(i)}` },
-            nodeAffinity: {
-              required: {
-                nodeSelectorTerms: [
-                  { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [other] }] },
-                ],
-              },
+  const createForeign = async (upTo: number): Promise<void> => {
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < upTo) {
+          const i = next++;
+          const other = `other-${String(i % 100)}`;
+          await cluster.persistentVolumes.create({
+            metadata: {
+              name: `foreign-${String(i)}`,
+              annotations: { 'pv.kubernetes.io/provisioned-by': `local-volume-provisioner-${other}-uid` },
             },
-          } satisfies PersistentVolume['spec'],
-        });
-      }
-    }),
-  );
+            spec: {
+              capacity: { storage: '100Gi' },
+              accessModes: ['ReadWriteOnce'],
+              persistentVolumeReclaimPolicy: 'Delete',
+              storageClassName: 'fp-fs',
+              local: { path: `/mnt/disks/vol${String(i)}` },
+              nodeAffinity: {
+                required: {
+                  nodeSelectorTerms: [
+                    { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [other] }] },
+                  ],
+                },
+              },
+            } satisfies PersistentVolume['spec'],
+          });
+        }
+      }),
+    );
+  };
   const upstream = new URL(plane.server);
   let toServer = 0;
   let toAgent = 0;
@@ -391,24 +418,37 @@ try {
   mkdirSync(emptyDir);
   const emptyConfig = join(work, 'empty.yaml');
   writeFileSync(emptyConfig, classYaml({ 'fp-fs': { dir: emptyDir } }));
-  await node('wire');
-  const wired = startAgent('wire', emptyConfig, proxied);
-  const wiredReady = await ready(wired);
-  const wireBytes = toAgent + toServer;
-  await delay(10_000);
-  const wiredRss = rssBytesOf(wired.pid);
-  await wired.stop();
+  for (const count of [FOREIGN, ...(FOREIGN_MAX > FOREIGN ? [FOREIGN_MAX] : [])]) {
+    const createdAt = performance.now();
+    await createForeign(count);
+    const createS = (performance.now() - createdAt) / 1000;
+    const name = `wire-${String(count)}`;
+    await node(name);
+    toServer = 0;
+    toAgent = 0;
+    const wired = startAgent(name, emptyConfig, proxied);
+    const wiredReady = await ready(wired);
+    const wireBytes = toAgent + toServer;
+    const received = toAgent;
+    await delay(20_000); // start-up garbage collected
+    let wiredRss = 0;
+    for (let i = 0; i < 6; i++) {
+      wiredRss = Math.max(wiredRss, rssBytesOf(wired.pid));
+      await delay(5000);
+    }
+    await wired.stop();
+    rows.push(
+      `| start-up with ${count.toLocaleString('en')} unlabelled PVs of other nodes (created in ${createS.toFixed(0)} s): bytes on the wire until ready (both directions, TLS) | ${(wireBytes / MiB).toFixed(2)} MiB (${(received / MiB).toFixed(2)} MiB received); adoption scan ${String(wiredReady.adoptionScan.scanned)} PVs in ${String(wiredReady.adoptionScan.pages)} pages; ready ${(wiredReady.readyMs / 1000).toFixed(2)} s; idle RSS ${(wiredRss / MiB).toFixed(1)} MiB | RSS ${(wiredRss / bareRss).toFixed(2)}× | ${count <= 10_000 ? '≤ 1 MB' : '≤ 70 MB RSS'} |`,
+    );
+  }
   proxy.close();
-  rows.push(
-    `| start-up with ${FOREIGN.toLocaleString('en')} unlabelled PVs of other nodes: bytes on the wire until ready (both directions, TLS) | ${(wireBytes / MiB).toFixed(2)} MiB (${(toAgent / MiB).toFixed(2)} MiB received); adoption scan ${String(wiredReady.adoptionScan.scanned)} PVs in ${String(wiredReady.adoptionScan.pages)} pages; ready ${(wiredReady.readyMs / 1000).toFixed(2)} s; idle RSS ${(wiredRss / MiB).toFixed(1)} MiB | RSS ${(wiredRss / bareRss).toFixed(2)}× | ≤ 1 MB |`,
-  );
 
   stopAll.abort();
   cluster.close();
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-  console.log(`node ${process.version}, kube-apiserver ${plane.server}, load ${load}`);
-  console.log('| what | measured | vs bare node | target |\n|---|---|---|---|');
-  for (const r of rows) console.log(r);
+  console.log(
+    `node ${process.version}, agents with NODE_OPTIONS=${IMAGE_NODE_OPTIONS} (the image's), kube-apiserver ${plane.server}, load ${load}`,
+  );
 } finally {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   await delay(200);

@@ -5,5 +5,12 @@ import module from 'node:module';
 // Reuse V8's compiled code across invocations of this short-lived CLI.
 module.enableCompileCache?.();
 
+// `run`, the long-lived node agent, starts without oclif when its command line is plain (see
+// src/cli/run-lean.ts); any other command line, and every other command, goes to oclif.
+if (process.argv[2] === 'run') {
+  const { runLean } = await import('../dist/src/cli/run-lean.js');
+  const code = await runLean(process.argv.slice(3), new URL('../package.json', import.meta.url));
+  if (code !== undefined) process.exit(code);
+}
 const { execute } = await import('../dist/src/cli/commands.js');
 await execute({ dir: import.meta.url });

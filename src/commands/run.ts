@@ -1,24 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
-import { CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, ProvisionerCommand } from '../cli/base-command.js';
-import {
-  DEFAULT_RELOAD_GUARD_POLICY,
-  isReloadGuardPolicy,
-  RELOAD_GUARD_POLICIES,
-} from '../core/config/reload-guard.js';
-import { UsageError } from '../core/errors.js';
-
-/** Where a pod finds its namespace when no MY_NAMESPACE is set (the service account's projected volume). */
-const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
-
-type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
-
-function duration(flag: string, text: string, parse: ParseDuration): number {
-  const r = parse(text);
-  if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
-  if (r.nanos <= 0n) throw new UsageError(`--${flag}: must be positive, found ${text}`);
-  return Number(r.nanos / 1_000_000n);
-}
+import { ProvisionerCommand } from '../cli/base-command.js';
+import { RUN_FLAGS } from '../cli/run-flags.js';
+import { runAgentOptions } from '../cli/run-options.js';
 
 export default class Run extends ProvisionerCommand {
   static override summary =
@@ -42,200 +25,43 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     '<%= config.bin %> <%= command.id %> --sandbox ./sandbox --listen-address 127.0.0.1:8080',
   ];
 
+  // Declared from the table the lean `run` entry (src/cli/run-lean.ts) parses too.
   static override flags = {
-    'config-dir': Flags.string({
-      description: 'Config source (ConfigMap directory, YAML file or manifest).',
-      default: DEFAULT_CONFIG_DIR,
-      env: CONFIG_DIR_ENV,
-    }),
-    'config-source': Flags.string({
-      description:
-        "Where the config comes from: `directory` (the --config-dir mount) or `configmap:[NAMESPACE/]NAME` (that ConfigMap through the API, watched; the namespace defaults to the pod's). With a ConfigMap, --config-dir, when it exists, serves until the ConfigMap can first be read.",
-      default: 'directory',
-      env: 'PROVISIONER_CONFIG_SOURCE',
-    }),
-    'listen-address': Flags.string({ description: 'Address of the metrics and health server.', default: ':8080' }),
-    'metrics-path': Flags.string({ description: 'Path of the Prometheus metrics.', default: '/metrics' }),
-    'admin-socket': Flags.string({
-      description: 'Unix socket of the admin endpoint (mode 0600).',
-      default: '/run/provisioner/admin.sock',
-      env: 'PROVISIONER_ADMIN_SOCKET',
-    }),
-    'discovery-period': Flags.string({
-      description: 'Time between full discovery passes (Go duration).',
-      default: '10s',
-    }),
-    'config-sync-period': Flags.string({
-      description:
-        'Period of the config check behind the file watcher (a stat of the config files; their content is read only when that changed) (Go duration).',
-      default: '5s',
-    }),
-    'config-debounce': Flags.string({
-      description: 'Quiet time that ends a burst of config file events (Go duration).',
-      default: '100ms',
-    }),
-    'reload-guard': Flags.string({
-      description:
-        'A live reload (file change, SIGHUP, `reload` without --allow) that would orphan PVs or change their ownership: refuse it (the running config stays), warn and apply it, or apply it.',
-      options: [...RELOAD_GUARD_POLICIES],
-      default: DEFAULT_RELOAD_GUARD_POLICY,
-      env: 'PROVISIONER_RELOAD_GUARD',
-    }),
-    'drain-timeout': Flags.string({
-      description: 'Longest wait for the old sync loop to stop on a reload (Go duration).',
-      default: '10s',
-    }),
-    'start-timeout': Flags.string({
-      description: "Longest wait for a new sync loop's caches to sync before rolling back (Go duration).",
-      default: '30s',
-    }),
-    'change-poll-interval': Flags.string({
-      description:
-        'Poll interval for mount-table and discovery-directory changes when findmnt cannot report them as events; 0 turns change detection off (Go duration).',
-      default: '500ms',
-    }),
-    'create-concurrency': Flags.integer({
-      description: 'PersistentVolume creations in flight at once.',
-      default: 16,
-      min: 1,
-    }),
-    'cleanup-concurrency': Flags.integer({
-      description: 'In-process volume cleanups running at once (more wait their turn).',
-      default: 8,
-      min: 1,
-    }),
-    'kube-api-qps': Flags.integer({
-      description: 'Client-side rate limit of API requests per second.',
-      default: 200,
-      min: 1,
-    }),
-    'kube-api-burst': Flags.integer({ description: 'Burst of the client-side rate limit.', default: 400, min: 1 }),
-    kubeconfig: Flags.string({
-      description: 'Kubeconfig file (default: in-cluster service account).',
-      env: 'KUBECONFIG',
-    }),
-    sandbox: Flags.string({
-      description: 'Run against an in-memory cluster with config and disks under this directory (no cluster, no root).',
-    }),
-    'shutdown-timeout': Flags.string({
-      description: 'Longest graceful stop before exiting anyway (Go duration).',
-      default: '20s',
-    }),
-    'publish-status': Flags.boolean({
-      description:
-        'Publish the applied config state (hash, generation, last reload result) as the Lease <status-name>-<node> in MY_NAMESPACE, read by `provisioner rollout status`.',
-      default: true,
-      allowNo: true,
-    }),
-    'status-name': Flags.string({
-      description: 'Name of this provisioner instance: prefix and label of its status Leases.',
-      default: 'local-static-provisioner',
-      env: 'PROVISIONER_STATUS_NAME',
-    }),
-    'status-heartbeat': Flags.string({
-      description:
-        'Heartbeat of the status Lease when nothing changes (Go duration); readers call it stale after 3 heartbeats.',
-      default: '60s',
-    }),
-    'log-level': Flags.string({
-      description: 'Least severe level logged.',
-      options: ['debug', 'info', 'warn', 'error'],
-      default: 'info',
-    }),
-    'log-format': Flags.string({
-      description: 'Log line format on stderr.',
-      options: ['text', 'json'],
-      default: 'text',
-    }),
+    'config-dir': Flags.string(RUN_FLAGS['config-dir']),
+    'config-source': Flags.string(RUN_FLAGS['config-source']),
+    'listen-address': Flags.string(RUN_FLAGS['listen-address']),
+    'metrics-path': Flags.string(RUN_FLAGS['metrics-path']),
+    'admin-socket': Flags.string(RUN_FLAGS['admin-socket']),
+    'discovery-period': Flags.string(RUN_FLAGS['discovery-period']),
+    'config-sync-period': Flags.string(RUN_FLAGS['config-sync-period']),
+    'config-debounce': Flags.string(RUN_FLAGS['config-debounce']),
+    'reload-guard': Flags.string(RUN_FLAGS['reload-guard']),
+    'drain-timeout': Flags.string(RUN_FLAGS['drain-timeout']),
+    'start-timeout': Flags.string(RUN_FLAGS['start-timeout']),
+    'change-poll-interval': Flags.string(RUN_FLAGS['change-poll-interval']),
+    'create-concurrency': Flags.integer(RUN_FLAGS['create-concurrency']),
+    'cleanup-concurrency': Flags.integer(RUN_FLAGS['cleanup-concurrency']),
+    'kube-api-qps': Flags.integer(RUN_FLAGS['kube-api-qps']),
+    'kube-api-burst': Flags.integer(RUN_FLAGS['kube-api-burst']),
+    kubeconfig: Flags.string(RUN_FLAGS['kubeconfig']),
+    sandbox: Flags.string(RUN_FLAGS['sandbox']),
+    'shutdown-timeout': Flags.string(RUN_FLAGS['shutdown-timeout']),
+    'publish-status': Flags.boolean(RUN_FLAGS['publish-status']),
+    'status-name': Flags.string(RUN_FLAGS['status-name']),
+    'status-heartbeat': Flags.string(RUN_FLAGS['status-heartbeat']),
+    'log-level': Flags.string(RUN_FLAGS['log-level']),
+    'log-format': Flags.string(RUN_FLAGS['log-format']),
   };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(Run);
-    const { parseGoDuration } = await import('../core/config/duration.js');
-    const ms = (flag: keyof typeof flags & string): number => duration(flag, String(flags[flag]), parseGoDuration);
-    const sandbox = flags.sandbox;
-    // Checked here so that a mistyped flag is a usage error (exit 2), not a failed start-up.
-    if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
-    if (flags['admin-socket'] === '') throw new UsageError('--admin-socket: needs a socket path');
-    if (flags['publish-status']) {
-      const { statusNameProblem } = await import('../core/fleet/applied-state.js');
-      const problem = statusNameProblem(flags['status-name']);
-      if (problem !== undefined) throw new UsageError(`--status-name: ${problem}`);
-    }
-    if (!flags['metrics-path'].startsWith('/'))
-      throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
-    const { parseListenAddress } = await import('../core/agent/http.js');
-    try {
-      parseListenAddress(flags['listen-address']);
-    } catch (err) {
-      throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    const nodeName = process.env['MY_NODE_NAME'] ?? '';
-    if (nodeName === '' && sandbox === undefined)
-      throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
-    if (nodeName !== '') {
-      const { nodeNameProblem } = await import('../core/kube/validation.js');
-      const problem = nodeNameProblem(nodeName);
-      if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
-    }
-    const { parseConfigSourceSpec } = await import('../core/config/config-source.js');
-    const source = parseConfigSourceSpec(flags['config-source']);
-    if (!source.ok) throw new UsageError(`--config-source: ${source.message}`);
-    let configMap: { namespace: string; name: string } | undefined;
-    if (source.spec.kind === 'configmap') {
-      if (sandbox !== undefined) throw new UsageError('--config-source: a ConfigMap cannot be read with --sandbox');
-      const namespace =
-        source.spec.namespace ??
-        (process.env['MY_NAMESPACE'] || undefined) ??
-        (await readFile(SERVICE_ACCOUNT_NAMESPACE_FILE, 'utf8').then(
-          (text) => text.trim() || undefined,
-          () => undefined,
-        ));
-      if (namespace === undefined)
-        throw new UsageError(
-          `--config-source: no namespace: give configmap:NAMESPACE/${source.spec.name}, or set MY_NAMESPACE`,
-        );
-      configMap = { namespace, name: source.spec.name };
-    }
-    const { runAgentProcess } = await import('../cli/run-agent.js');
-    await runAgentProcess({
-      agent: {
-        configPath: flags['config-dir'],
-        ...(configMap !== undefined ? { configMap } : {}),
-        nodeName,
-        namespace: process.env['MY_NAMESPACE'] ?? 'default',
-        listenAddress: flags['listen-address'],
-        metricsPath: flags['metrics-path'],
-        discoveryPeriodMs: ms('discovery-period'),
-        changePollMs: ms('change-poll-interval'),
-        createConcurrency: flags['create-concurrency'],
-        cleanupConcurrency: flags['cleanup-concurrency'],
-        jobImage: process.env['JOB_CONTAINER_IMAGE'],
-        drainTimeoutMs: ms('drain-timeout'),
-        reloadGuard: isReloadGuardPolicy(flags['reload-guard']) ? flags['reload-guard'] : DEFAULT_RELOAD_GUARD_POLICY,
-        startTimeoutMs: ms('start-timeout'),
-        adminSocket: flags['admin-socket'],
-        watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },
-        version: this.config.version,
-      },
+    const options = await runAgentOptions(flags, {
+      argv: this.argv,
+      env: process.env,
       product: { name: this.config.name, version: this.config.version },
-      sandbox,
-      configPathExplicit:
-        this.argv.some((a) => a.startsWith('--config-dir')) || process.env[CONFIG_DIR_ENV] !== undefined,
-      adminSocketExplicit:
-        this.argv.some((a) => a.startsWith('--admin-socket')) || process.env['PROVISIONER_ADMIN_SOCKET'] !== undefined,
-      environment: process.env,
-      kubeconfig: flags.kubeconfig,
-      inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
-      qps: flags['kube-api-qps'],
-      burst: flags['kube-api-burst'],
-      shutdownTimeoutMs: ms('shutdown-timeout'),
-      logLevel: flags['log-level'] as 'debug' | 'info' | 'warn' | 'error',
-      logFormat: flags['log-format'] as 'text' | 'json',
-      statusLease: flags['publish-status']
-        ? { name: flags['status-name'], heartbeatMs: ms('status-heartbeat') }
-        : undefined,
     });
+    const { runAgentProcess } = await import('../cli/run-agent.js');
+    await runAgentProcess(options);
     // A daemon that stopped gracefully: exit now rather than wait for stray handles.
     this.exit(0);
   }

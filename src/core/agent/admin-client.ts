@@ -1,9 +1,9 @@
 // Client of the agent's admin endpoint (admin-server.ts): HTTP/1.1 over the agent's Unix socket.
 // Used by `provisioner reload` and by `diff-config` (the running agent as --from).
-import { request } from 'node:http';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { formatGoDuration } from '../config/duration.js';
 import { ExitCode, ProvisionerError } from '../errors.js';
+import { request } from '../node-http.js';
 import { RELOAD_OUTCOMES } from './reload-types.js';
 import type { AgentEvent, AgentStatusJson, AppliedConfigJson, ReloadResult } from './reload-types.js';
 import type { GuardedImpact } from '../config/reload-guard.js';

@@ -1,11 +1,11 @@
 // The agent's admin endpoint: HTTP/1.1 on a Unix socket only root (the agent's user) can open.
 // Serves status, the applied config, synchronous reloads and a live event stream (docs/reload-command.md).
 import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
-import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import { StartupError } from '../errors.js';
+import { createServer } from '../node-http.js';
 import type { Logger } from '../log.js';
 import { GUARDED_IMPACTS, isGuardedImpact } from '../config/reload-guard.js';
 import type { GuardedImpact } from '../config/reload-guard.js';

@@ -3,7 +3,7 @@
 // annotated as provisioned by this node get the label and nothing else changes.
 import type { Cluster } from '../kube/cluster.js';
 import type { PersistentVolume } from '../kube/objects.js';
-import { isNotFound } from '../kube/cluster.js';
+import { isGone, isNotFound } from '../kube/cluster.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import { isProvisionedByNode, NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
@@ -21,6 +21,9 @@ export interface AdoptionResult {
  */
 export const ADOPTION_PAGE_SIZE = 2500;
 
+/** Scans started over after an expired continue token (410) before the error stands. */
+const MAX_SCAN_RESTARTS = 3;
+
 export async function adoptNodeVolumes(
   deps: { readonly cluster: Cluster; readonly logger: Logger; readonly metrics?: AgentMetrics },
   node: NodeIdentity,
@@ -31,13 +34,24 @@ export async function adoptNodeVolumes(
   let scanned = 0;
   let pages = 0;
   let continueToken: string | undefined;
-  do {
-    const page = await deps.cluster.persistentVolumes.listMetadata({
-      labelSelector: `!${NODE_LABEL}`,
-      limit: options.pageSize ?? ADOPTION_PAGE_SIZE,
-      ...(continueToken !== undefined ? { continue: continueToken } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
+  let restarts = 0;
+  for (;;) {
+    let page: Awaited<ReturnType<Cluster['persistentVolumes']['listMetadata']>>;
+    try {
+      page = await deps.cluster.persistentVolumes.listMetadata({
+        labelSelector: `!${NODE_LABEL}`,
+        limit: options.pageSize ?? ADOPTION_PAGE_SIZE,
+        ...(continueToken !== undefined ? { continue: continueToken } : {}),
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (err) {
+      // 410: etcd compacted past the scan's snapshot between two pages. Start over, as client-go's
+      // pager does; the PVs labelled so far no longer match the selector.
+      if (continueToken === undefined || !isGone(err) || restarts >= MAX_SCAN_RESTARTS) throw err;
+      restarts += 1;
+      continueToken = undefined;
+      continue;
+    }
     pages += 1;
     scanned += page.items.length;
     for (const pv of page.items) {
@@ -53,7 +67,8 @@ export async function adoptNodeVolumes(
     }
     continueToken =
       page.metadata.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined;
-  } while (continueToken !== undefined);
+    if (continueToken === undefined) break;
+  }
   if (adopted.length > 0) deps.logger.log('info', 'adopted PersistentVolumes of this node', { count: adopted.length });
   return { scanned, pages, adopted };
 }

@@ -1,7 +1,7 @@
 // The process-level HTTP server: metrics, liveness and readiness. Created once per process and
 // never re-registered per generation (upstream's /ready re-registration panics on reload).
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createServer } from '../node-http.js';
 
 export interface ProbeResult {
   readonly ok: boolean;

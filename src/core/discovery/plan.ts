@@ -6,7 +6,7 @@ import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
 import { goFilepathMatch, splitNamePattern } from '../config/glob.js';
 import type { PersistentVolume, StorageClass } from '../kube/objects.js';
 import { roundDownCapacityPretty } from '../node/capacity.js';
-import type { NodeVolumes } from '../node/volumes.js';
+import type { MountPoint, NodeVolumes } from '../node/volumes.js';
 import { buildPersistentVolume, joinHostPath } from '../pv/build.js';
 import { persistentVolumeName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
@@ -86,6 +86,17 @@ function isUnsafeName(name: string): boolean {
   return false;
 }
 
+/** The mount points of a mount table, built once per table (LinuxVolumes returns an unchanged one as is). */
+const mountPointSets = new WeakMap<readonly MountPoint[], ReadonlySet<string>>();
+function mountPointSet(table: readonly MountPoint[]): ReadonlySet<string> {
+  let set = mountPointSets.get(table);
+  if (set === undefined) {
+    set = new Set(table.map((m) => m.mountPoint));
+    mountPointSets.set(table, set);
+  }
+  return set;
+}
+
 export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPlan> {
   const { config, node, volumes } = input;
   const create: PlannedVolume[] = [];
@@ -99,7 +110,7 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
     const path = pv.spec.local?.path;
     if (path !== undefined) byPath.set(path, pv.metadata.name);
   }
-  const mountPoints = new Set((await volumes.mountPoints()).map((m) => m.mountPoint));
+  const mountPoints = mountPointSet(await volumes.mountPoints());
 
   for (const [className, classConfig] of Object.entries(config.storageClassMap)) {
     const storageClass = input.storageClass(className);

@@ -4,9 +4,10 @@
 // and bearer tokens re-read from their file as projected service-account tokens rotate. Responses
 // are asked for gzip (a LIST of PV metadata shrinks about 15×) and decompressed as a stream,
 // bounded per response and per watch event so a hostile server cannot exhaust memory.
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import type { Agent as HttpAgentType, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { systemClock, type Clock } from '../clock.js';
+import { Agent as HttpAgent, request as httpRequest } from '../node-http.js';
 import {
   KubeApiError,
   type Cluster,
@@ -258,7 +259,7 @@ export class RestCluster implements Cluster, LeaseCluster {
   private readonly connection: ConnectionSettings;
   private readonly clock: Clock;
   private readonly limiter: TokenBucket;
-  private readonly agent: HttpAgent;
+  private readonly agent: HttpAgentType;
   private readonly secure: boolean;
   private readonly base: URL;
   private readonly userAgent: string;

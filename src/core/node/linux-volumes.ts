@@ -53,6 +53,8 @@ export class LinuxVolumes implements NodeVolumes {
   readonly mountInfoPath: string;
   readonly sysRoot: string;
   readonly findmnt: string;
+  /** The last mount table read and its parse: an unchanged table (every idle pass) is not parsed again. */
+  private lastMountTable: { readonly text: string; readonly entries: readonly MountInfoEntry[] } | undefined;
 
   constructor(options: LinuxVolumesOptions = {}) {
     this.mountInfoPath = options.mountInfoPath ?? PROC_MOUNTINFO;
@@ -72,8 +74,11 @@ export class LinuxVolumes implements NodeVolumes {
     } catch (error) {
       throw wrapSystemError('mountPoints', this.mountInfoPath, error);
     }
+    if (this.lastMountTable?.text === text) return this.lastMountTable.entries;
     try {
-      return parseMountInfo(text);
+      const entries = parseMountInfo(text);
+      this.lastMountTable = { text, entries };
+      return entries;
     } catch (error) {
       const detail = error instanceof Error ? error.message : String(error);
       throw new NodeVolumeError('mountPoints', this.mountInfoPath, 'EINVAL', detail, { cause: error });

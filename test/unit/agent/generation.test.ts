@@ -11,6 +11,7 @@ import type { LoadedConfig } from '../../../src/core/config/source.js';
 import { EventRecorder } from '../../../src/core/kube/events.js';
 import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { CleanupTable } from '../../../src/core/cleanup/table.js';
+import { KubeApiError, type Cluster } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
 import type { Node, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
@@ -289,30 +290,33 @@ describe('a sync-loop generation', () => {
   });
 });
 
+function upstreamPv(name: string, by: string): PersistentVolume {
+  return {
+    metadata: { name, annotations: { 'pv.kubernetes.io/provisioned-by': by }, labels: { keep: 'me' } },
+    spec: {
+      capacity: { storage: '1Gi' },
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Delete',
+      storageClassName: 'fast',
+      local: { path: `/mnt/fast/${name}` },
+      nodeAffinity: {
+        required: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['node-a-host'] }] },
+          ],
+        },
+      },
+    },
+  };
+}
+
 describe('adoption of upstream PVs', () => {
   it("labels this node's PVs (either annotation form) and touches nothing else", async () => {
     const t = await setup();
-    const base = (name: string, by: string): PersistentVolume => ({
-      metadata: { name, annotations: { 'pv.kubernetes.io/provisioned-by': by }, labels: { keep: 'me' } },
-      spec: {
-        capacity: { storage: '1Gi' },
-        accessModes: ['ReadWriteOnce'],
-        persistentVolumeReclaimPolicy: 'Delete',
-        storageClassName: 'fast',
-        local: { path: `/mnt/fast/${name}` },
-        nodeAffinity: {
-          required: {
-            nodeSelectorTerms: [
-              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['node-a-host'] }] },
-            ],
-          },
-        },
-      },
-    });
     const uid = t.nodeObject.metadata.uid ?? '';
-    await t.cluster.persistentVolumes.create(base('up-1', `local-volume-provisioner-node-a-${uid}`));
-    await t.cluster.persistentVolumes.create(base('up-2', 'local-volume-provisioner-node-a'));
-    await t.cluster.persistentVolumes.create(base('theirs', 'local-volume-provisioner-node-b'));
+    await t.cluster.persistentVolumes.create(upstreamPv('up-1', `local-volume-provisioner-node-a-${uid}`));
+    await t.cluster.persistentVolumes.create(upstreamPv('up-2', 'local-volume-provisioner-node-a'));
+    await t.cluster.persistentVolumes.create(upstreamPv('theirs', 'local-volume-provisioner-node-b'));
     const before = await t.cluster.persistentVolumes.get('up-1');
     const result = await adoptNodeVolumes({ cluster: t.cluster, logger: t.logger }, nodeIdentity(t.nodeObject), {
       pageSize: 1,
@@ -326,5 +330,39 @@ describe('adoption of upstream PVs', () => {
     assert.equal((await t.cluster.persistentVolumes.get('theirs')).metadata.labels?.[NODE_LABEL], undefined);
     const again = await adoptNodeVolumes({ cluster: t.cluster, logger: t.logger }, nodeIdentity(t.nodeObject));
     assert.deepEqual(again.adopted, [], 'the scan only lists unlabelled PVs');
+  });
+
+  it('starts the scan over when a continue token expired between pages (410), and no more than 3 times', async () => {
+    const t = await setup();
+    const uid = t.nodeObject.metadata.uid ?? '';
+    for (const name of ['up-1', 'up-2', 'up-3'])
+      await t.cluster.persistentVolumes.create(upstreamPv(name, `local-volume-provisioner-node-a-${uid}`));
+    // The scan's continued pages fail with 410 this many times.
+    const pvs = t.cluster.persistentVolumes;
+    const listMetadata = pvs.listMetadata.bind(pvs);
+    const withExpiries = (expiries: number): Cluster => {
+      let left = expiries;
+      pvs.listMetadata = (options) => {
+        if (options?.continue !== undefined && left > 0) {
+          left -= 1;
+          return Promise.reject(new KubeApiError(410, 'Expired', 'The provided continue parameter is too old'));
+        }
+        return listMetadata(options);
+      };
+      return t.cluster;
+    };
+    const result = await adoptNodeVolumes({ cluster: withExpiries(2), logger: t.logger }, nodeIdentity(t.nodeObject), {
+      pageSize: 1,
+    });
+    assert.deepEqual([...result.adopted].sort(), ['up-1', 'up-2', 'up-3']);
+    // Every continued page expires: each start-over adopts one more PV, the fourth 410 stands.
+    for (const name of ['up-4', 'up-5', 'up-6', 'up-7', 'up-8'])
+      await t.cluster.persistentVolumes.create(upstreamPv(name, `local-volume-provisioner-node-a-${uid}`));
+    await assert.rejects(
+      adoptNodeVolumes({ cluster: withExpiries(Infinity), logger: t.logger }, nodeIdentity(t.nodeObject), {
+        pageSize: 1,
+      }),
+      (err) => err instanceof KubeApiError && err.status === 410,
+    );
   });
 });

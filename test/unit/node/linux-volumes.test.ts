@@ -9,6 +9,8 @@ import fc from 'fast-check';
 
 import { LinuxVolumes, decodeDeviceNumber, encodeDeviceNumber } from '../../../src/core/node/linux-volumes.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import { planDiscovery } from '../../../src/core/discovery/plan.js';
 import { NodeVolumeError } from '../../../src/core/node/volume-error.js';
 
 describe('decodeDeviceNumber', () => {
@@ -49,6 +51,39 @@ describe('LinuxVolumes without root', () => {
     assert.deepEqual(
       table.map((m) => m.mountPoint),
       ['/', '/mnt/disks/a b'],
+    );
+  });
+
+  it('parses an unchanged mount table once, and a pass still publishes a mount made since the last pass', async () => {
+    const disc = join(dir, 'skip-disc');
+    mkdirSync(join(disc, 'v1'), { recursive: true });
+    const file = join(dir, 'skip-mountinfo');
+    const memory = new MemoryVolumes();
+    writeFileSync(file, memory.mountInfoText());
+    const volumes = new LinuxVolumes({ mountInfoPath: file });
+    const cfg = parseConfigSnapshot(
+      snapshotFromFileText('c.yaml', `storageClassMap:\n  fast:\n    hostDir: ${disc}\n    mountDir: ${disc}\n`),
+    ).config;
+    const pass = (): ReturnType<typeof planDiscovery> =>
+      planDiscovery({
+        config: cfg,
+        node: { name: 'node-a', uid: 'u1', hostname: 'node-a', labels: {} },
+        volumes,
+        persistentVolumes: [],
+        storageClass: (name) => (name === 'fast' ? { metadata: { name }, provisioner: 'x' } : undefined),
+      });
+    const first = await pass();
+    assert.deepEqual(first.create, []);
+    assert.equal(first.skipped[0]?.reason, 'not-a-mount-point');
+    // The idle pass: the same bytes give the same (immutable) table, not a new parse.
+    assert.equal(await volumes.mountPoints(), await volumes.mountPoints());
+    // A mount made between passes changes the bytes: the next pass sees and publishes it.
+    memory.addMount(join(disc, 'v1'), { capacity: 1 });
+    writeFileSync(file, memory.mountInfoText());
+    const second = await pass();
+    assert.deepEqual(
+      second.create.map((c) => c.path),
+      [join(disc, 'v1')],
     );
   });
 

@@ -1,0 +1,149 @@
+// `provisioner run`'s flags and environment → the agent process's options, with the checks that
+// make a mistyped flag a usage error (exit 2) rather than a failed start-up. Shared by the oclif
+// command (src/commands/run.ts) and the lean entry (run-lean.ts).
+import { readFile } from 'node:fs/promises';
+import { DEFAULT_RELOAD_GUARD_POLICY, isReloadGuardPolicy } from '../core/config/reload-guard.js';
+import { UsageError } from '../core/errors.js';
+import type { Product } from './cluster-connection.js';
+import { CONFIG_DIR_ENV } from './config-dir.js';
+import type { RunAgentProcessOptions } from './run-agent.js';
+
+/** Where a pod finds its namespace when no MY_NAMESPACE is set (the service account's projected volume). */
+const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+
+/** The parsed flags, as oclif types them from RUN_FLAGS (run-flags.ts). */
+export interface RunFlagValues {
+  readonly 'config-dir': string;
+  readonly 'config-source': string;
+  readonly 'listen-address': string;
+  readonly 'metrics-path': string;
+  readonly 'admin-socket': string;
+  readonly 'discovery-period': string;
+  readonly 'config-sync-period': string;
+  readonly 'config-debounce': string;
+  readonly 'reload-guard': string;
+  readonly 'drain-timeout': string;
+  readonly 'start-timeout': string;
+  readonly 'change-poll-interval': string;
+  readonly 'create-concurrency': number;
+  readonly 'cleanup-concurrency': number;
+  readonly 'kube-api-qps': number;
+  readonly 'kube-api-burst': number;
+  readonly kubeconfig: string | undefined;
+  readonly sandbox: string | undefined;
+  readonly 'shutdown-timeout': string;
+  readonly 'publish-status': boolean;
+  readonly 'status-name': string;
+  readonly 'status-heartbeat': string;
+  readonly 'log-level': string;
+  readonly 'log-format': string;
+}
+
+type DurationFlag = {
+  [K in keyof RunFlagValues]: RunFlagValues[K] extends string ? K : never;
+}[keyof RunFlagValues];
+
+export interface RunContext {
+  /** The command's own arguments (after `run`). */
+  readonly argv: readonly string[];
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** The package's name and version (oclif's config.name and config.version). */
+  readonly product: Product;
+}
+
+function isLogLevel(v: string): v is RunAgentProcessOptions['logLevel'] {
+  return v === 'debug' || v === 'info' || v === 'warn' || v === 'error';
+}
+
+export async function runAgentOptions(flags: RunFlagValues, context: RunContext): Promise<RunAgentProcessOptions> {
+  const { parseGoDuration } = await import('../core/config/duration.js');
+  const ms = (flag: DurationFlag): number => {
+    const text = flags[flag];
+    const r = parseGoDuration(text);
+    if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
+    if (r.nanos <= 0n) throw new UsageError(`--${flag}: must be positive, found ${text}`);
+    return Number(r.nanos / 1_000_000n);
+  };
+  const env = context.env;
+  const sandbox = flags.sandbox;
+  if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
+  if (flags['admin-socket'] === '') throw new UsageError('--admin-socket: needs a socket path');
+  if (!flags['metrics-path'].startsWith('/'))
+    throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
+  const { parseListenAddress } = await import('../core/agent/http.js');
+  try {
+    parseListenAddress(flags['listen-address']);
+  } catch (err) {
+    throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (flags['publish-status']) {
+    const { statusNameProblem } = await import('../core/fleet/applied-state.js');
+    const problem = statusNameProblem(flags['status-name']);
+    if (problem !== undefined) throw new UsageError(`--status-name: ${problem}`);
+  }
+  const nodeName = env['MY_NODE_NAME'] ?? '';
+  if (nodeName === '' && sandbox === undefined)
+    throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
+  if (nodeName !== '') {
+    const { nodeNameProblem } = await import('../core/kube/validation.js');
+    const problem = nodeNameProblem(nodeName);
+    if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
+  }
+  const { parseConfigSourceSpec } = await import('../core/config/config-source.js');
+  const source = parseConfigSourceSpec(flags['config-source']);
+  if (!source.ok) throw new UsageError(`--config-source: ${source.message}`);
+  let configMap: { namespace: string; name: string } | undefined;
+  if (source.spec.kind === 'configmap') {
+    if (sandbox !== undefined) throw new UsageError('--config-source: a ConfigMap cannot be read with --sandbox');
+    const namespace =
+      source.spec.namespace ??
+      (env['MY_NAMESPACE'] || undefined) ??
+      (await readFile(SERVICE_ACCOUNT_NAMESPACE_FILE, 'utf8').then(
+        (text) => text.trim() || undefined,
+        () => undefined,
+      ));
+    if (namespace === undefined)
+      throw new UsageError(
+        `--config-source: no namespace: give configmap:NAMESPACE/${source.spec.name}, or set MY_NAMESPACE`,
+      );
+    configMap = { namespace, name: source.spec.name };
+  }
+  const logLevel = flags['log-level'];
+  return {
+    agent: {
+      configPath: flags['config-dir'],
+      ...(configMap !== undefined ? { configMap } : {}),
+      nodeName,
+      namespace: env['MY_NAMESPACE'] ?? 'default',
+      listenAddress: flags['listen-address'],
+      metricsPath: flags['metrics-path'],
+      discoveryPeriodMs: ms('discovery-period'),
+      changePollMs: ms('change-poll-interval'),
+      createConcurrency: flags['create-concurrency'],
+      cleanupConcurrency: flags['cleanup-concurrency'],
+      jobImage: env['JOB_CONTAINER_IMAGE'],
+      drainTimeoutMs: ms('drain-timeout'),
+      reloadGuard: isReloadGuardPolicy(flags['reload-guard']) ? flags['reload-guard'] : DEFAULT_RELOAD_GUARD_POLICY,
+      startTimeoutMs: ms('start-timeout'),
+      adminSocket: flags['admin-socket'],
+      watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },
+      version: context.product.version,
+    },
+    product: context.product,
+    sandbox,
+    configPathExplicit: context.argv.some((a) => a.startsWith('--config-dir')) || env[CONFIG_DIR_ENV] !== undefined,
+    adminSocketExplicit:
+      context.argv.some((a) => a.startsWith('--admin-socket')) || env['PROVISIONER_ADMIN_SOCKET'] !== undefined,
+    environment: env,
+    kubeconfig: flags.kubeconfig,
+    inCluster: { host: env['KUBERNETES_SERVICE_HOST'], port: env['KUBERNETES_SERVICE_PORT'] },
+    qps: flags['kube-api-qps'],
+    burst: flags['kube-api-burst'],
+    shutdownTimeoutMs: ms('shutdown-timeout'),
+    logLevel: isLogLevel(logLevel) ? logLevel : 'info',
+    logFormat: flags['log-format'] === 'json' ? 'json' : 'text',
+    statusLease: flags['publish-status']
+      ? { name: flags['status-name'], heartbeatMs: ms('status-heartbeat') }
+      : undefined,
+  };
+}
