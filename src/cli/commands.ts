@@ -4,6 +4,7 @@
 import Dashboard from '../commands/dashboard.js';
 import DiffConfig from '../commands/diff-config.js';
 import Reload from '../commands/reload.js';
+import RolloutStatus from '../commands/rollout-status.js';
 import Run from '../commands/run.js';
 import Simulate from '../commands/simulate.js';
 
@@ -13,6 +14,7 @@ export const COMMANDS = {
   dashboard: Dashboard,
   'diff-config': DiffConfig,
   reload: Reload,
+  'rollout:status': RolloutStatus,
   run: Run,
   simulate: Simulate,
 };

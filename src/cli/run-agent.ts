@@ -4,7 +4,7 @@ import { Agent } from '../core/agent/agent.js';
 import type { AgentOptions } from '../core/agent/agent.js';
 import { ProcessCleaner } from '../core/cleanup/cleaner.js';
 import { systemClock } from '../core/clock.js';
-import type { Cluster } from '../core/kube/cluster.js';
+import type { Cluster, LeaseCluster } from '../core/kube/cluster.js';
 import { LinuxVolumes } from '../core/node/linux-volumes.js';
 import type { NodeVolumes } from '../core/node/volumes.js';
 import { installSignalHandlers, withDeadline } from './lifecycle.js';
@@ -26,12 +26,14 @@ export interface RunAgentProcessOptions {
   readonly shutdownTimeoutMs: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
   readonly logFormat: 'text' | 'json';
+  /** Publish the applied state as a Lease `<name>-<node>` in the agent's namespace; undefined: off. */
+  readonly statusLease: { readonly name: string; readonly heartbeatMs: number } | undefined;
 }
 
 export async function runAgentProcess(options: RunAgentProcessOptions): Promise<void> {
   const logger = new StderrLogger(options.logLevel, options.logFormat);
   let agentOptions = options.agent;
-  let cluster: Cluster;
+  let cluster: Cluster & LeaseCluster;
   let close = (): void => undefined;
   let volumes: NodeVolumes = new LinuxVolumes();
   const holder: { agent?: Agent } = {};
@@ -96,6 +98,10 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
       logger,
     });
     holder.agent = agent;
+    const publishing =
+      options.statusLease === undefined
+        ? undefined
+        : await startStatePublisher(agent, cluster, agentOptions, options.statusLease, logger);
     if (
       options.sandbox !== undefined &&
       cluster instanceof (await import('../core/kube/memory-cluster.js')).MemoryCluster
@@ -109,10 +115,35 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
     }
     const signal = await stopped;
     logger.log('info', 'stopping', { signal });
+    await publishing?.stop();
     const result = await withDeadline(agent.stop(), options.shutdownTimeoutMs);
     if (result === 'timeout') logger.log('warn', 'graceful stop timed out', { timeoutMs: options.shutdownTimeoutMs });
   } finally {
     uninstall();
     close();
   }
+}
+
+async function startStatePublisher(
+  agent: Agent,
+  cluster: LeaseCluster,
+  agentOptions: AgentOptions,
+  lease: { readonly name: string; readonly heartbeatMs: number },
+  logger: StderrLogger,
+): Promise<{ stop(): Promise<void> }> {
+  const { publishAgentState } = await import('../core/fleet/agent-state.js');
+  const { statusLeaseName } = await import('../core/fleet/applied-state.js');
+  const target = {
+    name: statusLeaseName(lease.name, agentOptions.nodeName),
+    namespace: agentOptions.namespace,
+    instance: lease.name,
+  };
+  logger.log('info', 'publishing the applied state', { lease: `${target.namespace}/${target.name}` });
+  return publishAgentState(agent, {
+    leases: cluster.leases,
+    target,
+    clock: systemClock,
+    logger,
+    heartbeatMs: lease.heartbeatMs,
+  });
 }

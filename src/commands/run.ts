@@ -108,6 +108,22 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       description: 'Longest graceful stop before exiting anyway (Go duration).',
       default: '20s',
     }),
+    'publish-status': Flags.boolean({
+      description:
+        'Publish the applied config state (hash, generation, last reload result) as the Lease <status-name>-<node> in MY_NAMESPACE, read by `provisioner rollout status`.',
+      default: true,
+      allowNo: true,
+    }),
+    'status-name': Flags.string({
+      description: 'Name of this provisioner instance: prefix and label of its status Leases.',
+      default: 'local-static-provisioner',
+      env: 'PROVISIONER_STATUS_NAME',
+    }),
+    'status-heartbeat': Flags.string({
+      description:
+        'Heartbeat of the status Lease when nothing changes (Go duration); readers call it stale after 3 heartbeats.',
+      default: '60s',
+    }),
     'log-level': Flags.string({
       description: 'Least severe level logged.',
       options: ['debug', 'info', 'warn', 'error'],
@@ -128,6 +144,11 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     // Checked here so that a mistyped flag is a usage error (exit 2), not a failed start-up.
     if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
     if (flags['admin-socket'] === '') throw new UsageError('--admin-socket: needs a socket path');
+    if (flags['publish-status']) {
+      const { statusNameProblem } = await import('../core/fleet/applied-state.js');
+      const problem = statusNameProblem(flags['status-name']);
+      if (problem !== undefined) throw new UsageError(`--status-name: ${problem}`);
+    }
     if (!flags['metrics-path'].startsWith('/'))
       throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
     const { parseListenAddress } = await import('../core/agent/http.js');
@@ -175,6 +196,9 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
       shutdownTimeoutMs: ms('shutdown-timeout'),
       logLevel: flags['log-level'] as 'debug' | 'info' | 'warn' | 'error',
       logFormat: flags['log-format'] as 'text' | 'json',
+      statusLease: flags['publish-status']
+        ? { name: flags['status-name'], heartbeatMs: ms('status-heartbeat') }
+        : undefined,
     });
     // A daemon that stopped gracefully: exit now rather than wait for stray handles.
     this.exit(0);

@@ -17,13 +17,14 @@ import {
   isGone,
   isNotFound,
   type Cluster,
+  type LeaseCluster,
   type ResourceClient,
   type WatchEvent,
 } from '../../src/core/kube/cluster.js';
-import type { CoreEvent, Job, Node, PersistentVolume, StorageClass } from '../../src/core/kube/objects.js';
+import type { CoreEvent, Job, Lease, Node, PersistentVolume, StorageClass } from '../../src/core/kube/objects.js';
 
 export interface ContractSetup {
-  readonly cluster: Cluster;
+  readonly cluster: Cluster & LeaseCluster;
   /** Unique per run: a valid label value (at most 40 characters) and name prefix. */
   readonly prefix: string;
   cleanup(): Promise<void>;
@@ -136,13 +137,14 @@ function record<T>(
 export function clusterContract(name: string, setup: () => Promise<ContractSetup>): void {
   void describe(`Cluster contract: ${name}`, () => {
     let ctx: ContractSetup;
-    let cluster: Cluster;
+    let cluster: Cluster & LeaseCluster;
     let prefix: string;
     const pvs = new Set<string>();
     const events = new Set<string>();
     const jobs = new Set<string>();
     const classes = new Set<string>();
     const nodes = new Set<string>();
+    const leases = new Set<string>();
 
     const n = (suffix: string): string => `${prefix}-${suffix}`;
     const selector = (): string => `${LABEL}=${prefix}`;
@@ -227,6 +229,7 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
       }
       for (const className of classes) await ignoreNotFound(() => cluster.storageClasses.delete(className));
       for (const nodeName of nodes) await ignoreNotFound(() => cluster.nodes.delete(nodeName));
+      for (const leaseName of leases) await ignoreNotFound(() => cluster.leases.delete(leaseName));
       await ctx.cleanup();
     });
 
@@ -1009,6 +1012,57 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
         );
         await cluster.nodes.delete(nodeName);
         await assert.rejects(cluster.nodes.get(nodeName), apiError(404, 'NotFound'));
+      });
+    });
+
+    void describe('Leases (namespaced, coordination.k8s.io/v1)', () => {
+      function lease(leaseName: string, renewTime: string, extra: Record<string, string> = {}): Lease {
+        leases.add(leaseName);
+        return {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name: leaseName, labels: { [LABEL]: prefix }, annotations: { 'contract/state': 'a', ...extra } },
+          spec: { holderIdentity: `${prefix}-node`, leaseDurationSeconds: 180, renewTime },
+        };
+      }
+
+      void it('create, get, update (409 on a stale resourceVersion), list by label; renewTime round-trips', async () => {
+        const renewTime = '2026-12-01T14:00:00.123456Z';
+        const created = await cluster.leases.create(lease(n('lease'), renewTime));
+        assert.equal(created.kind, 'Lease');
+        assert.equal(created.apiVersion, 'coordination.k8s.io/v1');
+        assert.equal(created.metadata.namespace, 'default');
+        assert.equal(created.spec?.renewTime, renewTime);
+        assert.equal(created.spec.leaseDurationSeconds, 180);
+        const got = await cluster.leases.get(n('lease'));
+        assert.equal(got.metadata.resourceVersion, created.metadata.resourceVersion);
+        assert.equal(got.metadata.annotations?.['contract/state'], 'a');
+
+        const later = '2026-12-01T14:01:00.000001Z';
+        const updated = await cluster.leases.update({
+          ...got,
+          metadata: { ...got.metadata, annotations: { 'contract/state': 'b' } },
+          spec: { ...got.spec, renewTime: later },
+        });
+        assert.ok(rvOf(updated) > rvOf(got));
+        assert.equal(updated.spec?.renewTime, later);
+        assert.equal(updated.metadata.annotations?.['contract/state'], 'b');
+        await assert.rejects(cluster.leases.update(got), apiError(409, 'Conflict'));
+
+        await cluster.leases.create(lease(n('lease2'), renewTime));
+        const listed = await cluster.leases.list({ labelSelector: selector() });
+        assert.deepEqual(listed.items.map((l) => l.metadata.name).sort(), [n('lease'), n('lease2')]);
+        assert.ok(listed.items.every((l) => l.spec?.holderIdentity === `${prefix}-node`));
+        await assert.rejects(cluster.leases.create(lease(n('lease'), renewTime)), apiError(409, 'AlreadyExists'));
+        await cluster.leases.delete(n('lease2'));
+        await assert.rejects(cluster.leases.get(n('lease2')), apiError(404, 'NotFound'));
+      });
+
+      void it('rejects a non-positive leaseDurationSeconds (422) and a renewTime that is not a MicroTime (400)', async () => {
+        const zero = lease(n('lease-bad'), '2026-12-01T14:00:00.000000Z');
+        if (zero.spec !== undefined) zero.spec.leaseDurationSeconds = 0;
+        await assert.rejects(cluster.leases.create(zero), apiError(422, 'Invalid'));
+        await assert.rejects(cluster.leases.create(lease(n('lease-bad2'), 'yesterday')), apiError(400));
       });
     });
   });

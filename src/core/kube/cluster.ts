@@ -1,7 +1,7 @@
 // The cluster port: the few API operations the agent uses, with a real implementation over the
 // Kubernetes REST API (rest-cluster.ts) and an in-memory one (memory-cluster.ts) that a shared
 // contract suite (test/contract/cluster-contract.ts) holds to the real apiserver's behaviour.
-import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
+import type { CoreEvent, Job, Lease, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
 
 /** A failed API call, with the HTTP status and the Status reason the apiserver returned. */
 export class KubeApiError extends Error {
@@ -85,4 +85,12 @@ export interface Cluster {
   readonly nodes: ResourceClient<Node>;
   readonly events: ResourceClient<CoreEvent>;
   readonly jobs: ResourceClient<Job>;
+}
+
+/**
+ * Leases (coordination.k8s.io/v1), apart from Cluster: only the applied-state publisher and
+ * `rollout status` use them (src/core/fleet), so test doubles of the agent's port need not.
+ */
+export interface LeaseCluster {
+  readonly leases: ResourceClient<Lease>;
 }

@@ -9,6 +9,7 @@ import { systemClock, type Clock } from '../clock.js';
 import {
   KubeApiError,
   type Cluster,
+  type LeaseCluster,
   type DeleteOptions,
   type ListOptions,
   type NamespaceOption,
@@ -18,10 +19,12 @@ import {
 } from './cluster.js';
 import { LabelSelectorError, everything, parseLabelSelector, type LabelSelector } from './label-selector.js';
 import {
+  configMapStrategy,
   DecodeError,
   eventStrategy,
   isObject,
   jobStrategy,
+  leaseStrategy,
   jsonEqual,
   nodeStrategy,
   objectAt,
@@ -33,7 +36,17 @@ import {
   type JsonObject,
   type KindStrategy,
 } from './memory-strategies.js';
-import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
+import type {
+  ConfigMap,
+  CoreEvent,
+  Job,
+  Lease,
+  Node,
+  ObjectList,
+  ObjectMeta,
+  PersistentVolume,
+  StorageClass,
+} from './objects.js';
 import {
   aggregate,
   fieldError,
@@ -195,12 +208,14 @@ function decodeContinue(token: string): { rv: number; after: string } {
 }
 
 /** The in-memory apiserver. */
-export class MemoryCluster implements Cluster {
+export class MemoryCluster implements Cluster, LeaseCluster {
   readonly persistentVolumes: ResourceClient<PersistentVolume>;
   readonly storageClasses: ResourceClient<StorageClass>;
   readonly nodes: ResourceClient<Node>;
   readonly events: ResourceClient<CoreEvent>;
   readonly jobs: ResourceClient<Job>;
+  readonly configMaps: ResourceClient<ConfigMap>;
+  readonly leases: ResourceClient<Lease>;
 
   private readonly clock: Clock;
   private readonly historyLimit: number;
@@ -221,6 +236,8 @@ export class MemoryCluster implements Cluster {
     this.nodes = this.client<Node>(nodeStrategy);
     this.events = this.client<CoreEvent>(eventStrategy);
     this.jobs = this.client<Job>(jobStrategy);
+    this.configMaps = this.client<ConfigMap>(configMapStrategy);
+    this.leases = this.client<Lease>(leaseStrategy);
   }
 
   /** The current (latest) resourceVersion. */

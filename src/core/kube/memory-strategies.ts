@@ -484,6 +484,42 @@ export const nodeStrategy: KindStrategy = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// ConfigMap (core/v1)
+
+export const configMapStrategy: KindStrategy = {
+  resource: 'configmaps',
+  group: '',
+  kind: 'ConfigMap',
+  apiVersion: 'v1',
+  namespaced: true,
+  statusSubresource: false,
+  managesGeneration: false,
+  defaultPropagation: 'Background',
+  validateName: dnsSubdomainNameErrors,
+  applyDefaults() {
+    // no defaults
+  },
+  prepareForCreate() {
+    // no status
+  },
+  prepareForUpdate() {
+    // no status
+  },
+  prepareForStatusUpdate() {
+    // no status subresource
+  },
+  validate(object) {
+    const data = objectAt(object, 'data') ?? {};
+    return Object.entries(data)
+      .filter(([, value]) => typeof value !== 'string')
+      .map(([key, value]) => fieldError.invalid(`data[${key}]`, value, 'must be a string'));
+  },
+  validateUpdate: () => [],
+  validateStatus: () => [],
+  specChanged: () => false,
+};
+
+// ---------------------------------------------------------------------------------------------
 // Event (core/v1)
 
 export const eventStrategy: KindStrategy = {
@@ -610,4 +646,60 @@ export const jobStrategy: KindStrategy = {
   },
   validateStatus: () => [],
   specChanged: (object, old) => !jsonEqual(object['spec'], old['spec']),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Lease (coordination.k8s.io/v1)
+
+/** metav1.MicroTime as the apiserver decodes it: RFC 3339 with exactly six fraction digits. */
+const MICRO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$/;
+
+function checkMicroTime(spec: JsonObject, key: string): void {
+  const value = spec[key];
+  if (value === undefined || value === null) return;
+  if (typeof value !== 'string' || !MICRO_TIME.test(value) || Number.isNaN(Date.parse(value))) {
+    throw new DecodeError(
+      `parsing time ${JSON.stringify(value)} as "2006-01-02T15:04:05.000000Z07:00": cannot parse as MicroTime`,
+    );
+  }
+}
+
+export const leaseStrategy: KindStrategy = {
+  resource: 'leases',
+  group: 'coordination.k8s.io',
+  kind: 'Lease',
+  apiVersion: 'coordination.k8s.io/v1',
+  namespaced: true,
+  statusSubresource: false,
+  managesGeneration: false,
+  defaultPropagation: 'Background',
+  validateName: dnsSubdomainNameErrors,
+  applyDefaults(object) {
+    const spec = objectAt(object, 'spec');
+    if (spec === undefined) return;
+    checkMicroTime(spec, 'renewTime');
+    checkMicroTime(spec, 'acquireTime');
+  },
+  prepareForCreate() {
+    // no status
+  },
+  prepareForUpdate() {
+    // no status
+  },
+  prepareForStatusUpdate() {
+    // no status subresource
+  },
+  validate(object) {
+    const errors: FieldError[] = [];
+    const duration = valueAt(object, 'spec', 'leaseDurationSeconds');
+    if (typeof duration === 'number' && duration <= 0)
+      errors.push(fieldError.invalid('spec.leaseDurationSeconds', duration, 'must be greater than 0'));
+    const transitions = valueAt(object, 'spec', 'leaseTransitions');
+    if (typeof transitions === 'number' && transitions < 0)
+      errors.push(fieldError.invalid('spec.leaseTransitions', transitions, 'must be greater than or equal to 0'));
+    return errors;
+  },
+  validateUpdate: () => [],
+  validateStatus: () => [],
+  specChanged: () => false,
 };

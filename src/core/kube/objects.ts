@@ -89,6 +89,15 @@ export interface Node {
   spec?: { taints?: Taint[]; unschedulable?: boolean };
 }
 
+export interface ConfigMap {
+  apiVersion?: 'v1';
+  kind?: 'ConfigMap';
+  metadata: ObjectMeta;
+  data?: Record<string, string>;
+  binaryData?: Record<string, string>;
+  immutable?: boolean;
+}
+
 export interface CoreEvent {
   apiVersion?: 'v1';
   kind?: 'Event';
@@ -152,5 +161,19 @@ export interface Job {
     startTime?: string;
     completionTime?: string;
     conditions?: { type: string; status: string; reason?: string; message?: string; lastTransitionTime?: string }[];
+  };
+}
+
+/** coordination.k8s.io/v1 Lease: renewTime and acquireTime are MicroTime (RFC 3339 with 6 fraction digits). */
+export interface Lease {
+  apiVersion?: 'coordination.k8s.io/v1';
+  kind?: 'Lease';
+  metadata: ObjectMeta;
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
   };
 }

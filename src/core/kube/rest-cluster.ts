@@ -10,6 +10,7 @@ import { systemClock, type Clock } from '../clock.js';
 import {
   KubeApiError,
   type Cluster,
+  type LeaseCluster,
   type DeleteOptions,
   type ListOptions,
   type NamespaceOption,
@@ -19,7 +20,17 @@ import {
 } from './cluster.js';
 import { readCredentialFile } from './kubeconfig.js';
 import type { ConnectionSettings, ReadTextFile } from './kubeconfig.js';
-import type { CoreEvent, Job, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
+import type {
+  ConfigMap,
+  CoreEvent,
+  Job,
+  Lease,
+  Node,
+  ObjectList,
+  ObjectMeta,
+  PersistentVolume,
+  StorageClass,
+} from './objects.js';
 import { pipeline, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 
@@ -186,6 +197,18 @@ const RESOURCES = {
     namespaced: true,
     collection: (ns: string) => `/apis/batch/v1/namespaces/${enc(ns)}/jobs`,
   },
+  configMaps: {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    namespaced: true,
+    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/configmaps`,
+  },
+  leases: {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    namespaced: true,
+    collection: (ns: string) => `/apis/coordination.k8s.io/v1/namespaces/${enc(ns)}/leases`,
+  },
 } satisfies Record<string, ResourceInfo>;
 
 type Query = Record<string, string | number | boolean | undefined>;
@@ -218,12 +241,14 @@ function nameOf(object: unknown): string {
 }
 
 /** The Cluster port over HTTPS to a real apiserver. Call close() to release its connections. */
-export class RestCluster implements Cluster {
+export class RestCluster implements Cluster, LeaseCluster {
   readonly persistentVolumes: ResourceClient<PersistentVolume>;
   readonly storageClasses: ResourceClient<StorageClass>;
   readonly nodes: ResourceClient<Node>;
   readonly events: ResourceClient<CoreEvent>;
   readonly jobs: ResourceClient<Job>;
+  readonly configMaps: ResourceClient<ConfigMap>;
+  readonly leases: ResourceClient<Lease>;
 
   private readonly connection: ConnectionSettings;
   private readonly clock: Clock;
@@ -275,6 +300,13 @@ export class RestCluster implements Cluster {
     this.nodes = this.client<Node>(RESOURCES.nodes);
     this.events = this.client<CoreEvent>(RESOURCES.events);
     this.jobs = this.client<Job>(RESOURCES.jobs);
+    this.configMaps = this.client<ConfigMap>(RESOURCES.configMaps);
+    this.leases = this.client<Lease>(RESOURCES.leases);
+  }
+
+  /** The namespace of the kubeconfig context (or the service account), when there is one. */
+  get contextNamespace(): string | undefined {
+    return this.connection.namespace;
   }
 
   /** Closes idle keep-alive connections and every open one (ending watches). */

@@ -1,0 +1,145 @@
+import { Flags } from '@oclif/core';
+import { ProvisionerCommand } from '../cli/base-command.js';
+import { UsageError } from '../core/errors.js';
+
+type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
+
+function duration(flag: string, text: string, parse: ParseDuration): number {
+  const r = parse(text);
+  if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
+  if (r.nanos <= 0n) throw new UsageError(`--${flag}: must be positive, found ${text}`);
+  return Number(r.nanos / 1_000_000n);
+}
+
+export default class RolloutStatus extends ProvisionerCommand {
+  static override summary = "Show which nodes apply the desired config: every agent's published state against it.";
+
+  static override description = `Reads the desired config (the ConfigMap through the API, or a file or directory with --config; its hash is computed by the agent's own loader) and the status Lease every agent publishes (\`run --publish-status\`), and shows one line per Node: in sync, pending, rejected (with the reason), stale heartbeat, or missing agent (a Node, within --selector, that has no status Lease).
+
+Without --configmap or --config the desired config is the chart's ConfigMap, <namespace>/<name>-config.
+
+Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not done (a node pending, stale or missing; with --wait: still so at --timeout), 2 usage error, 3 the desired config is invalid, 4 it cannot be read (no such ConfigMap or file), 5 the cluster cannot be read. See docs/rollout-status.md.`;
+
+  static override examples = [
+    '<%= config.bin %> <%= command.id %> -n kube-system',
+    '<%= config.bin %> <%= command.id %> -n kube-system --configmap kube-system/local-static-provisioner-config --wait --timeout 5m',
+    '<%= config.bin %> <%= command.id %> -n storage --config ./provisioner-config.yaml -l node-role.kubernetes.io/storage -o json',
+  ];
+
+  static override flags = {
+    configmap: Flags.string({
+      description: 'The desired config: a ConfigMap NAMESPACE/NAME read through the API.',
+      exclusive: ['config'],
+    }),
+    config: Flags.string({
+      description: 'The desired config: a ConfigMap directory, YAML file or manifest.',
+      exclusive: ['configmap'],
+    }),
+    namespace: Flags.string({
+      char: 'n',
+      description: "Namespace of the agents' status Leases (default: the kubeconfig context's, else default).",
+    }),
+    name: Flags.string({
+      description: 'The provisioner instance (`run --status-name`; the chart sets its full name).',
+      default: 'local-static-provisioner',
+    }),
+    selector: Flags.string({
+      char: 'l',
+      description: 'Label selector of the Nodes that must run an agent (the DaemonSet nodeSelector); default: all.',
+    }),
+    wait: Flags.boolean({ description: 'Wait until every node applies the desired config, or one rejects it.' }),
+    timeout: Flags.string({
+      description: 'With --wait: give up after this long, exit 6 (Go duration; default 5m).',
+      dependsOn: ['wait'],
+    }),
+    'poll-interval': Flags.string({ description: 'With --wait: time between two reads (Go duration).', default: '1s' }),
+    output: Flags.string({ char: 'o', description: 'Output format.', options: ['text', 'json'], default: 'text' }),
+    kubeconfig: Flags.string({
+      description:
+        'Kubeconfig (default: in-cluster service account). Needs list on leases and nodes, get on the ConfigMap.',
+      env: 'KUBECONFIG',
+    }),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(RolloutStatus);
+    this.machineOutput = flags.output === 'json';
+    const { parseGoDuration } = await import('../core/config/duration.js');
+    const timeoutMs = duration('timeout', flags.timeout ?? '5m', parseGoDuration);
+    const intervalMs = duration('poll-interval', flags['poll-interval'], parseGoDuration);
+    const { statusNameProblem } = await import('../core/fleet/applied-state.js');
+    const nameProblem = statusNameProblem(flags.name);
+    if (nameProblem !== undefined) throw new UsageError(`--name: ${nameProblem}`);
+    let configMap: { namespace: string; name: string } | undefined;
+    if (flags.configmap !== undefined) {
+      const [ns, name, ...rest] = flags.configmap.split('/');
+      if (ns === undefined || ns === '' || name === undefined || name === '' || rest.length > 0)
+        throw new UsageError(`--configmap: expected NAMESPACE/NAME, found ${JSON.stringify(flags.configmap)}`);
+      configMap = { namespace: ns, name };
+    }
+    if (flags.selector !== undefined) {
+      const { LabelSelectorError, parseLabelSelector } = await import('../core/kube/label-selector.js');
+      try {
+        parseLabelSelector(flags.selector);
+      } catch (err) {
+        if (err instanceof LabelSelectorError) throw new UsageError(`--selector: ${err.message}`);
+        throw err;
+      }
+    }
+    const { connectCluster } = await import('../cli/cluster-connection.js');
+    const { systemClock } = await import('../core/clock.js');
+    const rest = await connectCluster({
+      kubeconfig: flags.kubeconfig,
+      inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
+      qps: 50,
+      burst: 100,
+      clock: systemClock,
+    });
+    try {
+      const namespace = flags.namespace ?? rest.contextNamespace ?? 'default';
+      const fleet = await import('../core/fleet/rollout.js');
+      const render = await import('../render/rollout-status.js');
+      const desired = await fleet.readDesiredConfig(
+        rest,
+        flags.config !== undefined
+          ? { kind: 'path', path: flags.config }
+          : { kind: 'configmap', ...(configMap ?? { namespace, name: `${flags.name}-config` }) },
+      );
+      const query = {
+        namespace,
+        instance: flags.name,
+        ...(flags.selector !== undefined ? { nodeSelector: flags.selector } : {}),
+      };
+      let status;
+      let timedOut: boolean | undefined;
+      if (flags.wait) {
+        let lastLine = '';
+        const waited = await fleet.waitForRollout(rest, query, desired, {
+          clock: systemClock,
+          timeoutMs,
+          intervalMs,
+          // Progress on stderr, one line per change: stdout stays the final table (or JSON).
+          onProgress: (s) => {
+            const c = s.counts;
+            const line = `waiting: in sync ${String(c['in-sync'])}/${String(s.nodes.length)}, pending ${String(c.pending)}, stale ${String(c.stale)}, missing ${String(c.missing)}`;
+            if (line !== lastLine && s.verdict === 'in-progress') this.writeErr(line);
+            lastLine = line;
+          },
+        });
+        status = waited.status;
+        timedOut = waited.timedOut;
+      } else {
+        status = await fleet.readRollout(rest, query, desired, () => systemClock.now());
+      }
+      this.writeOut(
+        flags.output === 'json'
+          ? JSON.stringify(render.toRolloutJson(status, timedOut), null, 2)
+          : render.renderRolloutText(status, timedOut),
+      );
+      const code = render.rolloutExitCode(status.verdict);
+      if (code !== 0) this.exit(code);
+    } finally {
+      rest.close();
+    }
+  }
+}
