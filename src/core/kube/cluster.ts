@@ -1,7 +1,18 @@
 // The cluster port: the few API operations the agent uses, with a real implementation over the
 // Kubernetes REST API (rest-cluster.ts) and an in-memory one (memory-cluster.ts) that a shared
 // contract suite (test/contract/cluster-contract.ts) holds to the real apiserver's behaviour.
-import type { CoreEvent, Job, Lease, Node, ObjectList, ObjectMeta, PersistentVolume, StorageClass } from './objects.js';
+import type {
+  CoreEvent,
+  Job,
+  Lease,
+  Node,
+  ObjectList,
+  ObjectMeta,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  StorageClass,
+} from './objects.js';
 
 /** A failed API call, with the HTTP status and the Status reason the apiserver returned. */
 export class KubeApiError extends Error {
@@ -60,6 +71,8 @@ export interface DeleteOptions extends NamespaceOption {
   /** Precondition: only delete the object with this UID (409 Conflict otherwise). */
   readonly uid?: string;
   readonly propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
+  /** Pods: how long the object stays terminating; 0 deletes it at once (a force delete). */
+  readonly gracePeriodSeconds?: number;
 }
 
 export interface ResourceClient<T> {
@@ -93,4 +106,13 @@ export interface Cluster {
  */
 export interface LeaseCluster {
   readonly leases: ResourceClient<Lease>;
+}
+
+/**
+ * Claims and pods, apart from Cluster: only `provisioner node-cleanup` reads them (a claim to
+ * delete, the pods that still use it), so the agent's port and its test doubles need not.
+ */
+export interface NodeCleanupCluster {
+  readonly persistentVolumeClaims: ResourceClient<PersistentVolumeClaim>;
+  readonly pods: ResourceClient<Pod>;
 }
