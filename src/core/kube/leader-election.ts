@@ -237,7 +237,10 @@ export class LeaderElector {
       }
     };
     while (!isAborted(signal)) {
-      const tried = await this.tryAcquireOrRenew();
+      // Bounded like a renewal: a hung request must not keep a stopping candidate alive.
+      const result = await within(clock, this.tryAcquireOrRenew(), this.timing.renewDeadlineMs, signal);
+      if (isAborted(signal)) break;
+      const tried: TryResult = result.ok ? result.value : { kind: 'error', error: 'the request timed out' };
       if (tried.kind !== 'held') {
         if (tried.kind === 'other' && tried.holder !== this.lastHolder) {
           logger.log('info', 'leader election: another replica leads; waiting', {
