@@ -299,7 +299,9 @@ export class LeaderElector {
         continue;
       }
       if (tried.kind === 'other' || tried.kind === 'conflict') {
-        this.stepDown(tried.kind === 'other' ? `the lease is held by ${tried.holder}` : 'the lease was written by another replica');
+        this.stepDown(
+          tried.kind === 'other' ? `the lease is held by ${tried.holder}` : 'the lease was written by another replica',
+        );
         return;
       }
       logger.log('warn', 'leader election: renewing the lease failed; retrying until the renew deadline', {

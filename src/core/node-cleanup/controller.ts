@@ -115,7 +115,8 @@ async function listAll<T>(
   for (let page = 0; page < MAX_PAGES; page++) {
     const result = await list({ limit: LIST_PAGE, ...(token !== undefined ? { continue: token } : {}) });
     items.push(...result.items);
-    token = result.metadata.continue !== undefined && result.metadata.continue !== '' ? result.metadata.continue : undefined;
+    token =
+      result.metadata.continue !== undefined && result.metadata.continue !== '' ? result.metadata.continue : undefined;
     if (token === undefined) return items;
   }
   throw new Error(`list longer than ${String(MAX_PAGES * LIST_PAGE)} items`);
@@ -391,7 +392,12 @@ export class NodeCleanupController {
         ? 'claim'
         : 'held';
     }
-    const target: ObjectReference = { apiVersion: 'v1', kind: 'PersistentVolume', name: pv.metadata.name, uid: ref.uid };
+    const target: ObjectReference = {
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      name: pv.metadata.name,
+      uid: ref.uid,
+    };
     return (await this.delete(
       ref,
       target,
@@ -465,5 +471,11 @@ export class NodeCleanupController {
 }
 
 function claimObject(claim: { namespace: string; name: string; uid: string }): ObjectReference {
-  return { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace: claim.namespace, name: claim.name, uid: claim.uid };
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    namespace: claim.namespace,
+    name: claim.name,
+    uid: claim.uid,
+  };
 }
