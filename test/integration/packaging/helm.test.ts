@@ -263,7 +263,7 @@ describe('Helm chart helm/provisioner', () => {
       for (const [set, message] of [
         ['enableWindows=true', /Linux nodes only/u],
         ['additionalArgs={--v=2}', /klog flags/u],
-        ['nodeCleanupController.enabled=true', /no node cleanup controller/u],
+        ['nodeCleanupController.enabled=true', /node cleanup is nodeCleanup\.enabled/u],
         ['logFormat=xml', /logFormat must be text or json/u],
         ['logLevel=trace', /logLevel must be/u],
         ['hotReload.guard=ignore', /hotReload\.guard must be refuse, warn or apply, not "ignore"/u],
