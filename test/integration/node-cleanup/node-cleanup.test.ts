@@ -88,7 +88,7 @@ describe('leader election on a real Lease', () => {
     assert.ok(waited >= timing.leaseDurationMs - timing.retryPeriodMs, `b waited out the lease (${String(waited)} ms)`);
     const taken = await cluster.leases.get(lease, { namespace: NAMESPACE });
     assert.equal(taken.spec?.holderIdentity, 'b');
-    assert.equal(taken.spec?.leaseTransitions, (before.spec?.leaseTransitions ?? 0) + 1);
+    assert.equal(taken.spec.leaseTransitions, (before.spec.leaseTransitions ?? 0) + 1);
 
     const c = candidate('c');
     await new Promise((resolve) => setTimeout(resolve, 1_000));
@@ -136,7 +136,7 @@ describe("two replicas of `provisioner node-cleanup` with exactly the chart's RB
     });
     const deployment: V1Deployment = chart.one('Deployment');
     assert.equal(deployment.spec?.replicas, 2);
-    const container = deployment.spec?.template.spec?.containers[0];
+    const container = deployment.spec.template.spec?.containers[0];
     assert.ok(container?.args);
     // The chart's args, but metrics on a free loopback port (two replicas share this host).
     args = container.args.map((a) => (a.startsWith('--listen-address=') ? '--listen-address=127.0.0.1:0' : a));
@@ -194,7 +194,7 @@ describe("two replicas of `provisioner node-cleanup` with exactly the chart's RB
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     replicas.set(identity, {
       child,
       stderr: () => stderr,
