@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build the real Kubernetes control-plane binaries used by the integration tests
-# (kube-apiserver, etcd) plus helm, from the Go module proxy, with the local Go
-# toolchain. Binaries are cached in a directory keyed by the three versions and
-# are only rebuilt when missing.
+# (kube-apiserver, etcd, kube-controller-manager, kube-scheduler) plus helm, from
+# the Go module proxy, with the local Go toolchain. Binaries are cached in a
+# directory keyed by the Kubernetes, etcd and helm versions and are only rebuilt
+# when missing (each one on its own: a cache dir made before the controllers were
+# added keeps its apiserver, etcd and helm and gains the two new binaries).
 #
 # The LAST line of stdout is the absolute path of the bin dir; everything else
 # goes to stderr.
@@ -41,6 +43,12 @@ mod_version() {
 K8S_VERSION="$(mod_version "$MODS/apiserver/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(mod_version "$MODS/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 HELM_VERSION="$(mod_version "$MODS/helm/go.mod" helm.sh/helm/v3)"
+# kube-controller-manager and kube-scheduler have a wrapper module of their own, so that their
+# dependencies cannot move the apiserver's; both must be the apiserver's Kubernetes version (the
+# cache key names only one).
+CONTROLLERS_VERSION="$(mod_version "$MODS/controllers/go.mod" k8s.io/kubernetes)"
+[[ "$CONTROLLERS_VERSION" == "$K8S_VERSION" ]] \
+  || die "test/kube-bin/controllers requires k8s.io/kubernetes $CONTROLLERS_VERSION, test/kube-bin/apiserver $K8S_VERSION: they must match"
 
 CACHE_ROOT="${LVP_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lvp-kube-bin}"
 BIN_DIR="$CACHE_ROOT/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}"
@@ -57,10 +65,11 @@ if command -v flock >/dev/null 2>&1; then
   flock 9
 fi
 
+BINARIES="etcd kube-apiserver helm kube-controller-manager kube-scheduler"
 have() { [[ -x "$BIN_DIR/$1" && -s "$BIN_DIR/$1" ]]; }
 
 missing=()
-for b in etcd kube-apiserver helm; do have "$b" || missing+=("$b"); done
+for b in $BINARIES; do have "$b" || missing+=("$b"); done
 if [[ ${#missing[@]} -eq 0 ]]; then
   log "all binaries cached"
   printf '%s\n' "$BIN_DIR"
@@ -119,7 +128,9 @@ build etcd "$MODS/etcd" go.etcd.io/etcd/server/v3 \
 build kube-apiserver "$MODS/apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 build helm "$MODS/helm" helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+build kube-controller-manager "$MODS/controllers" k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
+build kube-scheduler "$MODS/controllers" k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
 
-for b in etcd kube-apiserver helm; do have "$b" || die "$b missing after build"; done
+for b in $BINARIES; do have "$b" || die "$b missing after build"; done
 log "done"
 printf '%s\n' "$BIN_DIR"

@@ -2,17 +2,18 @@
  * The control-plane harness itself: a second control plane starts next to the shared one, and
  * stop() (or an abort during start-up) leaves no process and no temp dir behind.
  */
+// Lint: client-node's models are plain data classes; object literals are what its API takes.
+/* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 
 import { CoreV1Api } from '@kubernetes/client-node';
 
-import { ControlPlaneStartError, startControlPlane } from '../support/control-plane.js';
-import { requireTestControlPlane, tokenKubeConfig } from '../support/test-cluster.js';
+import { CONTROLLERS, ControlPlaneStartError, startControlPlane } from '../support/control-plane.js';
+import { eventually } from '../support/eventually.js';
+import { kubeBinDir, requireTestControlPlane, tokenKubeConfig } from '../support/test-cluster.js';
 
 function readCmdline(pid: number): string[] {
   try {
@@ -20,25 +21,6 @@ function readCmdline(pid: number): string[] {
   } catch {
     return [];
   }
-}
-
-/**
- * The kube binaries: LVP_TEST_CONTROL_PLANE.binDir or LVP_KUBE_BIN_DIR when the runner passes it,
- * else the build script (a warm run only prints the cached bin dir).
- */
-function binDir(): string {
-  const fromPlane = requireTestControlPlane().binDir;
-  if (fromPlane !== undefined) return fromPlane;
-  const fromEnv = process.env['LVP_KUBE_BIN_DIR'];
-  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  const script = fileURLToPath(new URL('../../../scripts/build-kube-binaries.sh', import.meta.url));
-  const out = execFileSync('bash', [existsSync(script) ? script : 'scripts/build-kube-binaries.sh'], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const last = out.trim().split('\n').at(-1);
-  if (last === undefined || last === '') throw new Error('build-kube-binaries.sh printed no bin dir');
-  return last;
 }
 
 function alive(pid: number): boolean {
@@ -60,7 +42,7 @@ function processesUsing(dir: string): number[] {
 
 void describe('control plane harness', () => {
   void it('starts a second control plane and stop() leaves no process or temp dir behind', async () => {
-    const plane = await startControlPlane({ binDir: binDir() });
+    const plane = await startControlPlane({ binDir: kubeBinDir() });
     let stopped = false;
     try {
       assert.ok(existsSync(plane.dir));
@@ -85,9 +67,47 @@ void describe('control plane harness', () => {
     }
   });
 
+  void it('with controllers: kube-controller-manager and kube-scheduler run beside it, and stop() ends all four', async () => {
+    const plane = await startControlPlane({ binDir: kubeBinDir(), controllers: true });
+    let stopped = false;
+    try {
+      const { etcd, apiserver, controllerManager, scheduler } = plane.pids;
+      assert.ok(controllerManager !== undefined && scheduler !== undefined, 'both pids reported');
+      const all = [etcd, apiserver, controllerManager, scheduler];
+      for (const pid of all) assert.ok(alive(pid), `pid ${pid} alive`);
+      assert.deepEqual(processesUsing(plane.dir).sort(), [...all].sort());
+      assert.match(readCmdline(controllerManager).join(' '), new RegExp(`--controllers=${CONTROLLERS.join(',')}`));
+      // The controllers act: a new PV is made Available by the PV binder (a bare apiserver leaves it Pending).
+      const core = tokenKubeConfig(plane.server, plane.caFile, plane.adminToken).makeApiClient(CoreV1Api);
+      await core.createPersistentVolume({
+        body: {
+          metadata: { name: 'harness-pv' },
+          spec: {
+            capacity: { storage: '1Mi' },
+            accessModes: ['ReadWriteOnce'],
+            hostPath: { path: '/nonexistent/harness-pv' },
+          },
+        },
+      });
+      await eventually(
+        async () =>
+          (await core.readPersistentVolume({ name: 'harness-pv' })).status?.phase === 'Available' ? true : undefined,
+        'the PV Available',
+        60_000,
+      );
+      await plane.stop();
+      stopped = true;
+      for (const pid of all) assert.equal(alive(pid), false, `pid ${pid} is gone`);
+      assert.deepEqual(processesUsing(plane.dir), []);
+      assert.equal(existsSync(plane.dir), false, 'temp dir removed');
+    } finally {
+      if (!stopped) await plane.stop();
+    }
+  });
+
   void it('an abort during start-up stops what was started and removes the temp dir', async () => {
     const controller = new AbortController();
-    const started = startControlPlane({ binDir: binDir(), signal: controller.signal });
+    const started = startControlPlane({ binDir: kubeBinDir(), signal: controller.signal });
     // Abort while etcd or kube-apiserver is still starting (the apiserver needs seconds to be ready).
     setTimeout(() => {
       controller.abort(new Error('test abort'));

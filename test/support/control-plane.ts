@@ -1,5 +1,6 @@
 /**
- * A real Kubernetes control plane (etcd + kube-apiserver) for the integration tests.
+ * A real Kubernetes control plane (etcd + kube-apiserver, and on request kube-controller-manager
+ * and kube-scheduler) for the integration tests.
  *
  * The binaries are built from the Go module proxy by `scripts/build-kube-binaries.sh`; this module
  * only starts them on free loopback ports in a fresh temp dir, waits until they are ready, and
@@ -28,8 +29,18 @@ export interface ControlPlane {
   /** Temp dir holding etcd data, certificates, keys and the process logs. Removed by stop(). */
   readonly dir: string;
   /** Process ids, for diagnostics and the harness' own clean-up test. */
-  readonly pids: { readonly etcd: number; readonly apiserver: number };
-  /** Stops kube-apiserver then etcd (SIGTERM, SIGKILL after a deadline) and removes `dir`. Idempotent. */
+  readonly pids: {
+    readonly etcd: number;
+    readonly apiserver: number;
+    /** Only with `controllers: true`. */
+    readonly controllerManager?: number;
+    /** Only with `controllers: true`. */
+    readonly scheduler?: number;
+  };
+  /**
+   * Stops kube-scheduler and kube-controller-manager (if started), then kube-apiserver, then etcd
+   * (SIGTERM, SIGKILL after a deadline) and removes `dir`. Idempotent.
+   */
   stop(): Promise<void>;
 }
 
@@ -50,7 +61,30 @@ export interface StartControlPlaneOptions {
   readonly etcdCompactionIntervalSeconds?: number;
   /** Extra kube-apiserver flags, appended after the harness' own (a later flag wins). */
   readonly extraApiserverArgs?: readonly string[];
+  /**
+   * Also start kube-controller-manager (with exactly CONTROLLERS) and kube-scheduler against the
+   * apiserver. Off by default: the shared control plane of a test run has no controllers, so the
+   * tests that play them (test/support/cluster.ts) are not raced by real ones. Tests that want the
+   * real claim lifecycle start a control plane of their own with this on.
+   */
+  readonly controllers?: boolean;
 }
+
+/**
+ * The kube-controller-manager controllers started with `controllers: true`: the claim lifecycle
+ * (binding, release, the protection finalizers), cleanup Jobs and their pods, StatefulSets, and the
+ * garbage collector that deletes a Job's pods. Nothing else, and in particular not the
+ * node-lifecycle controller: no kubelet renews Node Leases here, so it would mark every Node
+ * NotReady and taint it after 50 s. Nodes stay as a test registers them.
+ */
+export const CONTROLLERS: readonly string[] = [
+  'persistentvolume-binder-controller',
+  'persistentvolume-protection-controller',
+  'persistentvolumeclaim-protection-controller',
+  'job-controller',
+  'garbage-collector-controller',
+  'statefulset-controller',
+];
 
 /** Thrown when the control plane cannot be started (or the start was aborted). */
 export class ControlPlaneStartError extends Error {
@@ -137,6 +171,8 @@ interface Ports {
   readonly etcdClient: number;
   readonly etcdPeer: number;
   readonly apiserver: number;
+  readonly controllerManager: number;
+  readonly scheduler: number;
 }
 
 async function freePort(): Promise<number> {
@@ -161,9 +197,15 @@ async function freePort(): Promise<number> {
 
 async function freePorts(): Promise<Ports> {
   const ports = new Set<number>();
-  while (ports.size < 3) ports.add(await freePort());
-  const [etcdClient, etcdPeer, apiserver] = [...ports] as [number, number, number];
-  return { etcdClient, etcdPeer, apiserver };
+  while (ports.size < 5) ports.add(await freePort());
+  const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler] = [...ports] as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  return { etcdClient, etcdPeer, apiserver, controllerManager, scheduler };
 }
 
 const DIR_PREFIX = 'lvp-control-plane-';
@@ -280,7 +322,7 @@ interface ProbeResult {
   readonly body: string;
 }
 
-function probe(url: string, options: { ca?: Buffer; token?: string }): Promise<ProbeResult> {
+function probe(url: string, options: { ca?: Buffer | undefined; token?: string }): Promise<ProbeResult> {
   return new Promise((resolve, reject) => {
     const parsed = new URL(url);
     const headers: Record<string, string> = {};
@@ -337,15 +379,15 @@ async function waitUntil(
   }
 }
 
-function kubeconfigYaml(server: string, caFile: string, token: string): string {
+function kubeconfigYaml(server: string, caFile: string, token: string, user = 'lvp-test-admin'): string {
   // JSON is valid YAML, and every kubeconfig reader accepts it.
   return `${JSON.stringify(
     {
       apiVersion: 'v1',
       kind: 'Config',
       clusters: [{ name: 'lvp-test', cluster: { server, 'certificate-authority': caFile } }],
-      users: [{ name: 'lvp-test-admin', user: { token } }],
-      contexts: [{ name: 'lvp-test', context: { cluster: 'lvp-test', user: 'lvp-test-admin', namespace: 'default' } }],
+      users: [{ name: user, user: { token } }],
+      contexts: [{ name: 'lvp-test', context: { cluster: 'lvp-test', user, namespace: 'default' } }],
       'current-context': 'lvp-test',
     },
     null,
@@ -357,6 +399,133 @@ interface Attempt {
   readonly etcd: ChildProcess;
   readonly apiserver: ChildProcess;
   readonly server: string;
+  readonly controllerManager?: ChildProcess;
+  readonly scheduler?: ChildProcess;
+}
+
+/** Tokens of kube-controller-manager and kube-scheduler (in tokens.csv beside the admin's). */
+interface ComponentTokens {
+  readonly controllerManager: string;
+  readonly scheduler: string;
+}
+
+/**
+ * The identities the components authenticate as. kube-scheduler is `system:kube-scheduler`, whose
+ * permissions are the apiserver's bootstrap RBAC (ClusterRoles system:kube-scheduler and
+ * system:volume-scheduler), as in a kubeadm cluster. kube-controller-manager runs its controllers
+ * with its own credentials (no --use-service-account-credentials: that needs the token controller
+ * and ServiceAccount admission), which takes the rights of every controller: system:masters.
+ */
+const CONTROLLER_MANAGER_USER = 'system:kube-controller-manager';
+/**
+ * Off with the controllers: this admission plugin taints every new Node
+ * `node.kubernetes.io/not-ready:NoSchedule` for the node-lifecycle controller to lift once the
+ * kubelet reports Ready. Neither runs here (see CONTROLLERS), so the taint would stay and the
+ * scheduler would place nothing.
+ */
+const NO_LIFECYCLE_ADMISSION = 'TaintNodesByCondition';
+const SCHEDULER_USER = 'system:kube-scheduler';
+
+function tokensCsv(adminToken: string, components: ComponentTokens | undefined): string {
+  const lines = [`${adminToken},lvp-test-admin,lvp-test-admin,system:masters`];
+  if (components !== undefined) {
+    lines.push(`${components.controllerManager},${CONTROLLER_MANAGER_USER},${CONTROLLER_MANAGER_USER},system:masters`);
+    lines.push(`${components.scheduler},${SCHEDULER_USER},${SCHEDULER_USER}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** Secure-serving flags of kube-controller-manager and kube-scheduler: loopback, a self-signed cert. */
+function componentServingArgs(kubeconfig: string, port: number, certDir: string): string[] {
+  return [
+    // No --authentication/authorization-kubeconfig: nothing but the health probes (always
+    // allowed) calls these servers, and the client CA they would read is not configured here.
+    `--kubeconfig=${kubeconfig}`,
+    '--leader-elect=false',
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+    `--cert-dir=${certDir}`,
+    '--profiling=false',
+  ];
+}
+
+/** Waits until a component's health endpoint answers ok; it serves a certificate it signed itself into certDir. */
+async function waitComponentHealthy(
+  what: string,
+  url: string,
+  certFile: string,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  child: ChildProcess,
+  logFile: string,
+): Promise<void> {
+  await waitUntil(what, deadline, signal, child, logFile, async () => {
+    if (!existsSync(certFile)) return false;
+    const res = await probe(url, { ca: await readFile(certFile) });
+    return res.status === 200 && res.body.trim() === 'ok';
+  });
+}
+
+async function startComponents(
+  dir: string,
+  binDir: string,
+  server: string,
+  caFile: string,
+  tokens: ComponentTokens,
+  ports: Ports,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  started: ChildProcess[],
+): Promise<{ controllerManager: ChildProcess; scheduler: ChildProcess }> {
+  const kcmKubeconfig = join(dir, 'kube-controller-manager.kubeconfig');
+  const schedulerKubeconfig = join(dir, 'kube-scheduler.kubeconfig');
+  await writeFile(kcmKubeconfig, kubeconfigYaml(server, caFile, tokens.controllerManager, CONTROLLER_MANAGER_USER), {
+    mode: 0o600,
+  });
+  await writeFile(schedulerKubeconfig, kubeconfigYaml(server, caFile, tokens.scheduler, SCHEDULER_USER), {
+    mode: 0o600,
+  });
+
+  const kcmLog = join(dir, 'kube-controller-manager.log');
+  const kcmCerts = join(dir, 'pki-kube-controller-manager');
+  const controllerManager = spawnLogged(
+    join(binDir, 'kube-controller-manager'),
+    [
+      ...componentServingArgs(kcmKubeconfig, ports.controllerManager, kcmCerts),
+      `--controllers=${CONTROLLERS.join(',')}`,
+      `--root-ca-file=${caFile}`,
+      '--v=1',
+    ],
+    kcmLog,
+  );
+  started.push(controllerManager);
+  const schedulerLog = join(dir, 'kube-scheduler.log');
+  const schedulerCerts = join(dir, 'pki-kube-scheduler');
+  const scheduler = spawnLogged(
+    join(binDir, 'kube-scheduler'),
+    [...componentServingArgs(schedulerKubeconfig, ports.scheduler, schedulerCerts), '--v=1'],
+    schedulerLog,
+  );
+  started.push(scheduler);
+  await waitComponentHealthy(
+    'kube-controller-manager',
+    `https://127.0.0.1:${ports.controllerManager}/healthz`,
+    join(kcmCerts, 'kube-controller-manager.crt'),
+    deadline,
+    signal,
+    controllerManager,
+    kcmLog,
+  );
+  await waitComponentHealthy(
+    'kube-scheduler',
+    `https://127.0.0.1:${ports.scheduler}/readyz`,
+    join(schedulerCerts, 'kube-scheduler.crt'),
+    deadline,
+    signal,
+    scheduler,
+    schedulerLog,
+  );
+  return { controllerManager, scheduler };
 }
 
 async function startAttempt(
@@ -365,6 +534,7 @@ async function startAttempt(
   adminToken: string,
   compactionSeconds: number,
   extraArgs: readonly string[],
+  components: ComponentTokens | undefined,
   deadline: number,
   signal: AbortSignal | undefined,
   started: ChildProcess[],
@@ -413,7 +583,7 @@ async function startAttempt(
       `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
       '--service-cluster-ip-range=10.0.0.0/24',
       '--allow-privileged=true',
-      '--disable-admission-plugins=ServiceAccount',
+      `--disable-admission-plugins=${components === undefined ? 'ServiceAccount' : `ServiceAccount,${NO_LIFECYCLE_ADMISSION}`}`,
       `--etcd-compaction-interval=${compactionSeconds}s`,
       `--watch-cache-sizes=${WATCH_CACHE_SIZES}`,
       '--profiling=false',
@@ -430,13 +600,21 @@ async function startAttempt(
     const res = await probe(`${server}/readyz`, { ca: await readFile(caFile), token: adminToken });
     return res.status === 200 && res.body.trim() === 'ok';
   });
-  return { etcd, apiserver, server };
+  if (components === undefined) return { etcd, apiserver, server };
+  return {
+    etcd,
+    apiserver,
+    server,
+    ...(await startComponents(dir, binDir, server, caFile, components, ports, deadline, signal, started)),
+  };
 }
 
 /** Starts etcd and kube-apiserver from `binDir` and resolves once the apiserver answers /readyz. */
 export async function startControlPlane(options: StartControlPlaneOptions): Promise<ControlPlane> {
   const { binDir, signal } = options;
-  for (const binary of ['etcd', 'kube-apiserver']) {
+  const binaries = ['etcd', 'kube-apiserver'];
+  if (options.controllers === true) binaries.push('kube-controller-manager', 'kube-scheduler');
+  for (const binary of binaries) {
     try {
       accessSync(join(binDir, binary), fsConstants.X_OK);
     } catch (cause) {
@@ -464,7 +642,7 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
   liveDirs.add(dir);
   const started: ChildProcess[] = [];
   const cleanupAfterFailure = async (): Promise<void> => {
-    // apiserver (spawned last) first
+    // the last spawned first (the apiserver before etcd)
     for (const child of [...started].reverse()) await terminate(child);
     await rm(dir, { recursive: true, force: true });
     liveDirs.delete(dir);
@@ -477,9 +655,11 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
     await mkdir(join(dir, 'pki'), { recursive: true, mode: 0o700 });
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     await writeFile(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs1', format: 'pem' }), { mode: 0o600 });
-    await writeFile(join(dir, 'tokens.csv'), `${adminToken},lvp-test-admin,lvp-test-admin,system:masters\n`, {
-      mode: 0o600,
-    });
+    const components: ComponentTokens | undefined =
+      options.controllers === true
+        ? { controllerManager: randomBytes(24).toString('hex'), scheduler: randomBytes(24).toString('hex') }
+        : undefined;
+    await writeFile(join(dir, 'tokens.csv'), tokensCsv(adminToken, components), { mode: 0o600 });
 
     let attempt: Attempt | undefined;
     for (let i = 1; attempt === undefined; i++) {
@@ -490,6 +670,7 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
           adminToken,
           compactionSeconds,
           options.extraApiserverArgs ?? [],
+          components,
           deadline,
           signal,
           started,
@@ -501,13 +682,15 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
         started.length = 0;
         await rm(join(dir, 'etcd'), { recursive: true, force: true });
         await rm(join(dir, 'pki'), { recursive: true, force: true });
-        await rm(join(dir, 'etcd.log'), { force: true });
-        await rm(join(dir, 'kube-apiserver.log'), { force: true });
+        for (const name of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
+          await rm(join(dir, `${name}.log`), { force: true });
+          await rm(join(dir, `pki-${name}`), { recursive: true, force: true });
+        }
         await mkdir(join(dir, 'pki'), { recursive: true, mode: 0o700 });
       }
     }
 
-    const { etcd, apiserver, server } = attempt;
+    const { etcd, apiserver, server, controllerManager, scheduler } = attempt;
     const caFile = join(dir, 'pki', 'apiserver.crt');
     const kubeconfigPath = join(dir, 'kubeconfig');
     await writeFile(kubeconfigPath, kubeconfigYaml(server, caFile, adminToken), { mode: 0o600 });
@@ -515,6 +698,8 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => {
       stopping ??= (async () => {
+        if (scheduler !== undefined) await terminate(scheduler);
+        if (controllerManager !== undefined) await terminate(controllerManager);
         await terminate(apiserver);
         await terminate(etcd);
         await rm(dir, { recursive: true, force: true });
@@ -528,7 +713,12 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
       adminToken,
       kubeconfigPath,
       dir,
-      pids: { etcd: etcd.pid ?? -1, apiserver: apiserver.pid ?? -1 },
+      pids: {
+        etcd: etcd.pid ?? -1,
+        apiserver: apiserver.pid ?? -1,
+        ...(controllerManager === undefined ? {} : { controllerManager: controllerManager.pid ?? -1 }),
+        ...(scheduler === undefined ? {} : { scheduler: scheduler.pid ?? -1 }),
+      },
       stop,
     };
   } catch (error) {

@@ -2,6 +2,9 @@
  * Access to the control plane that scripts/run-tests.mjs starts once per test run and hands to the
  * `node --test` child process through the LVP_TEST_CONTROL_PLANE environment variable.
  */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 
 export const CONTROL_PLANE_ENV = 'LVP_TEST_CONTROL_PLANE';
@@ -78,4 +81,24 @@ export function tokenKubeConfig(server: string, caFile: string, token: string, u
 /** A KubeConfig for the admin (system:masters) user of the test control plane. */
 export function adminKubeConfig(plane: TestControlPlane = requireTestControlPlane()): KubeConfig {
   return tokenKubeConfig(plane.server, plane.caFile, plane.adminToken, 'lvp-test-admin');
+}
+
+/**
+ * The dir of the kube binaries, for a test that starts a control plane of its own:
+ * LVP_TEST_CONTROL_PLANE.binDir or LVP_KUBE_BIN_DIR when the runner passes it, else the build
+ * script (a warm run only prints the cached bin dir).
+ */
+export function kubeBinDir(env: NodeJS.ProcessEnv = process.env): string {
+  const fromPlane = getTestControlPlane(env)?.binDir;
+  if (fromPlane !== undefined) return fromPlane;
+  const fromEnv = env['LVP_KUBE_BIN_DIR'];
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  const script = fileURLToPath(new URL('../../../scripts/build-kube-binaries.sh', import.meta.url));
+  const out = execFileSync('bash', [existsSync(script) ? script : 'scripts/build-kube-binaries.sh'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const last = out.trim().split('\n').at(-1);
+  if (last === undefined || last === '') throw new Error('build-kube-binaries.sh printed no bin dir');
+  return last;
 }
