@@ -137,7 +137,9 @@ describe('Helm chart helm/provisioner', () => {
           'ConfigMap/lvp-local-static-provisioner-config',
           'DaemonSet/lvp-local-static-provisioner',
           'Role/lvp-local-static-provisioner-jobs-role',
+          'Role/lvp-local-static-provisioner-status-role',
           'RoleBinding/lvp-local-static-provisioner-jobs-rolebinding',
+          'RoleBinding/lvp-local-static-provisioner-status-rolebinding',
           'ServiceAccount/lvp-local-static-provisioner',
           'StorageClass/fast-disks',
         ],
@@ -220,16 +222,46 @@ describe('Helm chart helm/provisioner', () => {
           [[''], ['events'], ['create', 'patch', 'update']],
         ],
       );
-      const jobs = asRole(rendered().one('Role'));
+      const byName = (kind: string, name: string): RenderedObject => {
+        const found = rendered()
+          .all(kind)
+          .find((o) => o.metadata.name === name);
+        assert.ok(found, `${kind}/${name}`);
+        return found;
+      };
+      const jobs = asRole(byName('Role', 'lvp-local-static-provisioner-jobs-role'));
       assert.equal(jobs.metadata?.namespace, 'kube-system');
       assert.deepEqual(
         jobs.rules?.map((r) => [r.apiGroups, r.resources, r.verbs]),
         [[['batch'], ['jobs'], ['get', 'list', 'watch', 'create', 'delete']]],
       );
-      const binding = rendered().one('RoleBinding');
+      const binding = byName('RoleBinding', 'lvp-local-static-provisioner-jobs-rolebinding');
       assert.deepEqual(binding['subjects'], [
         { kind: 'ServiceAccount', name: 'lvp-local-static-provisioner', namespace: 'kube-system' },
       ]);
+      // The status Leases: no list, watch or delete (rollout status reads with the user's credentials).
+      const status = asRole(byName('Role', 'lvp-local-static-provisioner-status-role'));
+      assert.equal(status.metadata?.namespace, 'kube-system');
+      assert.deepEqual(
+        status.rules?.map((r) => [r.apiGroups, r.resources, r.verbs]),
+        [[['coordination.k8s.io'], ['leases'], ['get', 'create', 'update']]],
+      );
+      assert.deepEqual(byName('RoleBinding', 'lvp-local-static-provisioner-status-rolebinding')['subjects'], [
+        { kind: 'ServiceAccount', name: 'lvp-local-static-provisioner', namespace: 'kube-system' },
+      ]);
+    });
+
+    it('statusLease: the agents publish as <fullname>; enabled: false drops the Role and turns publishing off', () => {
+      const args = (r: ReturnType<typeof renderChart>): string[] =>
+        asDaemonSet(r.one('DaemonSet')).spec?.template.spec?.containers[0]?.args ?? [];
+      assert.ok(args(rendered()).includes('--status-name=lvp-local-static-provisioner'));
+      assert.ok(args(rendered()).includes('--status-heartbeat=60s'));
+      const off = renderChart({ release: 'lvp', namespace: 'kube-system', set: ['statusLease.enabled=false'] });
+      assert.ok(args(off).includes('--no-publish-status'));
+      assert.deepEqual(
+        off.all('Role').map((r) => r.metadata.name),
+        ['lvp-local-static-provisioner-jobs-role'],
+      );
     });
   });
 
@@ -244,12 +276,16 @@ describe('Helm chart helm/provisioner', () => {
         renderChart({ set })
           .all('Role')
           .map((r) => r.metadata.name);
-      assert.deepEqual(roles(['useJobForCleaning=false']), ['lvp-test-local-static-provisioner-jobs-role']);
-      assert.deepEqual(roles(['rbac.jobs=auto']), []);
+      assert.deepEqual(roles(['useJobForCleaning=false']), [
+        'lvp-test-local-static-provisioner-jobs-role',
+        'lvp-test-local-static-provisioner-status-role',
+      ]);
+      assert.deepEqual(roles(['rbac.jobs=auto']), ['lvp-test-local-static-provisioner-status-role']);
       assert.deepEqual(roles(['rbac.jobs=auto', 'useJobForCleaning=true']), [
         'lvp-test-local-static-provisioner-jobs-role',
+        'lvp-test-local-static-provisioner-status-role',
       ]);
-      assert.deepEqual(roles(['rbac.jobs=never']), []);
+      assert.deepEqual(roles(['rbac.jobs=never']), ['lvp-test-local-static-provisioner-status-role']);
       assert.deepEqual(renderChart({ set: ['rbac.create=false'] }).all('ClusterRole'), []);
       const never = templateChart({ set: ['rbac.jobs=never', 'useJobForCleaning=true'] });
       assert.notEqual(never.status, 0);

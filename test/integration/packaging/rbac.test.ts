@@ -17,6 +17,7 @@ import type { V1Container, V1DaemonSet } from '@kubernetes/client-node';
 import { AdminClient } from '../../../src/core/agent/admin-client.js';
 import type { AgentStatusJson } from '../../../src/core/agent/reload-types.js';
 import { parseConfigSnapshot, snapshotFromDirectoryFiles } from '../../../src/core/config/source.js';
+import { stateFromLease, statusLeaseName } from '../../../src/core/fleet/applied-state.js';
 import { isNotFound } from '../../../src/core/kube/cluster.js';
 import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
@@ -164,6 +165,7 @@ describe("the agent with exactly the chart's RBAC", { skip: skipUnlessRoot() }, 
       [
         `ClusterRole/${release}-local-static-provisioner-node-clusterrole`,
         `Role/${release}-local-static-provisioner-jobs-role`,
+        `Role/${release}-local-static-provisioner-status-role`,
       ],
     );
     const serviceAccount = rendered.one('ServiceAccount').metadata.name;
@@ -175,6 +177,12 @@ describe("the agent with exactly the chart's RBAC", { skip: skipUnlessRoot() }, 
     for (const child of agents) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     const admin = adminKubeConfig();
     try {
+      const leases = await cluster.leases.list({
+        namespace: NAMESPACE,
+        labelSelector: `local-static-provisioner/node=${nodeName}`,
+      });
+      for (const lease of leases.items)
+        await cluster.leases.delete(lease.metadata.name, { namespace: NAMESPACE }).catch(() => undefined);
       const pvs = await cluster.persistentVolumes.list({ labelSelector: `${NODE_LABEL}=${nodeName}` });
       for (const pv of pvs.items) {
         await cluster.persistentVolumes.delete(pv.metadata.name).catch(() => undefined);
@@ -377,6 +385,14 @@ describe("the agent with exactly the chart's RBAC", { skip: skipUnlessRoot() }, 
       await reloadTo(configData(render(true)));
       const last = await agent.status();
       assert.equal(last.rejected, undefined, `no rejected or rolled-back reload: ${JSON.stringify(last.rejected)}`);
+
+      // 4. The status Lease, written with the chart's Role alone (get, create, update), follows the reloads.
+      const leaseName = statusLeaseName(`${release}-local-static-provisioner`, nodeName);
+      await eventually(async () => {
+        const lease = await cluster.leases.get(leaseName, { namespace: NAMESPACE }).catch(() => undefined);
+        const state = lease === undefined ? undefined : stateFromLease(lease);
+        return state?.appliedHash === last.config.appliedHash ? true : undefined;
+      }, `the status Lease ${leaseName} with the last applied hash`);
       await stop(agent);
     } finally {
       if (agent.child.exitCode === null && agent.child.signalCode === null) agent.child.kill('SIGKILL');
@@ -393,8 +409,11 @@ describe("the agent with exactly the chart's RBAC", { skip: skipUnlessRoot() }, 
     });
     const roles = rbacRolesFromManifests(chart.text);
     assert.deepEqual(
-      roles.map((r) => r.kind),
-      ['ClusterRole'],
+      roles.map((r) => `${r.kind}/${r.metadata?.name ?? ''}`),
+      [
+        `ClusterRole/${autoRelease}-local-static-provisioner-node-clusterrole`,
+        `Role/${autoRelease}-local-static-provisioner-status-role`,
+      ],
       'no Jobs Role',
     );
     const autoAccess = await tokenForServiceAccount(

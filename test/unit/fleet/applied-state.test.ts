@@ -1,0 +1,181 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import {
+  appliedStateFromStatus,
+  MAX_REASON_CHARS,
+  microTime,
+  statusLease,
+  statusLeaseName,
+  statusNameProblem,
+  stateFromLease,
+  STATUS_OF_LABEL,
+} from '../../../src/core/fleet/applied-state.js';
+import type { AppliedState } from '../../../src/core/fleet/applied-state.js';
+import { RELOAD_OUTCOMES } from '../../../src/core/agent/reload-types.js';
+import type { AgentStatusJson } from '../../../src/core/agent/reload-types.js';
+import { dns1123SubdomainErrors } from '../../../src/core/kube/validation.js';
+import { HASH_A, HASH_B, reloadResult } from '../../support/fake-admin.js';
+
+const hash = fc.stringMatching(/^[0-9a-f]{64}$/).map((h) => `sha256:${h}`);
+const dnsLabel = fc.stringMatching(/^[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?$/);
+const nodeName = fc.array(dnsLabel, { minLength: 1, maxLength: 12 }).map((labels) => labels.join('.'));
+
+const state = fc.record(
+  {
+    node: nodeName,
+    appliedHash: hash,
+    generation: fc.nat({ max: 10_000 }),
+    result: fc.constantFrom('started' as const, ...RELOAD_OUTCOMES),
+    reason: fc.string({ maxLength: 200 }),
+    candidateHash: hash,
+    source: fc.string({ maxLength: 80 }),
+    agentVersion: fc.string({ maxLength: 20 }),
+  },
+  { requiredKeys: ['node', 'appliedHash', 'generation', 'result', 'source', 'agentVersion'] },
+);
+
+void describe('status Lease names', () => {
+  void it('are <name>-<node> when that is a valid Lease name', () => {
+    assert.equal(
+      statusLeaseName('local-static-provisioner', 'node-a.example.com'),
+      'local-static-provisioner-node-a.example.com',
+    );
+  });
+
+  void it('are always valid DNS subdomains of at most 253 characters, for any name and node', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 80 }), fc.string({ maxLength: 300 }), (name, node) => {
+        const lease = statusLeaseName(name, node);
+        assert.deepEqual(dns1123SubdomainErrors(lease), [], lease);
+        assert.ok(lease.length <= 253);
+        assert.equal(statusLeaseName(name, node), lease, 'deterministic');
+      }),
+    );
+  });
+
+  void it('never give two valid node names the same Lease (long names get a hash)', () => {
+    fc.assert(
+      fc.property(nodeName, nodeName, (a, b) => {
+        fc.pre(a !== b);
+        assert.notEqual(statusLeaseName('local-static-provisioner', a), statusLeaseName('local-static-provisioner', b));
+      }),
+    );
+    const long = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(61)}`;
+    const other = `${long.slice(0, -1)}e`;
+    assert.equal(dns1123SubdomainErrors(long).length, 0);
+    assert.notEqual(statusLeaseName('lvp', long), statusLeaseName('lvp', other));
+  });
+
+  void it('--status-name must be a valid label value and DNS name', () => {
+    assert.equal(statusNameProblem('local-static-provisioner'), undefined);
+    assert.match(statusNameProblem('Has_Upper') ?? '', /lowercase DNS label/);
+    assert.match(statusNameProblem('') ?? '', /needs a name/);
+    assert.match(statusNameProblem('x'.repeat(64)) ?? '', /at most 63/);
+  });
+});
+
+void describe('the state in a Lease', () => {
+  const target = { name: 'lvp-node-a', namespace: 'kube-system', instance: 'lvp' };
+
+  void it('round-trips through the annotations; renewTime is a MicroTime heartbeat, the duration the stale age', () => {
+    fc.assert(
+      fc.property(state, fc.integer({ min: 0, max: 4_102_444_800_000 }), (s: AppliedState, now) => {
+        const lease = statusLease(target, s, now, 180_000);
+        assert.match(lease.spec?.renewTime ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+        assert.equal(lease.metadata.labels?.[STATUS_OF_LABEL], 'lvp');
+        const read = stateFromLease(lease);
+        assert.ok(read);
+        const { heartbeatAt, staleAfterMs, ...rest } = read;
+        assert.deepEqual(rest, { ...s });
+        assert.equal(heartbeatAt, now);
+        assert.equal(staleAfterMs, 180_000);
+      }),
+    );
+  });
+
+  void it('keeps annotations and labels that are not its own, and drops a reason that is gone', () => {
+    const first = statusLease(
+      target,
+      {
+        node: 'a',
+        appliedHash: HASH_A,
+        generation: 2,
+        result: 'rejected',
+        reason: 'bad',
+        source: '/c',
+        agentVersion: '1',
+      },
+      0,
+      180_000,
+    );
+    first.metadata.annotations = { ...first.metadata.annotations, 'team.example/owner': 'storage' };
+    first.metadata.resourceVersion = '42';
+    const next = statusLease(
+      target,
+      { node: 'a', appliedHash: HASH_B, generation: 3, result: 'applied', source: '/c', agentVersion: '1' },
+      1000,
+      180_000,
+      first,
+    );
+    assert.equal(next.metadata.resourceVersion, '42', 'an update of what was read');
+    assert.equal(next.metadata.annotations?.['team.example/owner'], 'storage');
+    assert.equal(stateFromLease(next)?.reason, undefined);
+    assert.equal(microTime(1000), '1970-01-01T00:00:01.000000Z');
+  });
+
+  void it('a Lease without the state (someone else’s) carries none', () => {
+    assert.equal(stateFromLease({ metadata: { name: 'x', annotations: {} } }), undefined);
+  });
+});
+
+void describe('the agent status → the published state', () => {
+  const status = (lastReload?: AgentStatusJson['lastReload']): AgentStatusJson => ({
+    formatVersion: 1,
+    node: 'node-a',
+    version: '0.1.0',
+    pid: 1,
+    startedAt: 0,
+    now: 0,
+    generation: 3,
+    ready: true,
+    config: { source: '/etc/provisioner/config', appliedHash: HASH_A, subPath: false },
+    ...(lastReload !== undefined ? { lastReload } : {}),
+    reloadPending: false,
+    classes: [],
+    cleanups: [],
+  });
+
+  void it('publishes node, hash, generation, source, version; started before any reload', () => {
+    assert.deepEqual(appliedStateFromStatus(status()), {
+      node: 'node-a',
+      appliedHash: HASH_A,
+      generation: 3,
+      result: 'started',
+      source: '/etc/provisioner/config',
+      agentVersion: '0.1.0',
+    });
+  });
+
+  void it('a refused reload: its error is the reason, its candidate the hash it refused', () => {
+    const refused = reloadResult('refused', { candidateHash: HASH_B, error: 'a live reload that would orphan PVs' });
+    const s = appliedStateFromStatus(status(refused));
+    assert.equal(s.result, 'refused');
+    assert.equal(s.candidateHash, HASH_B);
+    assert.equal(s.reason, 'a live reload that would orphan PVs');
+  });
+
+  void it('a rejected reload: the first error, with its key path, and how many more; bounded', () => {
+    const rejected = reloadResult('rejected', {
+      issues: [
+        { severity: 'warning', path: 'x', message: 'a warning' },
+        { severity: 'error', path: 'storageClassMap.fast.volumeMode', message: 'must be Filesystem or Block' },
+        { severity: 'error', path: 'y', message: 'z'.repeat(5000) },
+      ],
+    });
+    const s = appliedStateFromStatus(status(rejected));
+    assert.equal(s.reason, 'storageClassMap.fast.volumeMode: must be Filesystem or Block (and 1 more)');
+    const long = appliedStateFromStatus(status(reloadResult('failed', { error: 'e'.repeat(5000) })));
+    assert.equal(long.reason?.length, MAX_REASON_CHARS);
+  });
+});
