@@ -258,6 +258,8 @@ export class NodeCleanupController {
     }
     const report = { ...empty, stranded: plan.since.size };
     let fresh: NodeFacts[] | undefined;
+    // One pod list per namespace and pass, however many claims of the namespace are due.
+    const podsByNamespace = new Map<string, Promise<Pod[]>>();
     let handled = 0;
     for (const step of due) {
       if (handled >= (this.settings.maxDuePerPass ?? DEFAULT_MAX_DUE_PER_PASS)) {
@@ -270,7 +272,7 @@ export class NodeCleanupController {
       try {
         // The caches said "no node"; the API must agree before anything goes.
         fresh ??= (await listAll((o) => this.deps.cluster.nodes.listMetadata(o))).map((n) => nodeFacts(n.metadata));
-        const outcome = await this.handleDue(step.volume, step.nodes, fresh);
+        const outcome = await this.handleDue(step.volume, step.nodes, fresh, podsByNamespace);
         if (outcome === 'claim') report.claimsDeleted += 1;
         else if (outcome === 'volume') report.volumesDeleted += 1;
         else if (outcome === 'held') report.held += 1;
@@ -330,6 +332,7 @@ export class NodeCleanupController {
     ref: VolumeRef,
     cachedNodes: readonly string[],
     freshNodes: readonly NodeFacts[],
+    podsByNamespace: Map<string, Promise<Pod[]>>,
   ): Promise<'claim' | 'volume' | 'held' | 'gone'> {
     const { cluster } = this.deps;
     let pv: PersistentVolume;
@@ -363,7 +366,14 @@ export class NodeCleanupController {
         if (!isNotFound(err)) throw err;
       }
       if (claim !== undefined) {
-        const all = await listAll((o) => cluster.pods.list({ ...o, namespace }));
+        let listed = podsByNamespace.get(namespace);
+        if (listed === undefined) {
+          listed = listAll((o) => cluster.pods.list({ ...o, namespace }));
+          // A failed list is not kept: the next volume (or pass) asks again.
+          listed.catch(() => podsByNamespace.delete(namespace));
+          podsByNamespace.set(namespace, listed);
+        }
+        const all = await listed;
         pods = all
           .filter((p) => podUsesClaim(p, name))
           .map((p) => ({ name: p.metadata.name, nodeName: p.spec.nodeName, phase: p.status?.phase }));

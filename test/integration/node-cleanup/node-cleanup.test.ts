@@ -41,6 +41,36 @@ async function ignoreNotFound(fn: () => Promise<unknown>): Promise<void> {
   }
 }
 
+describe('the chart: node cleanup off by default, least privilege when on', () => {
+  it('renders nothing of it by default; enabled: 2 replicas, its own ServiceAccount, exactly these rules', () => {
+    const off = renderChart({});
+    assert.deepEqual(off.all('Deployment'), []);
+    assert.ok(!off.objects.some((o) => o.metadata.name.endsWith('-node-cleanup')));
+    const on = renderChart({ release: 'r', namespace: 'storage', set: ['nodeCleanup.enabled=true'] });
+    const name = 'r-local-static-provisioner-node-cleanup';
+    const deployment: V1Deployment = on.one('Deployment');
+    assert.equal(deployment.metadata?.name, name);
+    assert.equal(deployment.spec?.replicas, 2);
+    assert.equal(deployment.spec.template.spec?.serviceAccountName, name);
+    assert.deepEqual(deployment.spec.template.spec.containers[0]?.args?.slice(0, 2), [
+      'node-cleanup',
+      '--storageclass-names=fast-disks',
+    ]);
+    const rules = (kind: string, roleName: string): unknown => on.one(kind, roleName)['rules'];
+    assert.deepEqual(rules('ClusterRole', name), [
+      { apiGroups: [''], resources: ['persistentvolumes'], verbs: ['get', 'list', 'watch', 'delete'] },
+      { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['get', 'delete'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+      { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+    ]);
+    assert.deepEqual(rules('Role', `${name}-leader-election`), [
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [name], verbs: ['get', 'update'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+    ]);
+  });
+});
+
 describe('leader election on a real Lease', () => {
   const lease = `le-${randomBytes(3).toString('hex')}`;
   const timing = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 400 };
