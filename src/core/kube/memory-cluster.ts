@@ -785,7 +785,8 @@ export class MemoryCluster implements Cluster, LeaseCluster, NodeCleanupCluster 
       this.commit(strategy, namespace, name, 'MODIFIED', updated, current);
       return;
     }
-    const force = grace === 0 && options?.gracePeriodSeconds === 0;
+    // A force delete (grace 0) of a terminating pod removes it now, unless finalizers still hold it.
+    const force = strategy.deletionGracePeriod !== undefined && grace === 0 && withGc.length === 0;
     if (deleting && !force && (policy === undefined || jsonEqual(withGc, finalizers))) return; // already being deleted
     const updated = structuredClone(current);
     setFinalizers(updated, withGc);
