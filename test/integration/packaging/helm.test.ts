@@ -116,6 +116,7 @@ describe('Helm chart helm/provisioner', () => {
       ['--set', 'rbac.jobs=auto'],
       ['--set', 'rbac.jobs=never'],
       ['--set', 'configChecksumAnnotation=true,removeNodeNotReadyTaint=true'],
+      ['--set', 'nodeCleanup.enabled=true,nodeCleanup.dryRun=true'],
     ]) {
       const r = runHelm(['lint', '--strict', CHART_DIR, ...args]);
       assert.equal(r.status, 0, `helm lint ${args.join(' ')}:\n${r.stdout}${r.stderr}`);
@@ -590,6 +591,13 @@ describe('Helm chart helm/provisioner', () => {
       const applied = await dryRunApply(rendered.objects);
       assert.ok(applied.some((a) => a.startsWith('ServiceMonitor/')));
       assert.ok(applied.some((a) => a.startsWith('PrometheusRule/')));
+      assert.equal(applied.length, rendered.objects.length);
+    });
+
+    it('with node cleanup on (its Deployment, ServiceAccount and RBAC)', async () => {
+      const rendered = renderChart({ release: `lvp-nc-${suffix}`, set: ['nodeCleanup.enabled=true'] });
+      const applied = await dryRunApply(rendered.objects);
+      assert.ok(applied.some((a) => a.startsWith('Deployment/')));
       assert.equal(applied.length, rendered.objects.length);
     });
 
