@@ -18,13 +18,23 @@ import {
   isNotFound,
   type Cluster,
   type LeaseCluster,
+  type NodeCleanupCluster,
   type ResourceClient,
   type WatchEvent,
 } from '../../src/core/kube/cluster.js';
-import type { CoreEvent, Job, Lease, Node, PersistentVolume, StorageClass } from '../../src/core/kube/objects.js';
+import type {
+  CoreEvent,
+  Job,
+  Lease,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  StorageClass,
+} from '../../src/core/kube/objects.js';
 
 export interface ContractSetup {
-  readonly cluster: Cluster & LeaseCluster;
+  readonly cluster: Cluster & LeaseCluster & NodeCleanupCluster;
   /** Unique per run: a valid label value (at most 40 characters) and name prefix. */
   readonly prefix: string;
   cleanup(): Promise<void>;
@@ -143,7 +153,7 @@ function record<T>(
 export function clusterContract(name: string, setup: () => Promise<ContractSetup>): void {
   void describe(`Cluster contract: ${name}`, () => {
     let ctx: ContractSetup;
-    let cluster: Cluster & LeaseCluster;
+    let cluster: Cluster & LeaseCluster & NodeCleanupCluster;
     let prefix: string;
     const pvs = new Set<string>();
     const events = new Set<string>();
@@ -152,6 +162,8 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
     const nodes = new Set<string>();
     const leases = new Set<string>();
     const configMaps = new Set<string>();
+    const claims = new Set<string>();
+    const pods = new Set<string>();
 
     const n = (suffix: string): string => `${prefix}-${suffix}`;
     const selector = (): string => `${LABEL}=${prefix}`;
@@ -238,6 +250,11 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
       for (const nodeName of nodes) await ignoreNotFound(() => cluster.nodes.delete(nodeName));
       for (const leaseName of leases) await ignoreNotFound(() => cluster.leases.delete(leaseName));
       for (const cmName of configMaps) await ignoreNotFound(() => cluster.configMaps.delete(cmName));
+      for (const podName of pods) await ignoreNotFound(() => cluster.pods.delete(podName, { gracePeriodSeconds: 0 }));
+      for (const claimName of claims) {
+        await ignoreNotFound(() => cluster.persistentVolumeClaims.delete(claimName));
+        await ignoreNotFound(() => cluster.persistentVolumeClaims.patch(claimName, { metadata: { finalizers: null } }));
+      }
       await ctx.cleanup();
     });
 
@@ -1059,6 +1076,87 @@ export function clusterContract(name: string, setup: () => Promise<ContractSetup
         );
         await cluster.nodes.delete(nodeName);
         await assert.rejects(cluster.nodes.get(nodeName), apiError(404, 'NotFound'));
+      });
+    });
+
+    void describe('PersistentVolumeClaims and Pods (namespaced, core/v1: what node-cleanup reads and deletes)', () => {
+      function claim(claimName: string): PersistentVolumeClaim {
+        claims.add(claimName);
+        return {
+          apiVersion: 'v1',
+          kind: 'PersistentVolumeClaim',
+          metadata: { name: claimName, labels: { [LABEL]: prefix } },
+          spec: {
+            accessModes: ['ReadWriteOnce'],
+            resources: { requests: { storage: '1Gi' } },
+            storageClassName: `${prefix}-local`,
+          },
+        };
+      }
+      function pod(podName: string, nodeName: string | undefined): Pod {
+        pods.add(podName);
+        return {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: podName, labels: { [LABEL]: prefix } },
+          spec: {
+            ...(nodeName !== undefined ? { nodeName } : {}),
+            containers: [{ name: 'main', image: 'busybox:1.36' }],
+            volumes: [{ name: 'data', persistentVolumeClaim: { claimName: n('claim') } }],
+          },
+        };
+      }
+
+      void it('a claim is created Pending with the pvc-protection finalizer; a delete with a stale UID is a 409; a delete leaves it terminating until the finalizer goes', async () => {
+        const created = await cluster.persistentVolumeClaims.create(claim(n('claim')));
+        assert.equal(created.kind, 'PersistentVolumeClaim');
+        assert.equal(created.metadata.namespace, 'default');
+        assert.equal(created.status?.phase, 'Pending');
+        assert.equal(created.spec.volumeMode, 'Filesystem');
+        assert.deepEqual(created.metadata.finalizers, ['kubernetes.io/pvc-protection']);
+        const listed = await cluster.persistentVolumeClaims.list({ labelSelector: selector() });
+        assert.deepEqual(
+          listed.items.map((c) => c.metadata.name),
+          [n('claim')],
+        );
+        await assert.rejects(
+          cluster.persistentVolumeClaims.delete(n('claim'), { uid: '00000000-0000-0000-0000-000000000000' }),
+          apiError(409, 'Conflict'),
+        );
+        await cluster.persistentVolumeClaims.delete(n('claim'), { uid: created.metadata.uid ?? '' });
+        const terminating = await cluster.persistentVolumeClaims.get(n('claim'));
+        assert.ok(terminating.metadata.deletionTimestamp !== undefined);
+        await cluster.persistentVolumeClaims.patch(n('claim'), { metadata: { finalizers: null } });
+        await assert.rejects(cluster.persistentVolumeClaims.get(n('claim')), apiError(404, 'NotFound'));
+      });
+
+      void it('a claim without a storage request is refused (422)', async () => {
+        const body = claim(n('claim-bad'));
+        body.spec.resources = {};
+        await assert.rejects(cluster.persistentVolumeClaims.create(body), apiError(422, 'Invalid'));
+      });
+
+      void it('pods: created Pending; a scheduled pod is deleted gracefully (terminating), an unscheduled one at once, gracePeriodSeconds 0 forces it', async () => {
+        const scheduled = await cluster.pods.create(pod(n('pod-on-node'), `${prefix}-node`));
+        assert.equal(scheduled.status?.phase, 'Pending');
+        assert.equal(scheduled.spec.nodeName, `${prefix}-node`);
+        assert.equal(scheduled.spec.volumes?.[0]?.persistentVolumeClaim?.claimName, n('claim'));
+        await cluster.pods.create(pod(n('pod-pending'), undefined));
+        const listed = await cluster.pods.list({ namespace: 'default', labelSelector: selector() });
+        assert.deepEqual(listed.items.map((p) => p.metadata.name).sort(), [n('pod-on-node'), n('pod-pending')]);
+        await cluster.pods.delete(n('pod-pending'));
+        await assert.rejects(cluster.pods.get(n('pod-pending')), apiError(404, 'NotFound'));
+        await cluster.pods.delete(n('pod-on-node'));
+        const terminating = await cluster.pods.get(n('pod-on-node'));
+        assert.ok(terminating.metadata.deletionTimestamp !== undefined, 'a scheduled pod waits for its kubelet');
+        await cluster.pods.delete(n('pod-on-node'), { gracePeriodSeconds: 0 });
+        await assert.rejects(cluster.pods.get(n('pod-on-node')), apiError(404, 'NotFound'));
+      });
+
+      void it('a pod without an image is refused (422)', async () => {
+        const body = pod(n('pod-bad'), undefined);
+        body.spec.containers = [{ name: 'main' }];
+        await assert.rejects(cluster.pods.create(body), apiError(422, 'Invalid'));
       });
     });
 

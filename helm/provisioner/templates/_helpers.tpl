@@ -91,7 +91,7 @@ silently (docs/migration-from-upstream.md), and enumerations are checked.
 {{- fail "additionalArgs: upstream's klog flags (--v, --stderrthreshold, ...) are not flags of this agent; use logLevel, logFormat and extraArgs (flags of `provisioner run`)" -}}
 {{- end -}}
 {{- if (.Values.nodeCleanupController | default dict).enabled -}}
-{{- fail "nodeCleanupController: this chart has no node cleanup controller; see docs/operations.md (a node is gone)" -}}
+{{- fail "nodeCleanupController: this chart's node cleanup is nodeCleanup.enabled (provisioner node-cleanup); see docs/operations.md#node-cleanup" -}}
 {{- end -}}
 {{- if not (has (toString .Values.logLevel) (list "debug" "info" "warn" "error")) -}}
 {{- fail (printf "logLevel must be debug, info, warn or error, not %q" (toString .Values.logLevel)) -}}
@@ -105,4 +105,20 @@ silently (docs/migration-from-upstream.md), and enumerations are checked.
 {{- if not (has (toString .Values.hotReload.guard) (list "refuse" "warn" "apply")) -}}
 {{- fail (printf "hotReload.guard must be refuse, warn or apply, not %q" (toString .Values.hotReload.guard)) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The node cleanup Deployment's name, also its ServiceAccount's and RBAC's prefix. */}}
+{{- define "provisioner.nodeCleanup.name" -}}
+{{- printf "%s-node-cleanup" (include "provisioner.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Its selector labels: apart from the DaemonSet's, which must not select these pods. */}}
+{{- define "provisioner.nodeCleanup.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "provisioner.name" . }}-node-cleanup
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The leader Lease's name. */}}
+{{- define "provisioner.nodeCleanup.leaseName" -}}
+{{- .Values.nodeCleanup.leaseName | default (include "provisioner.nodeCleanup.name" .) -}}
 {{- end -}}

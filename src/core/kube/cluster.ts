@@ -10,6 +10,8 @@ import type {
   ObjectList,
   ObjectMeta,
   PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
   StorageClass,
 } from './objects.js';
 
@@ -74,6 +76,8 @@ export interface DeleteOptions extends NamespaceOption {
   /** Precondition: only delete the object with this UID (409 Conflict otherwise). */
   readonly uid?: string;
   readonly propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
+  /** Pods: how long the object stays terminating; 0 deletes it at once (a force delete). */
+  readonly gracePeriodSeconds?: number;
 }
 
 export interface ResourceClient<T> {
@@ -108,4 +112,13 @@ export interface Cluster {
  */
 export interface LeaseCluster {
   readonly leases: ResourceClient<Lease>;
+}
+
+/**
+ * Claims and pods, apart from Cluster: only `provisioner node-cleanup` reads them (a claim to
+ * delete, the pods that still use it), so the agent's port and its test doubles need not.
+ */
+export interface NodeCleanupCluster {
+  readonly persistentVolumeClaims: ResourceClient<PersistentVolumeClaim>;
+  readonly pods: ResourceClient<Pod>;
 }

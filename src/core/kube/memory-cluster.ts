@@ -10,6 +10,7 @@ import {
   KubeApiError,
   type Cluster,
   type LeaseCluster,
+  type NodeCleanupCluster,
   type DeleteOptions,
   type ListOptions,
   type NamespaceOption,
@@ -28,7 +29,9 @@ import {
   jsonEqual,
   nodeStrategy,
   objectAt,
+  persistentVolumeClaimStrategy,
   persistentVolumeStrategy,
+  podStrategy,
   qualifiedKind,
   qualifiedResource,
   storageClassStrategy,
@@ -45,6 +48,8 @@ import type {
   ObjectList,
   ObjectMeta,
   PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
   StorageClass,
 } from './objects.js';
 import {
@@ -231,7 +236,7 @@ function decodeContinue(token: string): { rv: number; after: string } {
 }
 
 /** The in-memory apiserver. */
-export class MemoryCluster implements Cluster, LeaseCluster {
+export class MemoryCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
   readonly persistentVolumes: ResourceClient<PersistentVolume>;
   readonly storageClasses: ResourceClient<StorageClass>;
   readonly nodes: ResourceClient<Node>;
@@ -239,6 +244,8 @@ export class MemoryCluster implements Cluster, LeaseCluster {
   readonly jobs: ResourceClient<Job>;
   readonly configMaps: ResourceClient<ConfigMap>;
   readonly leases: ResourceClient<Lease>;
+  readonly persistentVolumeClaims: ResourceClient<PersistentVolumeClaim>;
+  readonly pods: ResourceClient<Pod>;
 
   private readonly clock: Clock;
   private readonly historyLimit: number;
@@ -261,6 +268,8 @@ export class MemoryCluster implements Cluster, LeaseCluster {
     this.jobs = this.client<Job>(jobStrategy);
     this.configMaps = this.client<ConfigMap>(configMapStrategy);
     this.leases = this.client<Lease>(leaseStrategy);
+    this.persistentVolumeClaims = this.client<PersistentVolumeClaim>(persistentVolumeClaimStrategy);
+    this.pods = this.client<Pod>(podStrategy);
   }
 
   /** The current (latest) resourceVersion. */
@@ -793,7 +802,19 @@ export class MemoryCluster implements Cluster, LeaseCluster {
     if (orphan && !has('orphan')) withGc.push('orphan');
     if (foreground && !has('foregroundDeletion')) withGc.push('foregroundDeletion');
     const deleting = stringAt(current, 'metadata', 'deletionTimestamp') !== undefined;
-    if (deleting && (policy === undefined || jsonEqual(withGc, finalizers))) return; // already being deleted
+    const grace = strategy.deletionGracePeriod?.(current, options?.gracePeriodSeconds) ?? 0;
+    if (grace > 0 && !deleting) {
+      // Graceful deletion: terminating until the kubelet (or a force delete) removes it.
+      const updated = structuredClone(current);
+      const metadata = metadataOf(updated);
+      metadata['deletionTimestamp'] = timestamp(this.clock.now() + grace * 1000);
+      metadata['deletionGracePeriodSeconds'] = grace;
+      this.commit(strategy, namespace, name, 'MODIFIED', updated, current);
+      return;
+    }
+    // A force delete (grace 0) of a terminating pod removes it now, unless finalizers still hold it.
+    const force = strategy.deletionGracePeriod !== undefined && grace === 0 && withGc.length === 0;
+    if (deleting && !force && (policy === undefined || jsonEqual(withGc, finalizers))) return; // already being deleted
     const updated = structuredClone(current);
     setFinalizers(updated, withGc);
     if (withGc.length === 0) {

@@ -103,6 +103,11 @@ export interface KindStrategy {
   validateStatus(object: JsonObject): FieldError[];
   /** True when the change bumps metadata.generation. */
   specChanged(object: JsonObject, old: JsonObject): boolean;
+  /**
+   * Graceful deletion (pods): the seconds a delete leaves the object terminating, given the grace
+   * period the request asked for; 0 or absent deletes it at once.
+   */
+  deletionGracePeriod?(object: JsonObject, requested: number | undefined): number;
 }
 
 /** `jobs.batch`: the qualified resource used in NotFound/AlreadyExists/Conflict messages. */
@@ -702,4 +707,100 @@ export const leaseStrategy: KindStrategy = {
   validateUpdate: () => [],
   validateStatus: () => [],
   specChanged: () => false,
+};
+
+// ---------------------------------------------------------------------------------------------
+// PersistentVolumeClaim (core/v1)
+
+export const persistentVolumeClaimStrategy: KindStrategy = {
+  resource: 'persistentvolumeclaims',
+  group: '',
+  kind: 'PersistentVolumeClaim',
+  apiVersion: 'v1',
+  namespaced: true,
+  statusSubresource: true,
+  managesGeneration: false,
+  defaultPropagation: 'Background',
+  validateName: dnsSubdomainNameErrors,
+  applyDefaults(object) {
+    setDefault(child(object, 'spec'), 'volumeMode', 'Filesystem');
+  },
+  prepareForCreate(object) {
+    object['status'] = { phase: 'Pending' };
+    // Admission: StorageObjectInUseProtection.
+    const metadata = child(object, 'metadata');
+    const finalizers = arrayAt(metadata, 'finalizers') ?? [];
+    if (!finalizers.includes('kubernetes.io/pvc-protection')) {
+      metadata['finalizers'] = [...finalizers, 'kubernetes.io/pvc-protection'];
+    }
+  },
+  prepareForUpdate(object, old) {
+    keepStatus(object, old);
+  },
+  prepareForStatusUpdate(object, old) {
+    keepAllButMetadataAndStatus(object, old);
+  },
+  validate(object) {
+    const errors: FieldError[] = [];
+    const accessModes = arrayAt(object, 'spec', 'accessModes') ?? [];
+    if (accessModes.length === 0) errors.push(fieldError.required('spec.accessModes'));
+    for (const mode of accessModes) errors.push(...supported('spec.accessModes', mode, ACCESS_MODES));
+    const storage = valueAt(object, 'spec', 'resources', 'requests', 'storage');
+    if (storage === undefined) errors.push(fieldError.required('spec.resources[storage]'));
+    else quantitySign(storage);
+    return errors;
+  },
+  validateUpdate: () => [],
+  validateStatus: () => [],
+  specChanged: () => false,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Pod (core/v1): only what the node cleanup reads; graceful deletion as the registry does it
+
+export const podStrategy: KindStrategy = {
+  resource: 'pods',
+  group: '',
+  kind: 'Pod',
+  apiVersion: 'v1',
+  namespaced: true,
+  statusSubresource: true,
+  managesGeneration: false,
+  defaultPropagation: 'Background',
+  validateName: dnsSubdomainNameErrors,
+  applyDefaults(object) {
+    const spec = child(object, 'spec');
+    setDefault(spec, 'restartPolicy', 'Always');
+    setDefault(spec, 'terminationGracePeriodSeconds', 30);
+  },
+  prepareForCreate(object) {
+    object['status'] = { phase: 'Pending' };
+  },
+  prepareForUpdate(object, old) {
+    keepStatus(object, old);
+  },
+  prepareForStatusUpdate(object, old) {
+    keepAllButMetadataAndStatus(object, old);
+  },
+  validate(object) {
+    const errors: FieldError[] = [];
+    const containers = arrayAt(object, 'spec', 'containers') ?? [];
+    if (containers.length === 0) errors.push(fieldError.required('spec.containers'));
+    containers.forEach((container, i) => {
+      const field = `spec.containers[${i}]`;
+      if ((stringAt(container, 'name') ?? '') === '') errors.push(fieldError.required(`${field}.name`));
+      if ((stringAt(container, 'image') ?? '') === '') errors.push(fieldError.required(`${field}.image`));
+    });
+    return errors;
+  },
+  validateUpdate: () => [],
+  validateStatus: () => [],
+  specChanged: () => false,
+  deletionGracePeriod(object, requested) {
+    // The registry deletes a pod at once that no kubelet runs (unscheduled) or that has finished.
+    const phase = stringAt(object, 'status', 'phase');
+    if ((stringAt(object, 'spec', 'nodeName') ?? '') === '' || phase === 'Succeeded' || phase === 'Failed') return 0;
+    const configured = valueAt(object, 'spec', 'terminationGracePeriodSeconds');
+    return requested ?? (typeof configured === 'number' ? configured : 30);
+  },
 };

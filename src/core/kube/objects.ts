@@ -173,6 +173,33 @@ export interface Job {
   };
 }
 
+export interface PersistentVolumeClaim {
+  apiVersion?: 'v1';
+  kind?: 'PersistentVolumeClaim';
+  metadata: ObjectMeta;
+  spec: {
+    accessModes?: string[];
+    resources?: { requests?: Record<string, string> };
+    storageClassName?: string;
+    volumeName?: string;
+    volumeMode?: string;
+  };
+  status?: { phase?: string };
+}
+
+/** Only what tells which claims a pod uses and whether it holds them (scheduled, not finished). */
+export interface Pod {
+  apiVersion?: 'v1';
+  kind?: 'Pod';
+  metadata: ObjectMeta;
+  spec: {
+    nodeName?: string;
+    containers: Container[];
+    volumes?: { name: string; persistentVolumeClaim?: { claimName: string; readOnly?: boolean } }[];
+  };
+  status?: { phase?: string };
+}
+
 /** coordination.k8s.io/v1 Lease: renewTime and acquireTime are MicroTime (RFC 3339 with 6 fraction digits). */
 export interface Lease {
   apiVersion?: 'coordination.k8s.io/v1';

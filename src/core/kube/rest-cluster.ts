@@ -12,6 +12,7 @@ import {
   KubeApiError,
   type Cluster,
   type LeaseCluster,
+  type NodeCleanupCluster,
   type DeleteOptions,
   type ListOptions,
   type NamespaceOption,
@@ -30,6 +31,8 @@ import type {
   ObjectList,
   ObjectMeta,
   PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
   StorageClass,
 } from './objects.js';
 import { pipeline, type Readable } from 'node:stream';
@@ -209,6 +212,18 @@ const RESOURCES = {
     namespaced: true,
     collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/configmaps`,
   },
+  persistentVolumeClaims: {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    namespaced: true,
+    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/persistentvolumeclaims`,
+  },
+  pods: {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    namespaced: true,
+    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/pods`,
+  },
   leases: {
     apiVersion: 'coordination.k8s.io/v1',
     kind: 'Lease',
@@ -247,7 +262,7 @@ function nameOf(object: unknown): string {
 }
 
 /** The Cluster port over HTTPS to a real apiserver. Call close() to release its connections. */
-export class RestCluster implements Cluster, LeaseCluster {
+export class RestCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
   readonly persistentVolumes: ResourceClient<PersistentVolume>;
   readonly storageClasses: ResourceClient<StorageClass>;
   readonly nodes: ResourceClient<Node>;
@@ -255,6 +270,8 @@ export class RestCluster implements Cluster, LeaseCluster {
   readonly jobs: ResourceClient<Job>;
   readonly configMaps: ResourceClient<ConfigMap>;
   readonly leases: ResourceClient<Lease>;
+  readonly persistentVolumeClaims: ResourceClient<PersistentVolumeClaim>;
+  readonly pods: ResourceClient<Pod>;
 
   private readonly connection: ConnectionSettings;
   private readonly clock: Clock;
@@ -312,6 +329,8 @@ export class RestCluster implements Cluster, LeaseCluster {
     this.jobs = this.client<Job>(RESOURCES.jobs);
     this.configMaps = this.client<ConfigMap>(RESOURCES.configMaps);
     this.leases = this.client<Lease>(RESOURCES.leases);
+    this.persistentVolumeClaims = this.client<PersistentVolumeClaim>(RESOURCES.persistentVolumeClaims);
+    this.pods = this.client<Pod>(RESOURCES.pods);
   }
 
   /** The namespace of the kubeconfig context (or the service account), when there is one. */
@@ -399,6 +418,7 @@ export class RestCluster implements Cluster, LeaseCluster {
             kind: 'DeleteOptions',
             ...(options?.uid === undefined ? {} : { preconditions: { uid: options.uid } }),
             ...(options?.propagationPolicy === undefined ? {} : { propagationPolicy: options.propagationPolicy }),
+            ...(options?.gracePeriodSeconds === undefined ? {} : { gracePeriodSeconds: options.gracePeriodSeconds }),
           },
         });
       },

@@ -117,6 +117,7 @@ describe('Helm chart helm/provisioner', () => {
       ['--set', 'rbac.jobs=never'],
       ['--set', 'configChecksumAnnotation=true,removeNodeNotReadyTaint=true'],
       ['--set', 'configSource=configmap'],
+      ['--set', 'nodeCleanup.enabled=true,nodeCleanup.dryRun=true'],
     ]) {
       const r = runHelm(['lint', '--strict', CHART_DIR, ...args]);
       assert.equal(r.status, 0, `helm lint ${args.join(' ')}:\n${r.stdout}${r.stderr}`);
@@ -333,7 +334,7 @@ describe('Helm chart helm/provisioner', () => {
       for (const [set, message] of [
         ['enableWindows=true', /Linux nodes only/u],
         ['additionalArgs={--v=2}', /klog flags/u],
-        ['nodeCleanupController.enabled=true', /no node cleanup controller/u],
+        ['nodeCleanupController.enabled=true', /node cleanup is nodeCleanup\.enabled/u],
         ['logFormat=xml', /logFormat must be text or json/u],
         ['logLevel=trace', /logLevel must be/u],
         ['hotReload.guard=ignore', /hotReload\.guard must be refuse, warn or apply, not "ignore"/u],
@@ -663,6 +664,13 @@ describe('Helm chart helm/provisioner', () => {
       const applied = await dryRunApply(rendered.objects);
       assert.ok(applied.some((a) => a.startsWith('ServiceMonitor/')));
       assert.ok(applied.some((a) => a.startsWith('PrometheusRule/')));
+      assert.equal(applied.length, rendered.objects.length);
+    });
+
+    it('with node cleanup on (its Deployment, ServiceAccount and RBAC)', async () => {
+      const rendered = renderChart({ release: `lvp-nc-${suffix}`, set: ['nodeCleanup.enabled=true'] });
+      const applied = await dryRunApply(rendered.objects);
+      assert.ok(applied.some((a) => a.startsWith('Deployment/')));
       assert.equal(applied.length, rendered.objects.length);
     });
 

@@ -81,9 +81,24 @@ describe('README', () => {
     const documentation = section('Documentation');
     for (const row of rows) {
       assert.ok(row.docs.length > 0, `${row.command} has docs`);
-      for (const doc of row.docs) {
+      for (const link of row.docs) {
+        // A link may point into a section (operations.md#node-cleanup): the file is what must exist.
+        const [doc = link, anchor] = link.split('#');
         assert.ok(existsSync(join(REPO_ROOT, doc)), `${doc} exists`);
         assert.ok(documentation.includes(`](${doc})`), `${doc} (${row.command}) is in the Documentation list`);
+        if (anchor !== undefined) {
+          const headings = readFileSync(join(REPO_ROOT, doc), 'utf8')
+            .split('\n')
+            .filter((l) => l.startsWith('#'))
+            .map((l) =>
+              l
+                .replace(/^#+\s*/u, '')
+                .toLowerCase()
+                .replace(/[^a-z0-9 -]/gu, '')
+                .replaceAll(' ', '-'),
+            );
+          assert.ok(headings.includes(anchor), `${link}: ${doc} has a heading #${anchor}`);
+        }
       }
     }
   });

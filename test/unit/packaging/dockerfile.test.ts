@@ -372,7 +372,15 @@ describe('Dockerfile', () => {
         commands: Record<string, unknown>;
       };
       const commands = Object.keys(manifest.commands);
-      assert.deepEqual(commands.sort(), ['dashboard', 'diff-config', 'reload', 'rollout:status', 'run', 'simulate']);
+      assert.deepEqual(commands.sort(), [
+        'dashboard',
+        'diff-config',
+        'node-cleanup',
+        'reload',
+        'rollout:status',
+        'run',
+        'simulate',
+      ]);
       for (const id of commands) {
         // Topics are separated by spaces on the command line: `rollout status`.
         const command = id.split(':');
@@ -477,7 +485,7 @@ describe('Dockerfile', () => {
     it('runs the entrypoint: `provisioner --help` and `--version` through the PATH symlink', () => {
       const help = exec('provisioner', ['--help'], { cwd: root, env: env() });
       assert.equal(help.status, 0, help.stderr);
-      for (const command of ['run', 'diff-config', 'reload', 'simulate', 'dashboard', 'rollout'])
+      for (const command of ['run', 'diff-config', 'reload', 'simulate', 'dashboard', 'rollout', 'node-cleanup'])
         assert.match(help.stdout, new RegExp(`\\b${command}\\b`, 'u'));
       const version = exec('provisioner', ['--version'], { cwd: root, env: env() });
       assert.equal(version.status, 0, version.stderr);

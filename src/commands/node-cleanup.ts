@@ -1,0 +1,196 @@
+import { Flags } from '@oclif/core';
+import { ProvisionerCommand } from '../cli/base-command.js';
+import { UsageError } from '../core/errors.js';
+
+type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
+
+function duration(flag: string, text: string, parse: ParseDuration, allowZero = false): number {
+  const r = parse(text);
+  if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
+  if (r.nanos < 0n || (!allowZero && r.nanos === 0n))
+    throw new UsageError(`--${flag}: must be ${allowZero ? 'zero or positive' : 'positive'}, found ${text}`);
+  return Number(r.nanos / 1_000_000n);
+}
+
+export default class NodeCleanup extends ProvisionerCommand {
+  static override summary =
+    'Delete the claims and PVs of deleted Nodes, so StatefulSet pods schedule elsewhere (upstream node-cleanup-controller).';
+
+  static override description = `Watches Nodes and the local PersistentVolumes of --storageclass-names. When no Node can use a PV (matched the way its node affinity names nodes: the kubernetes.io/hostname label, else the Node name) for --pvc-deletion-delay, and the API still says so, it deletes the claim bound to the PV (a StatefulSet then recreates it and its pod schedules on another node) and, once the PV is Released (reclaim policy Delete) or if it is Available, the PV. Only API objects are deleted, never data. A claim that a scheduled, running pod uses is left alone. Every deletion is an Event.
+
+Run two replicas: they elect a leader on a Lease (--leader-elect-lease-name in --leader-elect-lease-namespace) and only the leader acts. --dry-run logs and records Normal events of what would be deleted and deletes nothing.
+
+Serves /metrics (upstream's local_volume_node_cleanup_* series), /healthz and /readyz on --listen-address (empty: off).
+
+Environment: POD_NAMESPACE (the lease namespace), POD_NAME (this replica's identity), KUBECONFIG.
+Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (cluster unreachable, Nodes cannot be listed, listen address taken). See docs/operations.md#node-cleanup.`;
+
+  static override examples = [
+    '<%= config.bin %> <%= command.id %> --storageclass-names local-storage --pvc-deletion-delay 5m',
+    '<%= config.bin %> <%= command.id %> --storageclass-names fast-disks,slow-disks --dry-run',
+  ];
+
+  static override flags = {
+    'storageclass-names': Flags.string({
+      description: 'Comma-separated StorageClasses whose local PVs are cleaned up; empty: nothing is (as upstream).',
+      default: '',
+    }),
+    'pvc-deletion-delay': Flags.string({
+      description:
+        'Grace period: how long no Node may have existed for a PV before its claim (or the PV) is deleted (Go duration).',
+      default: '60s',
+    }),
+    'stale-pv-discovery-interval': Flags.string({
+      description: 'Time between two passes over the PVs; a Node delete starts one at once (Go duration).',
+      default: '10s',
+    }),
+    resync: Flags.string({
+      description: 'Full relist of the Node and PV caches, a safety net under the watches; 0: none (Go duration).',
+      default: '10m',
+    }),
+    'worker-threads': Flags.integer({
+      description: 'Accepted for upstream compatibility; deletions run one at a time (it has no effect).',
+      min: 1,
+    }),
+    'dry-run': Flags.boolean({ description: 'Log and record Normal events of what would be deleted; delete nothing.' }),
+    'listen-address': Flags.string({
+      description: 'Address of the metrics and health server; empty disables it.',
+      default: ':8080',
+    }),
+    'metrics-path': Flags.string({ description: 'Path of the Prometheus metrics.', default: '/metrics' }),
+    'leader-elect': Flags.boolean({
+      description: 'Elect a leader on a Lease so that only one replica acts (--no-leader-elect: a single replica).',
+      default: true,
+      allowNo: true,
+    }),
+    'leader-elect-lease-name': Flags.string({
+      description: 'Name of the leader Lease.',
+      default: 'local-volume-node-cleanup',
+    }),
+    'leader-elect-lease-namespace': Flags.string({
+      description:
+        "Namespace of the leader Lease (default: POD_NAMESPACE, else the kubeconfig context's, else default).",
+    }),
+    'leader-elect-identity': Flags.string({
+      description: 'This replica in the Lease (default: POD_NAME, else the host name and a random suffix).',
+    }),
+    'leader-elect-lease-duration': Flags.string({
+      description: 'How long followers wait after the last renewal they saw before taking over (Go duration).',
+      default: '15s',
+    }),
+    'leader-elect-renew-deadline': Flags.string({
+      description: 'A leader that cannot renew for this long stops acting (Go duration; < lease duration).',
+      default: '10s',
+    }),
+    'leader-elect-retry-period': Flags.string({
+      description: 'Time between two attempts to acquire or renew the Lease (Go duration).',
+      default: '2s',
+    }),
+    'kube-api-qps': Flags.integer({
+      description: 'Client-side rate limit of API requests per second.',
+      default: 20,
+      min: 1,
+    }),
+    'kube-api-burst': Flags.integer({ description: 'Burst of the client-side rate limit.', default: 40, min: 1 }),
+    kubeconfig: Flags.string({
+      description: 'Kubeconfig file (default: in-cluster service account).',
+      env: 'KUBECONFIG',
+    }),
+    'shutdown-timeout': Flags.string({
+      description: 'Longest graceful stop (the lease is released at its end) before exiting anyway (Go duration).',
+      default: '15s',
+    }),
+    'log-level': Flags.string({
+      description: 'Least severe level logged.',
+      options: ['debug', 'info', 'warn', 'error'],
+      default: 'info',
+    }),
+    'log-format': Flags.string({
+      description: 'Log line format on stderr.',
+      options: ['text', 'json'],
+      default: 'text',
+    }),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(NodeCleanup);
+    const { parseGoDuration } = await import('../core/config/duration.js');
+    const ms = (flag: keyof typeof flags & string, allowZero = false): number =>
+      duration(flag, String(flags[flag]), parseGoDuration, allowZero);
+    const { dns1123SubdomainErrors } = await import('../core/kube/validation.js');
+    const classes = flags['storageclass-names']
+      .split(',')
+      .map((c) => c.trim())
+      .filter((c) => c !== '');
+    for (const name of classes) {
+      const problems = dns1123SubdomainErrors(name);
+      if (problems.length > 0)
+        throw new UsageError(
+          `--storageclass-names: ${JSON.stringify(name)} is not a StorageClass name: ${problems.join('; ')}`,
+        );
+    }
+    if (!flags['metrics-path'].startsWith('/'))
+      throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
+    if (flags['listen-address'] !== '') {
+      const { parseListenAddress } = await import('../core/agent/http.js');
+      try {
+        parseListenAddress(flags['listen-address']);
+      } catch (err) {
+        throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    const timing = {
+      leaseDurationMs: ms('leader-elect-lease-duration'),
+      renewDeadlineMs: ms('leader-elect-renew-deadline'),
+      retryPeriodMs: ms('leader-elect-retry-period'),
+    };
+    const { leaderElectionTimingProblem } = await import('../core/kube/leader-election.js');
+    const timingProblem = leaderElectionTimingProblem(timing);
+    if (timingProblem !== undefined) throw new UsageError(`--leader-elect-*: ${timingProblem}`);
+    const leaseName = flags['leader-elect-lease-name'];
+    const leaseNamespace = flags['leader-elect-lease-namespace'] ?? nonEmpty(process.env['POD_NAMESPACE']);
+    for (const [flag, value] of [
+      ['leader-elect-lease-name', leaseName],
+      ['leader-elect-lease-namespace', leaseNamespace],
+    ] as const) {
+      const problems = value === undefined ? [] : dns1123SubdomainErrors(value);
+      if (problems.length > 0) throw new UsageError(`--${flag}: ${problems.join('; ')}`);
+    }
+    const { hostname } = await import('node:os');
+    const { randomUUID } = await import('node:crypto');
+    const identity =
+      flags['leader-elect-identity'] ?? nonEmpty(process.env['POD_NAME']) ?? `${hostname()}_${randomUUID()}`;
+    const { runNodeCleanupProcess } = await import('../cli/run-node-cleanup.js');
+    await runNodeCleanupProcess({
+      service: {
+        settings: {
+          storageClassNames: new Set(classes),
+          gracePeriodMs: ms('pvc-deletion-delay', true),
+          discoveryIntervalMs: ms('stale-pv-discovery-interval'),
+          resyncMs: ms('resync', true),
+          dryRun: flags['dry-run'],
+        },
+        listenAddress: flags['listen-address'],
+        metricsPath: flags['metrics-path'],
+        identity,
+        leaderElection: flags['leader-elect']
+          ? // '' is resolved once connected: the kubeconfig context's namespace, else default.
+            { name: leaseName, namespace: leaseNamespace ?? '', timing }
+          : undefined,
+      },
+      product: { name: this.config.name, version: this.config.version },
+      kubeconfig: flags.kubeconfig,
+      inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
+      qps: flags['kube-api-qps'],
+      burst: flags['kube-api-burst'],
+      shutdownTimeoutMs: ms('shutdown-timeout'),
+      logLevel: flags['log-level'] as 'debug' | 'info' | 'warn' | 'error',
+      logFormat: flags['log-format'] as 'text' | 'json',
+    });
+    this.exit(0);
+  }
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
