@@ -66,6 +66,7 @@ describe('the API config source (run --config-source configmap:…) against the 
       [
         `ClusterRole/${release}-local-static-provisioner-node-clusterrole`,
         `Role/${release}-local-static-provisioner-jobs-role`,
+        `Role/${release}-local-static-provisioner-status-role`,
         `Role/${release}-local-static-provisioner-config-role`,
       ],
     );

@@ -323,7 +323,7 @@ describe('Helm chart helm/provisioner', () => {
       assert.ok(!args(container(asDaemonSet(directory.one('DaemonSet')))).some((a) => a.startsWith('--config-source')));
       assert.deepEqual(
         directory.all('Role').map((r) => r.metadata.name),
-        ['lvp-local-static-provisioner-jobs-role'],
+        ['lvp-local-static-provisioner-jobs-role', 'lvp-local-static-provisioner-status-role'],
       );
       const bad = templateChart({ set: ['configSource=api'] });
       assert.notEqual(bad.status, 0);
