@@ -100,8 +100,7 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
       const namespace = flags.namespace ?? rest.contextNamespace ?? 'default';
       const fleet = await import('../core/fleet/rollout.js');
       const render = await import('../render/rollout-status.js');
-      // Not awaited here: readRollout lists the Leases and Nodes while the desired config is read.
-      const desired = fleet.readDesiredConfig(
+      const desired = await fleet.readDesiredConfig(
         rest,
         flags.config !== undefined
           ? { kind: 'path', path: flags.config }

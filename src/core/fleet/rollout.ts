@@ -1,7 +1,6 @@
 // `provisioner rollout status`: the desired config's hash against every node's published applied
 // state. Classification and the summary are pure; readRollout does the reads (one list of Leases,
-// one metadata list of Nodes, both paginated, at once and while the desired config is read),
-// waitForRollout repeats it until done.
+// one metadata list of Nodes, both paginated), waitForRollout repeats it until done.
 import type { Clock } from '../clock.js';
 import { isAborted } from '../clock.js';
 import { snapshotFromDirectoryFiles, loadConfig, parseConfigSnapshot } from '../config/source.js';
@@ -182,18 +181,14 @@ export async function readDesiredConfig(
   return { hash: parseConfigSnapshot(snapshotFromDirectoryFiles(source, files)).hash, source };
 }
 
-/** What readRollout lists: the Nodes that must run an agent, and the states the agents published. */
-export interface FleetRead {
-  readonly nodeNames: readonly string[];
-  readonly states: readonly PublishedState[];
-}
-
-/** The two lists of a rollout status, at once: the status Leases and the Nodes' metadata. */
-export async function readFleet(
+/** Every node's published state now, against `desired`. */
+export async function readRollout(
   cluster: RolloutCluster,
   query: RolloutQuery,
+  desired: DesiredConfig,
+  now: () => number,
   signal?: AbortSignal,
-): Promise<FleetRead> {
+): Promise<RolloutStatus> {
   const sig = signal === undefined ? {} : { signal };
   const [leases, nodes] = await Promise.all([
     listAll(
@@ -207,29 +202,14 @@ export async function readFleet(
       'list the Nodes',
     ),
   ]);
-  return {
-    nodeNames: nodes.map((n) => n.metadata.name),
-    states: leases.map(stateFromLease).filter((s): s is PublishedState => s !== undefined),
-  };
-}
-
-/**
- * Every node's published state now, against `desired`. `desired` may still be being read (the
- * command reads the ConfigMap while the lists run: one round trip and the config's parse less on
- * the way); when both fail, its error is the one thrown (an invalid or unreadable desired config
- * says more than the cluster's refusal).
- */
-export async function readRollout(
-  cluster: RolloutCluster,
-  query: RolloutQuery,
-  desired: DesiredConfig | Promise<DesiredConfig>,
-  now: () => number,
-  signal?: AbortSignal,
-): Promise<RolloutStatus> {
-  const [want, fleet] = await Promise.allSettled([desired, readFleet(cluster, query, signal)]);
-  if (want.status === 'rejected') throw want.reason;
-  if (fleet.status === 'rejected') throw fleet.reason;
-  return summarizeRollout(want.value, query, fleet.value.nodeNames, fleet.value.states, now());
+  const states = leases.map(stateFromLease).filter((s): s is PublishedState => s !== undefined);
+  return summarizeRollout(
+    desired,
+    query,
+    nodes.map((n) => n.metadata.name),
+    states,
+    now(),
+  );
 }
 
 export interface WaitOptions {
@@ -242,11 +222,11 @@ export interface WaitOptions {
   readonly signal?: AbortSignal;
 }
 
-/** Reads until the rollout is complete or rejected, or the timeout passes (`timedOut`); `desired` as for readRollout. */
+/** Reads until the rollout is complete or rejected, or the timeout passes (`timedOut`). */
 export async function waitForRollout(
   cluster: RolloutCluster,
   query: RolloutQuery,
-  desired: DesiredConfig | Promise<DesiredConfig>,
+  desired: DesiredConfig,
   options: WaitOptions,
 ): Promise<{ readonly status: RolloutStatus; readonly timedOut: boolean }> {
   const { clock } = options;

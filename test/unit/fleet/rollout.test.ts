@@ -6,7 +6,6 @@ import { Ajv } from 'ajv';
 import fc from 'fast-check';
 import { RELOAD_OUTCOMES } from '../../../src/core/agent/reload-types.js';
 import { ManualClock } from '../../../src/core/clock.js';
-import { ConfigSourceError } from '../../../src/core/errors.js';
 import { statusLease, statusLeaseName } from '../../../src/core/fleet/applied-state.js';
 import type { AppliedResult, PublishedState } from '../../../src/core/fleet/applied-state.js';
 import {
@@ -17,7 +16,6 @@ import {
   summarizeRollout,
   waitForRollout,
 } from '../../../src/core/fleet/rollout.js';
-import { KubeApiError } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
 import { renderRolloutText, rolloutExitCode, toRolloutJson } from '../../../src/render/rollout-status.js';
 import { REPO_ROOT } from '../../support/cli.js';
@@ -203,63 +201,6 @@ void describe('reading a rollout from the cluster (in-memory)', () => {
     assert.equal(even.unknownNodes.length, 600);
     const other = await readRollout(cluster, { ...scope, instance: 'other' }, desired, () => NOW);
     assert.equal(other.counts.missing, 1200);
-  });
-
-  void it('lists the Leases and Nodes while the desired config is still being read', async () => {
-    const cluster = await fleet(3);
-    const listed: string[] = [];
-    const counting = {
-      configMaps: cluster.configMaps,
-      leases: {
-        ...cluster.leases,
-        list: (o?: Parameters<typeof cluster.leases.list>[0]) => {
-          listed.push('leases');
-          return cluster.leases.list(o);
-        },
-      },
-      nodes: {
-        ...cluster.nodes,
-        listMetadata: (o?: Parameters<typeof cluster.nodes.listMetadata>[0]) => {
-          listed.push('nodes');
-          return cluster.nodes.listMetadata(o);
-        },
-      },
-    };
-    let resolve: (d: typeof desired) => void = () => undefined;
-    const reading = new Promise<typeof desired>((r) => {
-      resolve = r;
-    });
-    const status = readRollout(counting, scope, reading, () => NOW);
-    await new Promise((r) => setImmediate(r));
-    assert.deepEqual([...listed].sort(), ['leases', 'nodes'], 'both lists start before the desired config is read');
-    resolve(desired);
-    const done = await status;
-    assert.equal(done.verdict, 'complete');
-    assert.equal(done.desired.hash, HASH_A);
-  });
-
-  void it('when the desired config and the lists both fail, the desired config names the problem (its exit code)', async () => {
-    const cluster = await fleet(1);
-    const refusing = {
-      configMaps: cluster.configMaps,
-      nodes: cluster.nodes,
-      leases: {
-        ...cluster.leases,
-        list: () => Promise.reject(new KubeApiError(403, 'Forbidden', 'leases is forbidden')),
-      },
-    };
-    const missing = Promise.reject(
-      new ConfigSourceError('configmap kube-system/cfg', 'configmap kube-system/cfg does not exist'),
-    );
-    await assert.rejects(
-      readRollout(refusing, scope, missing, () => NOW),
-      (err: unknown) => err instanceof ConfigSourceError, // exit 4
-    );
-    // The lists alone failing is the cluster's error (exit 5).
-    await assert.rejects(
-      readRollout(refusing, scope, desired, () => NOW),
-      (err: unknown) => err instanceof Error && 'exitCode' in err && err.exitCode === 5,
-    );
   });
 
   void it('the desired hash of a ConfigMap is the hash an agent computes from the same keys mounted', async () => {
