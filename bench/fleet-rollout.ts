@@ -1,23 +1,29 @@
 // Fleet rollout benchmark against a real kube-apiserver + etcd (docs/benchmarks.md):
-// - AGENTS simulated agents in one process, sharing nothing but the server: each has its own
-//   RestCluster (connection pool, rate limiter), a watch of the one ConfigMap (the config watcher of
-//   the API source, simulated until it lands) and the real StatePublisher;
+// - AGENTS agents' config and status sides in one process, sharing nothing but the server: each
+//   has its own RestCluster (connection pool, rate limiter), the real ConfigMap API source with the
+//   real ConfigWatcher over it (reads parsed by the agent's loader) and the real StatePublisher;
 // - apply → every agent applied: a ConfigMap update until each agent's Lease carries the new hash
 //   (median, p99, max over several applies);
-// - requests per agent per minute when idle (heartbeats, watch renewals), counted per client;
-// - `rollout status` (readRollout, and the CLI as a process) over 1,000 published nodes.
-// Run: npm run build && node dist/bench/fleet-rollout.js [--agents 200] [--idle-seconds 120]
+// - requests per agent per minute when idle (heartbeats, watch renewals, relists), counted per client;
+// - `rollout status` (readRollout, and the CLI as a process, several runs) over 1,000 published nodes.
+// Run: npm run build && node dist/bench/fleet-rollout.js [--agents 200] [--idle-seconds 120] [--cli-runs 7]
 import { spawnSync } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { isAborted, systemClock } from '../src/core/clock.js';
+import { systemClock } from '../src/core/clock.js';
+import { sourceLabel } from '../src/core/config/config-source.js';
+import { ConfigMapConfigSource } from '../src/core/config/configmap-source.js';
 import { parseConfigSnapshot, snapshotFromDirectoryFiles } from '../src/core/config/source.js';
+import { ConfigWatcher } from '../src/core/config/watcher.js';
+import { InvalidConfigError } from '../src/core/errors.js';
 import { statusLease, statusLeaseName } from '../src/core/fleet/applied-state.js';
-import type { AppliedState } from '../src/core/fleet/applied-state.js';
+import type { AppliedResult, AppliedState } from '../src/core/fleet/applied-state.js';
 import { StatePublisher } from '../src/core/fleet/publisher.js';
 import { readRollout } from '../src/core/fleet/rollout.js';
 import type { ResourceClient } from '../src/core/kube/cluster.js';
 import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
-import type { ConfigMap, Lease } from '../src/core/kube/objects.js';
+import type { ConnectionSettings } from '../src/core/kube/kubeconfig.js';
+import type { Lease } from '../src/core/kube/objects.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { silentLogger } from '../src/core/log.js';
 import { startControlPlane } from '../test/support/control-plane.js';
@@ -29,6 +35,7 @@ const arg = (name: string, fallback: number): number => {
 };
 const AGENTS = arg('--agents', 200);
 const IDLE_SECONDS = arg('--idle-seconds', 120);
+const CLI_RUNS = arg('--cli-runs', 7);
 const APPLIES = 5;
 const FLEET = 1000;
 const NS = 'default';
@@ -52,35 +59,131 @@ function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 }
 
-/** Counts the requests of one client (each call is one request; a watch counts when opened). */
-function counted<T>(client: ResourceClient<T>, counter: { n: number }): ResourceClient<T> {
+/** Requests by `<resource> <verb>` (each call is one request; a watch counts when opened). */
+type Requests = Map<string, number>;
+
+function counted<T>(client: ResourceClient<T>, resource: string, counter: Requests): ResourceClient<T> {
   const wrap =
-    <A extends unknown[], R>(fn: (...args: A) => R) =>
+    <A extends unknown[], R>(verb: string, fn: (...args: A) => R) =>
     (...args: A): R => {
-      counter.n += 1;
+      const key = `${resource} ${verb}`;
+      counter.set(key, (counter.get(key) ?? 0) + 1);
       return fn(...args);
     };
   return {
-    get: wrap(client.get.bind(client)),
-    list: wrap(client.list.bind(client)),
-    listMetadata: wrap(client.listMetadata.bind(client)),
-    watch: wrap(client.watch.bind(client)),
-    create: wrap(client.create.bind(client)),
-    update: wrap(client.update.bind(client)),
-    updateStatus: wrap(client.updateStatus.bind(client)),
-    patch: wrap(client.patch.bind(client)),
-    delete: wrap(client.delete.bind(client)),
+    get: wrap('get', client.get.bind(client)),
+    list: wrap('list', client.list.bind(client)),
+    listMetadata: wrap('list', client.listMetadata.bind(client)),
+    watch: wrap('watch', client.watch.bind(client)),
+    create: wrap('create', client.create.bind(client)),
+    update: wrap('update', client.update.bind(client)),
+    updateStatus: wrap('update', client.updateStatus.bind(client)),
+    patch: wrap('patch', client.patch.bind(client)),
+    delete: wrap('delete', client.delete.bind(client)),
   };
+}
+
+/** Every agent's counts added up. */
+function totals(agents: readonly { readonly requests: Requests }[]): Requests {
+  const sum: Requests = new Map();
+  for (const a of agents) for (const [k, n] of a.requests) sum.set(k, (sum.get(k) ?? 0) + n);
+  return sum;
 }
 
 interface SimAgent {
   readonly node: string;
   readonly rest: RestCluster;
+  readonly source: ConfigMapConfigSource;
+  readonly watcher: ConfigWatcher;
   readonly publisher: StatePublisher;
-  readonly requests: { n: number };
+  readonly requests: Requests;
   /** When the agent's Lease was written with each hash. */
   readonly publishedAt: Map<string, number>;
-  readonly stop: AbortController;
+}
+
+/**
+ * One agent's config side as the agent wires it (Agent.init): the ConfigMap API source, the
+ * ConfigWatcher over it (the agent's default --config-sync-period and --config-debounce), each
+ * read parsed by the agent's loader, and the StatePublisher told after every reload. Everything
+ * else of the agent (volumes, PVs, HTTP) is left out: it does not talk about the config.
+ */
+async function startAgent(connection: ConnectionSettings, i: number): Promise<SimAgent> {
+  const node = `bench-${String(i).padStart(4, '0')}`;
+  const rest = new RestCluster({ connection, qps: 5, burst: 10 });
+  const requests: Requests = new Map();
+  const publishedAt = new Map<string, number>();
+  const leases = counted(rest.leases, 'leases', requests);
+  const recording: ResourceClient<Lease> = {
+    ...leases,
+    create: async (l, o) => record(await leases.create(l, o)),
+    update: async (l, o) => record(await leases.update(l, o)),
+  };
+  function record(lease: Lease): Lease {
+    const hash = lease.metadata.annotations?.['local-static-provisioner/applied-hash'];
+    if (hash !== undefined && !publishedAt.has(hash)) publishedAt.set(hash, Date.now());
+    return lease;
+  }
+  const publisher = new StatePublisher({
+    leases: recording,
+    target: { name: statusLeaseName(INSTANCE, node), namespace: NS, instance: INSTANCE },
+    clock: systemClock,
+    logger: silentLogger,
+  });
+  const source = new ConfigMapConfigSource({
+    client: counted(rest.configMaps, 'configmaps', requests),
+    namespace: NS,
+    name: CM,
+    clock: systemClock,
+    logger: silentLogger,
+  });
+  let generation = 1;
+  let applied = '';
+  const state = (result: AppliedResult, extra: { reason?: string; candidateHash?: string } = {}): AppliedState => ({
+    node,
+    appliedHash: applied,
+    generation,
+    result,
+    ...extra,
+    source: sourceLabel(source.status().inUse),
+    agentVersion: 'bench',
+  });
+  const watcher = new ConfigWatcher({
+    source,
+    pollIntervalMs: 5_000,
+    debounceMs: 100,
+    deferChecks: true,
+    clock: systemClock,
+    logger: silentLogger,
+    // The reload, reduced to what the published state shows: parse the read, apply it or reject it.
+    onChange: (_trigger, _fingerprint, read) => {
+      if (!read.ok) {
+        publisher.update(state('rejected', { reason: read.error.message }));
+        return Promise.resolve();
+      }
+      try {
+        const hash = parseConfigSnapshot(read.snapshot).hash;
+        if (hash === applied) return Promise.resolve();
+        applied = hash;
+        generation += 1;
+        publisher.update(state('applied', { candidateHash: hash }));
+      } catch (err) {
+        if (!(err instanceof InvalidConfigError)) throw err;
+        publisher.update(state('rejected', { reason: err.message }));
+      }
+      return Promise.resolve();
+    },
+  });
+  await source.start({
+    changed: (by) => {
+      watcher.request(by);
+    },
+  });
+  const first = await watcher.start();
+  if (first?.ok !== true) throw new Error(`${node}: cannot read the ConfigMap at start-up`);
+  applied = parseConfigSnapshot(first.snapshot).hash;
+  publisher.start(state('started'));
+  watcher.resume();
+  return { node, rest, source, watcher, publisher, requests, publishedAt };
 }
 
 const plane = await startControlPlane({ binDir: kubeBinDir() });
@@ -88,80 +191,16 @@ try {
   const connection = await loadKubeconfig(plane.kubeconfigPath);
   const admin = new RestCluster({ connection });
   let revision = 0;
-  await admin.configMaps.create({ metadata: { name: CM, labels: { bench: CM } }, data: configData(revision) });
+  await admin.configMaps.create({ metadata: { name: CM }, data: configData(revision) });
 
+  const startT0 = Date.now();
   const agents: SimAgent[] = [];
-  for (let i = 0; i < AGENTS; i++) {
-    const node = `bench-${String(i).padStart(4, '0')}`;
-    const rest = new RestCluster({ connection, qps: 5, burst: 10 });
-    const requests = { n: 0 };
-    const publishedAt = new Map<string, number>();
-    const leases = counted(rest.leases, requests);
-    const recording: ResourceClient<Lease> = {
-      ...leases,
-      create: async (l, o) => record(await leases.create(l, o)),
-      update: async (l, o) => record(await leases.update(l, o)),
-    };
-    function record(lease: Lease): Lease {
-      const hash = lease.metadata.annotations?.['local-static-provisioner/applied-hash'];
-      if (hash !== undefined && !publishedAt.has(hash)) publishedAt.set(hash, Date.now());
-      return lease;
-    }
-    const publisher = new StatePublisher({
-      leases: recording,
-      target: { name: statusLeaseName(INSTANCE, node), namespace: NS, instance: INSTANCE },
-      clock: systemClock,
-      logger: silentLogger,
-    });
-    const state = (hash: string, generation: number): AppliedState => ({
-      node,
-      appliedHash: hash,
-      generation,
-      result: generation === 1 ? 'started' : 'applied',
-      source: `configmap ${NS}/${CM}`,
-      agentVersion: 'bench',
-    });
-    publisher.start(state(hashOf(configData(0)), 1));
-    const stop = new AbortController();
-    const configMaps = counted(rest.configMaps, requests);
-    // The config watcher: list, then watch from its resourceVersion, renewing the watch (as a reflector does).
-    void (async () => {
-      let generation = 1;
-      let applied = hashOf(configData(0));
-      while (!isAborted(stop.signal)) {
-        try {
-          const list = await configMaps.list({ namespace: NS, labelSelector: `bench=${CM}` });
-          let rv = list.metadata.resourceVersion ?? '0';
-          while (!isAborted(stop.signal)) {
-            for await (const event of configMaps.watch({
-              namespace: NS,
-              labelSelector: `bench=${CM}`,
-              resourceVersion: rv,
-              allowBookmarks: true,
-              timeoutSeconds: 300 + Math.floor(Math.random() * 300),
-              signal: stop.signal,
-            })) {
-              if (event.type === 'BOOKMARK') {
-                rv = event.resourceVersion;
-                continue;
-              }
-              const cm: ConfigMap = event.object;
-              rv = cm.metadata.resourceVersion ?? rv;
-              const hash = hashOf(cm.data ?? {});
-              if (hash !== applied) {
-                applied = hash;
-                generation += 1;
-                publisher.update(state(hash, generation));
-              }
-            }
-          }
-        } catch {
-          await new Promise((r) => setTimeout(r, 1000));
-        }
-      }
-    })();
-    agents.push({ node, rest, publisher, requests, publishedAt, stop });
+  for (let i = 0; i < AGENTS; i += 20) {
+    agents.push(
+      ...(await Promise.all(Array.from({ length: Math.min(20, AGENTS - i) }, (_, j) => startAgent(connection, i + j)))),
+    );
   }
+  const startedMs = Date.now() - startT0;
   const first = hashOf(configData(0));
   const waitAll = async (hash: string): Promise<void> => {
     const deadline = Date.now() + 120_000;
@@ -189,13 +228,23 @@ try {
   latencies.sort((a, b) => a - b);
 
   // idle requests
-  const before = agents.reduce((s, a) => s + a.requests.n, 0);
+  const loadBefore = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+  const before = totals(agents);
+  const idleStartedAfterMs = Date.now() - startT0;
   await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
-  const idle = agents.reduce((s, a) => s + a.requests.n, 0) - before;
-  const perAgentPerMinute = idle / AGENTS / (IDLE_SECONDS / 60);
+  const after = totals(agents);
+  const perMinute = (n: number): number => n / AGENTS / (IDLE_SECONDS / 60);
+  const idleByKind = [...after]
+    .map(([k, n]) => [k, n - (before.get(k) ?? 0)] as const)
+    .filter(([, n]) => n > 0)
+    .sort((x, y) => y[1] - x[1]);
+  const perAgentPerMinute = perMinute(idleByKind.reduce((s, [, n]) => s + n, 0));
 
   for (const a of agents) {
-    a.stop.abort();
+    await a.watcher.stop();
+    await a.source.stop();
     await a.publisher.stop();
     a.rest.close();
   }
@@ -229,26 +278,55 @@ try {
     if (status.counts['in-sync'] !== FLEET) throw new Error(`expected ${String(FLEET)} in sync`);
   }
   reads.sort((a, b) => a - b);
-  // The CLI as a process (start-up included); the bench agents' nodes count as missing, so select.
-  const dir = join(REPO_ROOT, 'bench');
-  const cliT0 = performance.now();
-  const cli = spawnSync(
-    process.execPath,
-    [join(REPO_ROOT, 'bin/run.js'), 'rollout', 'status', '-n', NS, '--name', 'fleet', '--configmap', `${NS}/${CM}`],
-    { env: { ...process.env, KUBECONFIG: plane.kubeconfigPath }, cwd: dir, encoding: 'utf8' },
-  );
-  const cliMs = performance.now() - cliT0;
+  // The CLI as a process (start-up included), interleaved with bare node and `rollout status
+  // --help` (oclif and the command's module, no cluster) to show where the time goes.
+  const run = (args: readonly string[]): { ms: number; status: number | null; stdout: string } => {
+    const t0 = performance.now();
+    const r = spawnSync(process.execPath, args, {
+      env: { ...process.env, KUBECONFIG: plane.kubeconfigPath },
+      cwd: join(REPO_ROOT, 'bench'),
+      encoding: 'utf8',
+    });
+    return { ms: performance.now() - t0, status: r.status, stdout: r.stdout };
+  };
+  const bin = join(REPO_ROOT, 'bin/run.js');
+  const cliArgs = [bin, 'rollout', 'status', '-n', NS, '--name', 'fleet', '--configmap', `${NS}/${CM}`];
+  const bare: number[] = [];
+  const help: number[] = [];
+  const cli: number[] = [];
+  let last = run(cliArgs); // warms V8's compile cache, as any second invocation finds it
+  for (let k = 0; k < CLI_RUNS; k++) {
+    bare.push(run(['-e', 'console.log(1)']).ms);
+    help.push(run([bin, 'rollout', 'status', '--help']).ms);
+    last = run(cliArgs);
+    cli.push(last.ms);
+  }
+  for (const xs of [bare, help, cli]) xs.sort((a, b) => a - b);
+  const ms = (xs: readonly number[]): string =>
+    `median ${quantile(xs, 0.5).toFixed(0)} ms, min ${(xs[0] ?? NaN).toFixed(0)}, max ${(xs[xs.length - 1] ?? NaN).toFixed(0)}`;
 
-  console.log(`node ${process.version}, kube-apiserver ${plane.server}, ${String(AGENTS)} agents`);
+  const load = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+  console.log(
+    `node ${process.version}, kube-apiserver ${plane.server}, ${String(AGENTS)} agents, load ${load} (1/5/15 min) at the end`,
+  );
+  console.log(
+    `${String(AGENTS)} agents started (source listed, the watcher's first read parsed) in ${String(startedMs)} ms`,
+  );
   console.log(
     `apply → every agent applied (${String(APPLIES)} applies × ${String(AGENTS)} agents): median ${String(quantile(latencies, 0.5))} ms, p99 ${String(quantile(latencies, 0.99))} ms, max ${String(latencies[latencies.length - 1])} ms`,
   );
-  console.log(`idle: ${perAgentPerMinute.toFixed(2)} requests per agent per minute over ${String(IDLE_SECONDS)} s`);
+  console.log(
+    `idle: ${perAgentPerMinute.toFixed(2)} requests per agent per minute over ${String(IDLE_SECONDS)} s from ${(idleStartedAfterMs / 1000).toFixed(0)} s after the first agent started (${idleByKind.map(([k, n]) => `${k} ${perMinute(n).toFixed(2)}`).join(', ')}; load before ${loadBefore})`,
+  );
   console.log(
     `rollout status over ${String(FLEET)} published nodes (readRollout): median ${quantile(reads, 0.5).toFixed(0)} ms, max ${(reads[reads.length - 1] ?? NaN).toFixed(0)} ms`,
   );
+  console.log(`bare node -e (${String(CLI_RUNS)} runs): ${ms(bare)}`);
+  console.log(`rollout status --help as a process: ${ms(help)}`);
   console.log(
-    `rollout status CLI process: ${cliMs.toFixed(0)} ms, exit ${String(cli.status)} (${cli.stdout.split('\n')[0] ?? ''})`,
+    `rollout status CLI process over ${String(FLEET)} nodes: ${ms(cli)}, exit ${String(last.status)} (${last.stdout.split('\n')[0] ?? ''})`,
   );
   admin.close();
 } finally {
