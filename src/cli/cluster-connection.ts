@@ -21,6 +21,14 @@ export function clientIdentity(product: Product): { readonly userAgent: string; 
   return { userAgent: `${id} (${process.platform}/${process.arch}) node/${process.version}`, fieldManager: id };
 }
 
+/** Where the in-cluster apiserver is, from the variables kubelet sets in every pod. */
+export function inClusterAddress(env: Readonly<Record<string, string | undefined>> = process.env): {
+  readonly host: string | undefined;
+  readonly port: string | undefined;
+} {
+  return { host: env['KUBERNETES_SERVICE_HOST'], port: env['KUBERNETES_SERVICE_PORT'] };
+}
+
 export interface ConnectOptions {
   readonly product: Product;
   readonly kubeconfig: string | undefined;

@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { DEFAULT_RELOAD_GUARD_POLICY, isReloadGuardPolicy } from '../core/config/reload-guard.js';
 import { UsageError } from '../core/errors.js';
-import type { Product } from './cluster-connection.js';
+import { inClusterAddress, type Product } from './cluster-connection.js';
 import { CONFIG_DIR_ENV } from './config-dir.js';
 import type { RunAgentProcessOptions } from './run-agent.js';
 
@@ -136,7 +136,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       context.argv.some((a) => a.startsWith('--admin-socket')) || env['PROVISIONER_ADMIN_SOCKET'] !== undefined,
     environment: env,
     kubeconfig: flags.kubeconfig,
-    inCluster: { host: env['KUBERNETES_SERVICE_HOST'], port: env['KUBERNETES_SERVICE_PORT'] },
+    inCluster: inClusterAddress(env),
     qps: flags['kube-api-qps'],
     burst: flags['kube-api-burst'],
     shutdownTimeoutMs: ms('shutdown-timeout'),

@@ -96,12 +96,12 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
       stdout: process.stdout,
       stderr: process.stderr,
       fleet: async () => {
-        const { connectCluster } = await import('../cli/cluster-connection.js');
+        const { connectCluster, inClusterAddress } = await import('../cli/cluster-connection.js');
         const { systemClock } = await import('../core/clock.js');
         const { readDesiredConfig, readRollout } = await import('../core/fleet/rollout.js');
         const rest = await connectCluster({
           kubeconfig: flags.kubeconfig,
-          inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
+          inCluster: inClusterAddress(),
           qps: 50,
           burst: 100,
           clock: systemClock,

@@ -161,6 +161,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
     const identity =
       flags['leader-elect-identity'] ?? nonEmpty(process.env['POD_NAME']) ?? `${hostname()}_${randomUUID()}`;
     const { runNodeCleanupProcess } = await import('../cli/run-node-cleanup.js');
+    const { inClusterAddress } = await import('../cli/cluster-connection.js');
     await runNodeCleanupProcess({
       service: {
         settings: {
@@ -180,7 +181,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       },
       product: { name: this.config.name, version: this.config.version },
       kubeconfig: flags.kubeconfig,
-      inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
+      inCluster: inClusterAddress(),
       qps: flags['kube-api-qps'],
       burst: flags['kube-api-burst'],
       shutdownTimeoutMs: ms('shutdown-timeout'),

@@ -86,11 +86,11 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
         throw err;
       }
     }
-    const { connectCluster } = await import('../cli/cluster-connection.js');
+    const { connectCluster, inClusterAddress } = await import('../cli/cluster-connection.js');
     const { systemClock } = await import('../core/clock.js');
     const rest = await connectCluster({
       kubeconfig: flags.kubeconfig,
-      inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
+      inCluster: inClusterAddress(),
       qps: 50,
       burst: 100,
       clock: systemClock,

@@ -106,12 +106,12 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
     if (flags.cluster !== undefined) {
       cluster = { kind: 'fixture', path: flags.cluster };
     } else {
-      const { connectCluster } = await import('../cli/cluster-connection.js');
+      const { connectCluster, inClusterAddress } = await import('../cli/cluster-connection.js');
       const { systemClock } = await import('../core/clock.js');
       const rest = await connectCluster({
         product: { name: this.config.name, version: this.config.version },
         kubeconfig: flags.kubeconfig,
-        inCluster: { host: process.env['KUBERNETES_SERVICE_HOST'], port: process.env['KUBERNETES_SERVICE_PORT'] },
+        inCluster: inClusterAddress(),
         qps: 50,
         burst: 100,
         clock: systemClock,

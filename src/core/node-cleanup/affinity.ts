@@ -1,6 +1,8 @@
 // Which Nodes a local PersistentVolume can be used from, read from its required node affinity the
 // way the scheduler reads it. A volume is stranded only when no Node of the cluster satisfies it.
 import type { NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume } from '../kube/objects.js';
+import { requirementMatches } from '../kube/label-selector.js';
+import type { SelectorOperator } from '../kube/label-selector.js';
 import { ALPHA_NODE_AFFINITY_ANNOTATION, HOSTNAME_LABEL } from '../pv/naming.js';
 
 /** What the cleanup needs of a Node: its name and labels. */
@@ -73,33 +75,22 @@ function labelsOf(node: NodeFacts): Readonly<Record<string, string>> {
   return HOSTNAME_LABEL in node.labels ? node.labels : { ...node.labels, [HOSTNAME_LABEL]: node.name };
 }
 
-/** Kubernetes' integer parse for Gt/Lt: a value that is no integer matches nothing. */
-function integer(text: string): bigint | undefined {
-  return /^-?[0-9]{1,19}$/u.test(text) ? BigInt(text) : undefined;
-}
+/** A node selector's operators as the label selector's (the scheduler matches both alike). */
+const SELECTOR_OPERATORS: Readonly<Record<string, SelectorOperator>> = {
+  In: 'in',
+  NotIn: 'notin',
+  Exists: 'exists',
+  DoesNotExist: '!',
+  Gt: 'gt',
+  Lt: 'lt',
+};
 
-function requirementMatches(req: NodeSelectorRequirement, value: string | undefined): boolean {
+function requirementHolds(req: NodeSelectorRequirement, labels: Readonly<Record<string, string>>): boolean {
+  const operator = SELECTOR_OPERATORS[req.operator];
   const values = req.values ?? [];
-  switch (req.operator) {
-    case 'In':
-      return value !== undefined && values.includes(value);
-    case 'NotIn':
-      return value === undefined || !values.includes(value);
-    case 'Exists':
-      return value !== undefined;
-    case 'DoesNotExist':
-      return value === undefined;
-    case 'Gt':
-    case 'Lt': {
-      const [bound] = values;
-      const have = value === undefined ? undefined : integer(value);
-      const limit = bound === undefined || values.length !== 1 ? undefined : integer(bound);
-      if (have === undefined || limit === undefined) return false;
-      return req.operator === 'Gt' ? have > limit : have < limit;
-    }
-    default:
-      return false;
-  }
+  // The API allows exactly one value for Gt and Lt; an unknown operator matches nothing.
+  if (operator === undefined || ((operator === 'gt' || operator === 'lt') && values.length !== 1)) return false;
+  return requirementMatches({ key: req.key, operator, values }, labels);
 }
 
 /** A term matches a node when every expression and field requirement does; an empty term matches none. */
@@ -109,9 +100,9 @@ export function termMatches(term: NodeSelectorTerm, node: NodeFacts): boolean {
   if (expressions.length === 0 && fields.length === 0) return false;
   const labels = labelsOf(node);
   return (
-    expressions.every((req) => requirementMatches(req, labels[req.key])) &&
+    expressions.every((req) => requirementHolds(req, labels)) &&
     // The API only allows metadata.name as a field of a node selector.
-    fields.every((req) => req.key === 'metadata.name' && requirementMatches(req, node.name))
+    fields.every((req) => req.key === 'metadata.name' && requirementHolds(req, { 'metadata.name': node.name }))
   );
 }
 
