@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { computeLayout, MIN_COLUMNS, MIN_ROWS } from '../../../src/core/dashboard/layout.js';
 import {
+  HELP_LINES,
   agentNow,
   cleanupsInFlight,
   configSync,
@@ -632,7 +633,7 @@ describe('dashboard model: scrolling and layout', () => {
           { backspace: true },
         )
         .map((k): Action => key('', k)),
-      fc.constantFrom('/', 'd', '?', 'r', 'j', 'k', 'a', '1', 'v').map((c): Action => key(c)),
+      fc.constantFrom('/', 'd', 'f', '?', 'r', 'j', 'k', 'a', '1', 'v').map((c): Action => key(c)),
     );
     const other = fc.oneof(
       fc
@@ -640,6 +641,7 @@ describe('dashboard model: scrolling and layout', () => {
         .map((size): Action => ({ type: 'resize', size })),
       fc.nat(50).map((n): Action => ({ type: 'agent-event', event: logEvent(`e${n}`), at: T0 })),
       fc.nat(200).map((n): Action => ({ type: 'diff-loaded', title: 't', lines: Array.from({ length: n }, String) })),
+      fc.nat(200).map((n): Action => ({ type: 'fleet-loaded', title: 't', lines: Array.from({ length: n }, String) })),
       fc.constant<Action>({ type: 'reload-finished', result: APPLIED, at: T0 }),
     );
     fc.assert(
@@ -647,7 +649,11 @@ describe('dashboard model: scrolling and layout', () => {
         const state = run(connected(), ...actions).state;
         const l = layoutOf(state);
         const overlayLines =
-          state.overlay === undefined ? 0 : state.overlay.kind === 'help' ? 10 : state.overlay.lines.length;
+          state.overlay === undefined
+            ? 0
+            : state.overlay.kind === 'help'
+              ? HELP_LINES.length
+              : state.overlay.lines.length;
         assert.ok(
           state.scroll.volumes >= 0 && state.scroll.volumes <= Math.max(0, volumeRows(state).length - l.volumes),
         );
