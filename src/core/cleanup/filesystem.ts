@@ -26,7 +26,7 @@ import { chmod, lstat, open, readFile, readdir, realpath, rmdir, unlink, type Fi
 import { isAbsolute, resolve } from 'node:path';
 
 import { parseMountInfo } from '../node/mountinfo.js';
-import { errnoCode } from '../node/volume-error.js';
+import { errnoCode } from '../unknown-values.js';
 
 export interface FilesystemCleanupError {
   /** The entry's path (decoded as UTF-8 for display). */

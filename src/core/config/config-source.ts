@@ -13,7 +13,7 @@ import { basename, join } from 'node:path';
 import { systemClock } from '../clock.js';
 import { ConfigSourceError, formatIssue, InvalidConfigError, ProvisionerError } from '../errors.js';
 import { dns1123SubdomainErrors } from '../kube/validation.js';
-import { errnoCode } from '../node/volume-error.js';
+import { errnoCode } from '../unknown-values.js';
 import { readSourceBytes } from './read.js';
 import type { SourceBytes } from './read.js';
 import { snapshotFromSourceBytes } from './source.js';

@@ -16,7 +16,7 @@ import { lstat, open, opendir, readlink, realpath, stat } from 'node:fs/promises
 import { join } from 'node:path';
 import { ConfigSourceError, InvalidConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
-import { errnoCode } from '../node/volume-error.js';
+import { errnoCode } from '../unknown-values.js';
 
 /** The most one key file may hold: a whole ConfigMap holds at most 1 MiB of data. */
 export const MAX_KEY_FILE_BYTES = 1024 * 1024;

@@ -47,7 +47,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import { errnoCode } from '../node/volume-error.js';
+import { errnoCode } from '../unknown-values.js';
 import { DirectoryConfigSource, sourceLabel } from './config-source.js';
 import type { ConfigSource, SourceRead } from './config-source.js';
 

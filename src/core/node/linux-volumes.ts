@@ -7,7 +7,8 @@ import { join } from 'node:path';
 
 import { PROC_MOUNTINFO, watchLinuxChanges } from './linux-change-watch.js';
 import { parseMountInfo, type MountInfoEntry } from './mountinfo.js';
-import { NodeVolumeError, errnoCode, wrapSystemError } from './volume-error.js';
+import { errnoCode } from '../unknown-values.js';
+import { NodeVolumeError, wrapSystemError } from './volume-error.js';
 import type { ChangeWatch, ChangeWatchOptions, EntryInfo, EntryKind, NodeVolumes } from './volumes.js';
 
 export interface LinuxVolumesOptions {

@@ -1,6 +1,8 @@
 // The one error type of the NodeVolumes port, shared by the Linux and in-memory implementations so
 // callers (and the shared contract tests) can rely on the same shape from both.
 
+import { errnoCode } from '../unknown-values.js';
+
 export type NodeVolumeOperation =
   | 'mountPoints'
   | 'listDirectory'
@@ -27,12 +29,6 @@ export class NodeVolumeError extends Error {
     super(`${operation} ${JSON.stringify(path)}: ${code}: ${detail}`, options);
     this.name = 'NodeVolumeError';
   }
-}
-
-/** The errno code of a Node.js system error, or undefined. */
-export function errnoCode(error: unknown): string | undefined {
-  if (error instanceof Error && 'code' in error && typeof error.code === 'string') return error.code;
-  return undefined;
 }
 
 /** Wraps a system error from operation on path; keeps it as the cause. */
