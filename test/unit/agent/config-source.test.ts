@@ -175,7 +175,9 @@ describe('the config source port', () => {
       const dir = join(root, 'once');
       await writeConfigMapVolume(dir, { storageClassMap: CLASS() });
       const source = new CountingSource(new DirectoryConfigSource(dir));
-      const t = await start({ source, watch: { pollIntervalMs: 60_000, debounceMs: 10 } });
+      // The debounce spans the kubelet-style write's steps even on a loaded machine (at 10 ms a step
+      // could land after a check of the half-written directory: a third read, no change).
+      const t = await start({ source, watch: { pollIntervalMs: 60_000, debounceMs: 500 } });
       try {
         assert.equal(source.reads, 1);
         assert.equal(t.agent.status().source.inUse.kind, 'directory');
