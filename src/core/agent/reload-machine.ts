@@ -105,7 +105,8 @@ export type ReloadState =
   | { readonly phase: 'restore'; readonly run: Run; readonly plan: Plan; readonly error: string }
   | { readonly phase: 'done'; readonly result: ReloadResult };
 
-export type ReloadPhase = ReloadState['phase'];
+/** The phase of a reload in progress. */
+export type ReloadPhase = Exclude<ReloadState, { phase: 'done' }>['phase'];
 
 /** A reload waiting to run; requests that join it may still change `force`, `allow` and `read`. */
 interface ReloadAsk {
