@@ -89,14 +89,11 @@ export type ReloadState =
   | { readonly phase: 'validate'; readonly run: Run; readonly read: SourceRead }
   /** The serving generation stopping, within the drain deadline. */
   | { readonly phase: 'drain'; readonly run: Run; readonly plan: Plan }
-  /** The next generation started, its caches syncing within the start deadline. */
-  | {
-      readonly phase: 'start';
-      readonly run: Run;
-      readonly plan: Plan;
-      readonly old: ReloadGeneration;
-      readonly drained: boolean;
-    }
+  /**
+   * The next generation starting, its caches syncing within the start deadline; `overran`: the
+   * number of the old one when it did not stop in time.
+   */
+  | { readonly phase: 'start'; readonly run: Run; readonly plan: Plan; readonly overran: number | undefined }
   /** It synced: the candidate becomes the applied config. */
   | { readonly phase: 'commit'; readonly run: Run; readonly plan: Plan; readonly next: ReloadGeneration }
   /** It did not: stopping it. */
@@ -279,14 +276,14 @@ export class ReloadMachine {
       case 'drain': {
         const old = this.host.current();
         const drained = await within(this.clock, old.stop(), this.drainTimeoutMs, this.abandon.signal);
-        return { phase: 'start', run: state.run, plan: state.plan, old, drained: drained.ok };
+        return { phase: 'start', run: state.run, plan: state.plan, overran: drained.ok ? undefined : old.number };
       }
       case 'start': {
-        if (!state.drained)
+        if (state.overran !== undefined)
           this.logger.log(
             'warn',
             'the old generation did not stop within the drain deadline; starting the new one anyway',
-            { generation: state.old.number },
+            { generation: state.overran },
           );
         const next = this.host.launch(state.plan.loaded);
         const synced = await within(this.clock, next.whenSynced, this.startTimeoutMs, this.abandon.signal);
