@@ -1,53 +1,59 @@
 // The process-level agent (supervisor). It owns what outlives a sync-loop generation — the HTTP
-// server, the metrics registry, the event recorder, the cleanup table, the event stream — and the
-// current generation. A reload reads and validates the config, stops the current generation
-// within a drain deadline, starts the next one, and commits when its caches have synced; if the
-// new generation cannot start, the last good config is started again (rollback).
+// server, the admin endpoint, the metrics registry, the event recorder, the cleanup table, the
+// config source and its watcher, the event stream — and the current generation. It starts and
+// stops them; a reload is the reload machine's (reload-machine.ts), what observers read is the
+// status view's (status-view.ts).
 import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { diffConfigs } from '../config/diff.js';
 import { parseConfigSnapshot } from '../config/source.js';
 import type { ConfigSnapshot, LoadedConfig } from '../config/source.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { DirectoryConfigSource, sourceLabel } from '../config/config-source.js';
 import type { ConfigSource, ConfigSourceStatus, SourceRead } from '../config/config-source.js';
 import { ConfigMapConfigSource } from '../config/configmap-source.js';
-import { ConfigSourceError, InvalidConfigError, StartupError } from '../errors.js';
+import { InvalidConfigError, StartupError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import type { Cluster } from '../kube/cluster.js';
 import { EventRecorder } from '../kube/events.js';
 import type { Node } from '../kube/objects.js';
-import type { LogFields, Logger, LogLevel } from '../log.js';
+import type { Logger } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
-import { createReloadMetrics, hash48 } from '../metrics/reload-metrics.js';
+import { createReloadMetrics } from '../metrics/reload-metrics.js';
 import type { ReloadMetrics } from '../metrics/reload-metrics.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import type { VolumeCleaner } from '../cleanup/cleaner.js';
 import { CleanupTable } from '../cleanup/table.js';
-import type { BackoffPolicy, CleanupEntry } from '../cleanup/table.js';
+import type { BackoffPolicy } from '../cleanup/table.js';
 import { reportCleanupFailures } from '../cleanup/reclaim.js';
 import { provisionerName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
+import { errorMessage } from '../unknown-values.js';
 import { adoptNodeVolumes } from './adoption.js';
 import { Generation, nodeIdentity } from './generation.js';
-import type { GenerationSettings, PassSummary } from './generation.js';
 import { startHttpServer } from './http.js';
+import type { RunningHttpServer } from './http.js';
 import { startAdminServer } from './admin-server.js';
 import type { RunningAdminServer } from './admin-server.js';
 import { ConfigWatcher } from '../config/watcher.js';
 import { detectSubPathMountOnHost } from '../config/subpath.js';
-import { allowCommand, DEFAULT_RELOAD_GUARD_POLICY, guardReload } from '../config/reload-guard.js';
-import type { GuardedImpact, GuardVerdict, ReloadGuardPolicy } from '../config/reload-guard.js';
-import type { RunningHttpServer } from './http.js';
+import type { ReloadGuardPolicy } from '../config/reload-guard.js';
+import { DEFAULT_DRAIN_TIMEOUT_MS, ReloadMachine, recordApplied } from './reload-machine.js';
+import type { ReloadHost } from './reload-machine.js';
+import {
+  AgentEventStream,
+  appliedConfigJson,
+  cleanupStatus,
+  passEvent,
+  readinessOf,
+  statusJson,
+  TeeLogger,
+} from './status-view.js';
 import type {
   AdminTarget,
   AgentEvent,
   AgentStatusJson,
   AppliedConfigJson,
-  CleanupStatus,
-  ClassStatus,
-  ReloadOutcome,
   ReloadRequest,
   ReloadResult,
 } from './reload-types.js';
@@ -102,23 +108,6 @@ export interface AgentDeps {
   readonly configSource?: ConfigSource;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** Forwards records to the real logger and to the agent's event stream. */
-class TeeLogger implements Logger {
-  constructor(
-    private readonly inner: Logger,
-    private readonly emit: (event: AgentEvent) => void,
-    private readonly clock: Clock,
-  ) {}
-  log(level: LogLevel, text: string, fields: LogFields = {}): void {
-    this.inner.log(level, text, fields);
-    if (level !== 'debug') this.emit({ type: 'log', at: this.clock.now(), level, message: text, fields });
-  }
-}
-
 async function fetchNode(cluster: Cluster, clock: Clock, logger: Logger, name: string): Promise<Node> {
   let last: unknown;
   for (let attempt = 1; attempt <= 3; attempt++) {
@@ -126,27 +115,15 @@ async function fetchNode(cluster: Cluster, clock: Clock, logger: Logger, name: s
       return await cluster.nodes.get(name);
     } catch (err) {
       last = err;
-      logger.log('warn', 'could not get the Node', { node: name, attempt, error: message(err) });
+      logger.log('warn', 'could not get the Node', { node: name, attempt, error: errorMessage(err) });
       if (attempt < 3) await clock.sleep(1000);
     }
   }
-  throw new StartupError(`cannot get Node ${name}: ${message(last)}`);
-}
-
-/** What the guard found, for the result, the log and the Node event. */
-function guardReason(verdict: Exclude<GuardVerdict, { verdict: 'apply' }>): string {
-  const what = verdict.needs
-    .map((impact) => {
-      const paths = verdict.guarded.filter((c) => c.impact === impact).map((c) => c.path);
-      const effect = impact === 'orphans-pvs' ? 'would orphan existing PVs' : 'would change which PVs the agent owns';
-      return `${effect} (${paths.join(', ')})`;
-    })
-    .join('; ');
-  return `a live reload that ${what}`;
+  throw new StartupError(`cannot get Node ${name}: ${errorMessage(last)}`);
 }
 
 export class Agent implements AdminTarget {
-  private readonly listeners = new Set<(event: AgentEvent) => void>();
+  private readonly stream = new AgentEventStream();
   private readonly logger: Logger;
   private readonly metrics: AgentMetrics;
   private readonly reloadMetrics: ReloadMetrics;
@@ -155,26 +132,16 @@ export class Agent implements AdminTarget {
   private admin: RunningAdminServer | undefined;
   private watcher: ConfigWatcher | undefined;
   private readonly source: ConfigSource;
+  private reloads!: ReloadMachine;
   /** Set once init() got as far as the event recorder. */
   private recording = false;
   private subPath = false;
   private current!: Generation;
-  private applied!: LoadedConfig;
   private node!: NodeIdentity;
   private generations = 0;
   private startedAt = 0;
-  private onDiskHash: string | undefined;
-  private lastReload: ReloadResult | undefined;
-  private rejected: ReloadResult | undefined;
-  /** The candidate hash last refused by the reload guard: its Node event is sent once. */
-  private refusedHash: string | undefined;
-  private running: Promise<ReloadResult> | undefined;
-  private queued: (ReloadAsk & { promise: Promise<ReloadResult> }) | undefined;
   /** The source status last reported (log, metric, Node event once per change). */
   private sourceReported: ConfigSourceStatus | undefined;
-  private stopping = false;
-  /** Aborted by stop(): a reload waiting on a drain or a sync gives up at once. */
-  private readonly stopped = new AbortController();
   readonly cleanups: CleanupTable;
   adopted = 0;
 
@@ -182,13 +149,7 @@ export class Agent implements AdminTarget {
     private readonly options: AgentOptions,
     private readonly deps: AgentDeps,
   ) {
-    this.logger = new TeeLogger(
-      deps.logger,
-      (e) => {
-        this.emit(e);
-      },
-      deps.clock,
-    );
+    this.logger = new TeeLogger(deps.logger, this.stream, deps.clock);
     this.metrics = deps.metrics ?? createAgentMetrics();
     this.reloadMetrics = createReloadMetrics(this.metrics.registry);
     this.source =
@@ -203,9 +164,6 @@ export class Agent implements AdminTarget {
             logger: this.logger,
           })
         : new DirectoryConfigSource(options.configPath));
-    const reportFailures = (entry: CleanupEntry): void => {
-      reportCleanupFailures({ events: this.events, metrics: this.metrics })(entry);
-    };
     this.cleanups = new CleanupTable({
       cleaner: deps.cleaner,
       clock: deps.clock,
@@ -213,8 +171,8 @@ export class Agent implements AdminTarget {
       concurrency: options.cleanupConcurrency,
       ...(options.cleanupBackoff ? { backoff: options.cleanupBackoff } : {}),
       onChange: (entry) => {
-        reportFailures(entry);
-        this.emit({ type: 'cleanup', at: deps.clock.now(), cleanup: cleanupStatus(entry) });
+        reportCleanupFailures({ events: this.events, metrics: this.metrics })(entry);
+        this.stream.emit({ type: 'cleanup', at: deps.clock.now(), cleanup: cleanupStatus(entry) });
         // A finished cleanup wakes the generation serving now, whichever started it.
         if (entry.state === 'succeeded' || entry.state === 'failed') this.current.trigger();
       },
@@ -276,7 +234,7 @@ export class Agent implements AdminTarget {
         clock: deps.clock,
         logger: this.logger,
         onChange: async (source, _fingerprint, read) => {
-          await this.reloadWith({ trigger: source }, read);
+          await this.reloads.request({ trigger: source }, read);
         },
       });
     }
@@ -301,7 +259,7 @@ export class Agent implements AdminTarget {
     } catch (err) {
       // Typically upstream's ClusterRole still in place (no list/patch of PVs): say what to grant.
       throw new StartupError(
-        `cannot label the PersistentVolumes of this node that upstream created (needs list and patch on persistentvolumes): ${message(err)}`,
+        `cannot label the PersistentVolumes of this node that upstream created (needs list and patch on persistentvolumes): ${errorMessage(err)}`,
       );
     }
     this.adopted = adoption.adopted.length;
@@ -323,19 +281,27 @@ export class Agent implements AdminTarget {
         ready: () => this.readiness(),
       });
     } catch (err) {
-      throw new StartupError(`cannot listen on ${options.listenAddress}: ${message(err)}`);
+      throw new StartupError(`cannot listen on ${options.listenAddress}: ${errorMessage(err)}`);
     }
     this.startedAt = deps.clock.now();
-    this.applied = loaded;
-    this.onDiskHash = loaded.hash;
     this.current = this.newGeneration(loaded);
+    this.reloads = new ReloadMachine({
+      host: this.reloadHost(),
+      clock: deps.clock,
+      logger: this.logger,
+      metrics: this.reloadMetrics,
+      applied: loaded,
+      ...(options.reloadGuard !== undefined ? { reloadGuard: options.reloadGuard } : {}),
+      ...(options.drainTimeoutMs !== undefined ? { drainTimeoutMs: options.drainTimeoutMs } : {}),
+      ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
+    });
     // Bound before the generation starts, like the listen address: a taken socket fails start-up at
     // once, before any volume is published.
     if (options.adminSocket !== undefined) {
       this.admin = await startAdminServer({ socketPath: options.adminSocket, target: this, logger: this.logger });
     }
     this.current.start();
-    this.recordApplied();
+    recordApplied(this.reloadMetrics, this.current.number, loaded.hash);
     if (this.source.status().inUse.kind === 'directory') {
       const subPath = await detectSubPathMountOnHost(options.configPath);
       this.subPath = subPath.subPath;
@@ -351,16 +317,6 @@ export class Agent implements AdminTarget {
       listen: `${this.http.host}:${String(this.http.port)}`,
       adoptionScan: { scanned: adoption.scanned, pages: adoption.pages, adopted: adoption.adopted.length },
     });
-  }
-
-  private settings(): GenerationSettings {
-    return {
-      discoveryPeriodMs: this.options.discoveryPeriodMs,
-      changePollMs: this.options.changePollMs,
-      createConcurrency: this.options.createConcurrency,
-      namespace: this.options.namespace,
-      jobImage: this.options.jobImage,
-    };
   }
 
   private newGeneration(loaded: LoadedConfig): Generation {
@@ -379,323 +335,72 @@ export class Agent implements AdminTarget {
         events: this.events,
         table: this.cleanups,
         onPass: (generation, pass) => {
-          this.emitPass(generation, pass);
+          this.stream.emit(passEvent(generation, pass));
         },
       },
-      this.settings(),
+      {
+        discoveryPeriodMs: this.options.discoveryPeriodMs,
+        changePollMs: this.options.changePollMs,
+        createConcurrency: this.options.createConcurrency,
+        namespace: this.options.namespace,
+        jobImage: this.options.jobImage,
+      },
     );
   }
 
-  private emitPass(generation: number, pass: PassSummary): void {
-    this.emit({
-      type: 'pass',
-      at: pass.at,
-      generation,
-      created: pass.created,
-      deleted: pass.reclaim.deleted,
-      skipped: pass.skipped.length,
-    });
-  }
-
-  private recordApplied(): void {
-    const m = this.reloadMetrics;
-    m.generation.set({}, this.current.number);
-    m.configHash.set({}, hash48(this.applied.hash));
-    m.configInfo.reset();
-    m.configInfo.set({ hash: this.applied.hash, generation: String(this.current.number) }, 1);
+  /** What the reload machine drives: the source, the generations, the Node and its events. */
+  private reloadHost(): ReloadHost {
+    return {
+      read: async (): Promise<SourceRead> => {
+        const read = await this.source.read();
+        this.watcher?.acknowledge(read.fingerprint);
+        return read;
+      },
+      sourceLabel: () => sourceLabel(this.source.status().inUse),
+      parse: (snapshot) => this.parseChecked(snapshot),
+      refreshNode: async () => {
+        try {
+          this.node = nodeIdentity(await this.deps.cluster.nodes.get(this.options.nodeName));
+        } catch (err) {
+          this.logger.log('warn', 'could not re-read the Node; keeping its last known labels', {
+            error: errorMessage(err),
+          });
+        }
+      },
+      current: () => this.current,
+      launch: (loaded) => {
+        const next = this.newGeneration(loaded);
+        this.current = next;
+        next.start();
+        return next;
+      },
+      nodeEvent: (type, reason, message) => {
+        this.events.record(this.nodeRef(), type, reason, message);
+      },
+      finished: (result) => {
+        this.stream.emit({ type: 'reload', at: this.deps.clock.now(), result });
+      },
+    };
   }
 
   get generation(): Generation {
     return this.current;
   }
 
-  get httpPort(): number {
-    return this.http?.port ?? 0;
-  }
-
   readiness(): { ok: boolean; reason: string } {
-    const s = this.current.status();
-    if (!s.synced) return { ok: false, reason: 'caches not synced' };
-    if (!s.ready) return { ok: false, reason: 'first discovery pass not done' };
-    return { ok: true, reason: '' };
+    return readinessOf(this.current.status());
   }
-
-  // ---- reload -------------------------------------------------------------------------------
 
   /**
    * Reloads the config. One reload runs at a time; requests arriving meanwhile coalesce into a
    * single pending one (latest content wins, `force` if any asked for it), whose result they all get.
    */
   reload(request: ReloadRequest): Promise<ReloadResult> {
-    return this.reloadWith(request, undefined);
-  }
-
-  /** A reload of `read` (what the watcher read), or of a fresh read of the source when undefined. */
-  private reloadWith(request: ReloadRequest, read: SourceRead | undefined): Promise<ReloadResult> {
-    this.reloadMetrics.watchEvents.inc({ source: request.trigger });
-    const allow = request.allow ?? [];
-    if (this.running === undefined)
-      return this.begin({ trigger: request.trigger, force: request.force === true, allow, read });
-    if (this.queued) {
-      // Joining requests share one reload: force if any asked, allowed what any allowed, and the
-      // latest content: the newest read, or a fresh read when one asked without one.
-      this.queued.force ||= request.force === true;
-      this.queued.allow = [...new Set([...this.queued.allow, ...allow])];
-      this.queued.read = read;
-      return this.queued.promise;
-    }
-    // `force`, `allow` and `read` of the pending request may still change by requests that join it.
-    const pending: ReloadAsk = { trigger: request.trigger, force: request.force === true, allow, read };
-    const promise = this.running
-      .catch(() => undefined)
-      .then(() => {
-        this.queued = undefined;
-        this.reloadMetrics.reloadPending.set({}, 0);
-        return this.begin(pending);
-      });
-    this.queued = Object.assign(pending, { promise });
-    this.reloadMetrics.reloadPending.set({}, 1);
-    return promise;
-  }
-
-  private begin(ask: ReloadAsk): Promise<ReloadResult> {
-    const run = this.runReload(ask).finally(() => {
-      if (this.running === run) this.running = undefined;
-    });
-    this.running = run;
-    return run;
-  }
-
-  private finishReload(result: ReloadResult): ReloadResult {
-    const m = this.reloadMetrics;
-    m.reloads.inc({ result: result.outcome });
-    m.reloadRefused.set({}, result.outcome === 'refused' ? 1 : 0);
-    if (result.outcome !== 'refused') this.refusedHash = undefined;
-    this.lastReload = result;
-    if (result.outcome === 'applied' || result.outcome === 'noop') {
-      this.rejected = undefined;
-      m.lastReloadSuccessful.set({}, 1);
-      if (result.outcome === 'applied') m.lastReloadSuccessTimestamp.set({}, result.startedAt / 1000);
-    } else {
-      this.rejected = result;
-      m.lastReloadSuccessful.set({}, 0);
-    }
-    this.emit({ type: 'reload', at: this.deps.clock.now(), result });
-    return result;
-  }
-
-  private result(
-    outcome: ReloadOutcome,
-    fields: {
-      trigger: ReloadRequest['trigger'];
-      force: boolean;
-      startedAt: number;
-      candidateHash?: string;
-      changes?: ReloadResult['changes'];
-      issues?: readonly ConfigIssue[];
-      error?: string;
-      needsAllow?: readonly GuardedImpact[];
-    },
-  ): ReloadResult {
-    return {
-      outcome,
-      trigger: fields.trigger,
-      forced: fields.force,
-      generation: this.current.number,
-      appliedHash: this.applied.hash,
-      ...(fields.candidateHash !== undefined ? { candidateHash: fields.candidateHash } : {}),
-      changes: fields.changes ?? [],
-      issues: fields.issues ?? [],
-      ...(fields.error !== undefined ? { error: fields.error } : {}),
-      ...(fields.needsAllow !== undefined ? { needsAllow: fields.needsAllow } : {}),
-      startedAt: fields.startedAt,
-      durationMs: this.deps.clock.now() - fields.startedAt,
-    };
-  }
-
-  /** A method, not the field: TypeScript would carry a test of the field across the awaits. */
-  private isStopping(): boolean {
-    return this.stopping;
-  }
-
-  /** A reload that finds the agent stopping gives up before starting anything. */
-  private abandoned(base: { trigger: ReloadRequest['trigger']; force: boolean; startedAt: number }): ReloadResult {
-    this.logger.log('info', 'reload abandoned: the agent is stopping', { trigger: base.trigger });
-    return this.finishReload(this.result('failed', { ...base, error: 'the agent is stopping' }));
+    return this.reloads.request(request, undefined);
   }
 
   private nodeRef(): { apiVersion: 'v1'; kind: 'Node'; name: string; uid: string } {
     return { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid };
-  }
-
-  /** The guard said refuse: the running config stays; log and Node event once per candidate. */
-  private refuse(
-    verdict: Extract<GuardVerdict, { verdict: 'refuse' }>,
-    loaded: LoadedConfig,
-    changes: ReloadResult['changes'],
-    base: { trigger: ReloadRequest['trigger']; force: boolean; startedAt: number },
-  ): ReloadResult {
-    const command = allowCommand(verdict.needs);
-    const error = `${guardReason(verdict)} was refused; generation ${String(this.current.number)} keeps serving ${this.applied.hash}. Apply it with \`${command}\` or by restarting the agent`;
-    const first = this.refusedHash !== loaded.hash;
-    this.refusedHash = loaded.hash;
-    this.logger.log(first ? 'warn' : 'info', 'config refused by the reload guard: the running config stays', {
-      config: loaded.hash,
-      needsAllow: verdict.needs.join(','),
-      changes: verdict.guarded.map((c) => c.path).join(', '),
-      trigger: base.trigger,
-    });
-    if (first) this.events.record(this.nodeRef(), 'Warning', 'ConfigRefused', `config ${loaded.hash}: ${error}`);
-    return this.finishReload(
-      this.result('refused', {
-        ...base,
-        candidateHash: loaded.hash,
-        changes,
-        issues: loaded.warnings,
-        error,
-        needsAllow: verdict.needs,
-      }),
-    );
-  }
-
-  private async runReload(ask: ReloadAsk): Promise<ReloadResult> {
-    const { trigger, force, allow } = ask;
-    const { clock } = this.deps;
-    const startedAt = clock.now();
-    const base = { trigger, force, startedAt };
-    if (this.stopping) return this.result('failed', { ...base, error: 'the agent is stopping' });
-    let read = ask.read;
-    if (read === undefined) {
-      read = await this.source.read();
-      // Read here, not by the watcher: it need not offer this content again.
-      this.watcher?.acknowledge(read.fingerprint);
-    }
-    const where = read.ok ? read.snapshot.source.path : sourceLabel(this.source.status().inUse);
-    let loaded: LoadedConfig;
-    try {
-      if (!read.ok) throw read.error;
-      loaded = this.parseChecked(read.snapshot);
-    } catch (err) {
-      if (this.isStopping()) return this.abandoned(base);
-      if (err instanceof InvalidConfigError) {
-        this.onDiskHash = undefined;
-        const errors = err.issues.filter((i) => i.severity === 'error');
-        this.logger.log('error', 'config rejected: the running config stays', {
-          source: where,
-          problems: errors.length,
-          first: errors[0]?.message,
-        });
-        this.events.record(
-          this.nodeRef(),
-          'Warning',
-          'ConfigRejected',
-          `config in ${where} rejected (${errors.length} problems; first: ${errors[0] ? `${errors[0].path}: ${errors[0].message}` : '?'}); still applying ${this.applied.hash}`,
-        );
-        return this.finishReload(this.result('rejected', { ...base, issues: err.issues }));
-      }
-      const error = err instanceof ConfigSourceError ? err.message : `cannot read the config: ${message(err)}`;
-      this.logger.log('error', 'config reload failed: the running config stays', { error });
-      return this.finishReload(this.result('failed', { ...base, error }));
-    }
-    if (this.isStopping()) return this.abandoned(base);
-    this.onDiskHash = loaded.hash;
-    if (loaded.hash === this.applied.hash && !force) {
-      return this.finishReload(this.result('noop', { ...base, candidateHash: loaded.hash, issues: loaded.warnings }));
-    }
-    const changes = diffConfigs(this.applied.config, loaded.config).map((c) => ({
-      path: c.path,
-      action: c.action,
-      impact: c.effect.impact,
-      summary: c.effect.summary,
-    }));
-    const verdict = guardReload(changes, this.options.reloadGuard ?? DEFAULT_RELOAD_GUARD_POLICY, allow);
-    if (verdict.verdict === 'refuse') return this.refuse(verdict, loaded, changes, base);
-    const guardWarnings: ConfigIssue[] =
-      verdict.verdict === 'warn'
-        ? verdict.guarded.map((c) => ({
-            severity: 'warning',
-            path: c.path,
-            message: `applied by a live reload although it is ${c.impact} (--reload-guard=warn)`,
-          }))
-        : [];
-    const restartStarted = clock.now();
-    // Re-read the Node: nodeLabelsForPV copies its labels as they are now.
-    try {
-      this.node = nodeIdentity(await this.deps.cluster.nodes.get(this.options.nodeName));
-    } catch (err) {
-      this.logger.log('warn', 'could not re-read the Node; keeping its last known labels', { error: message(err) });
-    }
-    if (this.isStopping()) return this.abandoned(base);
-    const old = this.current;
-    const drained = await within(clock, old.stop(), this.options.drainTimeoutMs ?? 10_000, this.stopped.signal);
-    // Never start a generation once stopping: stop() stops the current one (still `old`).
-    if (this.isStopping()) return this.abandoned(base);
-    if (!drained.ok)
-      this.logger.log(
-        'warn',
-        'the old generation did not stop within the drain deadline; starting the new one anyway',
-        { generation: old.number },
-      );
-    const next = this.newGeneration(loaded);
-    this.current = next;
-    next.start();
-    const synced = await within(clock, next.whenSynced, this.options.startTimeoutMs ?? 30_000, this.stopped.signal);
-    // Stopping while the new generation syncs: stop() stops it (it is current); no rollback starts.
-    if (this.isStopping()) return this.abandoned(base);
-    if (synced.ok) {
-      this.applied = loaded;
-      this.recordApplied();
-      this.reloadMetrics.restartDuration.observe({}, (clock.now() - restartStarted) / 1000);
-      this.logger.log('info', 'config applied', {
-        generation: next.number,
-        config: loaded.hash,
-        changes: changes.length,
-        trigger,
-      });
-      this.events.record(
-        this.nodeRef(),
-        'Normal',
-        'ConfigApplied',
-        `generation ${String(next.number)} applies config ${loaded.hash} (${String(changes.length)} changes)`,
-      );
-      if (verdict.verdict === 'warn') {
-        const reason = guardReason(verdict);
-        this.logger.log('warn', 'config applied although the reload guard would refuse it (--reload-guard=warn)', {
-          config: loaded.hash,
-          changes: verdict.guarded.map((c) => c.path).join(', '),
-        });
-        this.events.record(
-          this.nodeRef(),
-          'Warning',
-          'UnsafeConfigApplied',
-          `config ${loaded.hash}: ${reason} was applied (--reload-guard=warn)`,
-        );
-      }
-      return this.finishReload(
-        this.result('applied', {
-          ...base,
-          candidateHash: loaded.hash,
-          changes,
-          issues: [...loaded.warnings, ...guardWarnings],
-        }),
-      );
-    }
-    // The new generation cannot start (a missing permission, an unreachable API): roll back.
-    const error = `generation ${String(next.number)} did not sync within ${String(this.options.startTimeoutMs ?? 30_000)} ms: ${next.syncError() ?? 'no error reported'}`;
-    await next.stop();
-    if (this.isStopping()) return this.abandoned(base);
-    const previous = this.newGeneration(this.applied);
-    this.current = previous;
-    previous.start();
-    this.recordApplied();
-    this.logger.log('error', 'config could not be applied; rolled back to the last good config', {
-      error,
-      config: this.applied.hash,
-    });
-    this.events.record(this.nodeRef(), 'Warning', 'ConfigRolledBack', `${error}; rolled back to ${this.applied.hash}`);
-    return this.finishReload(
-      this.result('rolled-back', { ...base, candidateHash: loaded.hash, changes, issues: loaded.warnings, error }),
-    );
   }
 
   // ---- the config source ------------------------------------------------------------------------
@@ -730,7 +435,7 @@ export class Agent implements AdminTarget {
             this.nodeRef(),
             'Warning',
             'ConfigSourceDeleted',
-            `${label} was deleted; ignored: config ${this.applied.hash} stays applied`,
+            `${label} was deleted; ignored: config ${this.reloads.applied.hash} stays applied`,
           );
         break;
       case 'fallback':
@@ -744,95 +449,34 @@ export class Agent implements AdminTarget {
     }
   }
 
-  // ---- admin target ---------------------------------------------------------------------------
+  // ---- admin target (the status view) -----------------------------------------------------------
 
   subscribe(listener: (event: AgentEvent) => void): () => void {
-    this.listeners.add(listener);
-    return () => {
-      this.listeners.delete(listener);
-    };
-  }
-
-  private emit(event: AgentEvent): void {
-    for (const listener of this.listeners) {
-      try {
-        listener(event);
-      } catch {
-        // A broken listener never breaks the agent.
-      }
-    }
+    return this.stream.subscribe(listener);
   }
 
   appliedConfig(): AppliedConfigJson {
-    return {
-      formatVersion: 1,
-      hash: this.applied.hash,
-      source: this.applied.source.path,
-      generation: this.current.number,
-      config: this.applied.config,
-    };
+    return appliedConfigJson(this.reloads.applied, this.current.number);
   }
 
   status(): AgentStatusJson {
-    const gen = this.current.status();
-    const pvs = this.current.persistentVolumes.list();
-    const classes: ClassStatus[] = Object.entries(this.applied.config.storageClassMap).map(([name, c]) => {
-      const problem = gen.lastPass?.classProblems.find((p) => p.className === name)?.message;
-      return {
-        name,
-        hostDir: c.hostDir,
-        mountDir: c.mountDir,
-        persistentVolumes: pvs
-          .filter((pv) => pv.spec.storageClassName === name)
-          .map((pv) => ({
-            name: pv.metadata.name,
-            path: pv.spec.local?.path ?? '',
-            capacity: pv.spec.capacity?.['storage'] ?? '',
-            phase: pv.metadata.deletionTimestamp !== undefined ? 'Terminating' : (pv.status?.phase ?? 'Pending'),
-            ...(pv.spec.claimRef?.name !== undefined
-              ? { claim: `${pv.spec.claimRef.namespace ?? ''}/${pv.spec.claimRef.name}` }
-              : {}),
-          }))
-          .sort((a, b) => (a.path < b.path ? -1 : 1)),
-        skipped: (gen.lastPass?.skipped ?? [])
-          .filter((s) => s.className === name)
-          .map((s) => ({ entry: s.entry, reason: s.reason, message: s.message })),
-        ...(problem !== undefined ? { problem } : {}),
-      };
-    });
-    return {
-      formatVersion: 1,
+    const { reloads } = this;
+    return statusJson({
       node: this.node.name,
       version: this.options.version ?? 'dev',
-      pid: process.pid,
       startedAt: this.startedAt,
       now: this.deps.clock.now(),
-      generation: this.current.number,
-      ready: this.readiness().ok,
-      config: {
-        source: sourceLabel(this.source.status().inUse),
-        appliedHash: this.applied.hash,
-        ...(this.onDiskHash !== undefined ? { onDiskHash: this.onDiskHash } : {}),
-        subPath: this.subPath,
-      },
+      generation: this.current.status(),
+      persistentVolumes: this.current.persistentVolumes.list(),
+      applied: reloads.applied,
+      onDiskHash: reloads.onDiskHash,
+      subPath: this.subPath,
       source: this.source.status(),
-      ...(this.lastReload ? { lastReload: this.lastReload } : {}),
-      ...(this.rejected ? { rejected: this.rejected } : {}),
-      reloadPending: this.queued !== undefined,
-      classes,
-      cleanups: this.cleanups.list().map(cleanupStatus),
-      ...(gen.lastPass
-        ? {
-            lastPass: {
-              at: gen.lastPass.at,
-              durationMs: gen.lastPass.durationMs,
-              created: gen.lastPass.created.length,
-              deleted: gen.lastPass.reclaim.deleted.length,
-            },
-          }
-        : {}),
-      diagnostics: diagnostics(),
-    };
+      lastReload: reloads.lastReload,
+      rejected: reloads.rejected,
+      reloadPending: reloads.pending,
+      cleanups: this.cleanups.list(),
+    });
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------
@@ -842,30 +486,20 @@ export class Agent implements AdminTarget {
    * once stopping); then the current generation, cleanups and servers stop. Nothing runs after.
    */
   async stop(): Promise<void> {
-    this.stopping = true;
-    this.stopped.abort();
+    this.reloads.halt();
     await this.watcher?.stop();
     await this.source.stop();
-    const pending = this.queued?.promise ?? this.running;
-    if (pending) await within(this.deps.clock, pending, this.options.drainTimeoutMs ?? 10_000);
+    const pending = this.reloads.inFlight();
+    if (pending) await within(this.deps.clock, pending, this.options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS);
     // Whatever is current now: a reload that gave up left either the old or an unsynced new one.
     await this.current.stop();
     await this.cleanups.stop();
     await this.admin?.close();
     await this.events.flush();
     await this.http?.close();
-    this.listeners.clear();
+    this.stream.clear();
     this.deps.logger.log('info', 'agent stopped', { generations: this.generations });
   }
-}
-
-/** A reload to run: what asked, whether forced, which guarded impacts it allows. */
-interface ReloadAsk {
-  readonly trigger: ReloadRequest['trigger'];
-  force: boolean;
-  allow: readonly GuardedImpact[];
-  /** What the watcher read (the reload applies exactly that); undefined: read the source when it runs. */
-  read: SourceRead | undefined;
 }
 
 /** The states of the config_source_state metric. */
@@ -878,23 +512,4 @@ function sourceState(status: ConfigSourceStatus): (typeof SOURCE_STATES)[number]
   if (!status.api.reachable) return 'unreachable';
   if (status.api.object === 'deleted') return 'deleted';
   return 'ok';
-}
-
-function diagnostics(): NonNullable<AgentStatusJson['diagnostics']> {
-  const activeResources: Record<string, number> = {};
-  for (const type of process.getActiveResourcesInfo()) activeResources[type] = (activeResources[type] ?? 0) + 1;
-  const memory = process.memoryUsage();
-  return { activeResources, rssBytes: memory.rss, heapUsedBytes: memory.heapUsed };
-}
-
-function cleanupStatus(e: CleanupEntry): CleanupStatus {
-  return {
-    pv: e.pvName,
-    method: e.method,
-    state: e.state,
-    startedAt: e.startedAt,
-    attempts: e.attempts,
-    ...(e.lastError !== undefined ? { lastError: e.lastError } : {}),
-    ...(e.retryAt !== undefined ? { retryAt: e.retryAt } : {}),
-  };
 }

@@ -1,0 +1,195 @@
+// The agent as its observers see it: the live event stream (GET /v1/events of the admin endpoint,
+// the dashboard) and the JSON of GET /v1/status and /v1/config, built from what the supervisor and
+// the reload machine hold. Nothing here changes the agent.
+import type { Clock } from '../clock.js';
+import type { ConfigSourceStatus } from '../config/config-source.js';
+import { sourceLabel } from '../config/config-source.js';
+import type { LoadedConfig } from '../config/source.js';
+import type { CleanupEntry } from '../cleanup/table.js';
+import type { PersistentVolume } from '../kube/objects.js';
+import type { LogFields, Logger, LogLevel } from '../log.js';
+import type { GenerationStatus, PassSummary } from './generation.js';
+import type {
+  AgentEvent,
+  AgentStatusJson,
+  AppliedConfigJson,
+  ClassStatus,
+  CleanupStatus,
+  ReloadResult,
+} from './reload-types.js';
+
+/** The agent's live events: who listens, and one emit that no listener can break. */
+export class AgentEventStream {
+  private readonly listeners = new Set<(event: AgentEvent) => void>();
+
+  /** Returns the unsubscribe function. */
+  subscribe(listener: (event: AgentEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  emit(event: AgentEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A broken listener never breaks the agent.
+      }
+    }
+  }
+
+  clear(): void {
+    this.listeners.clear();
+  }
+}
+
+/** Forwards records to the real logger and, but for debug ones, to the agent's event stream. */
+export class TeeLogger implements Logger {
+  constructor(
+    private readonly inner: Logger,
+    private readonly stream: AgentEventStream,
+    private readonly clock: Clock,
+  ) {}
+  log(level: LogLevel, text: string, fields: LogFields = {}): void {
+    this.inner.log(level, text, fields);
+    if (level !== 'debug') this.stream.emit({ type: 'log', at: this.clock.now(), level, message: text, fields });
+  }
+}
+
+/** Ready once the generation serving has synced its caches and finished its first discovery pass. */
+export function readinessOf(generation: GenerationStatus): { ok: boolean; reason: string } {
+  if (!generation.synced) return { ok: false, reason: 'caches not synced' };
+  if (!generation.ready) return { ok: false, reason: 'first discovery pass not done' };
+  return { ok: true, reason: '' };
+}
+
+/** What GET /v1/status shows, gathered by the supervisor. */
+export interface StatusInputs {
+  readonly node: string;
+  readonly version: string;
+  readonly startedAt: number;
+  readonly now: number;
+  readonly generation: GenerationStatus;
+  /** This node's PVs, as the serving generation's cache holds them. */
+  readonly persistentVolumes: readonly PersistentVolume[];
+  readonly applied: LoadedConfig;
+  readonly onDiskHash: string | undefined;
+  readonly subPath: boolean;
+  readonly source: ConfigSourceStatus;
+  readonly lastReload: ReloadResult | undefined;
+  readonly rejected: ReloadResult | undefined;
+  readonly reloadPending: boolean;
+  readonly cleanups: readonly CleanupEntry[];
+}
+
+export function statusJson(s: StatusInputs): AgentStatusJson {
+  const { lastPass } = s.generation;
+  return {
+    formatVersion: 1,
+    node: s.node,
+    version: s.version,
+    pid: process.pid,
+    startedAt: s.startedAt,
+    now: s.now,
+    generation: s.generation.number,
+    ready: readinessOf(s.generation).ok,
+    config: {
+      source: sourceLabel(s.source.inUse),
+      appliedHash: s.applied.hash,
+      ...(s.onDiskHash !== undefined ? { onDiskHash: s.onDiskHash } : {}),
+      subPath: s.subPath,
+    },
+    source: s.source,
+    ...(s.lastReload ? { lastReload: s.lastReload } : {}),
+    ...(s.rejected ? { rejected: s.rejected } : {}),
+    reloadPending: s.reloadPending,
+    classes: classes(s.applied, s.persistentVolumes, lastPass),
+    cleanups: s.cleanups.map(cleanupStatus),
+    ...(lastPass
+      ? {
+          lastPass: {
+            at: lastPass.at,
+            durationMs: lastPass.durationMs,
+            created: lastPass.created.length,
+            deleted: lastPass.reclaim.deleted.length,
+          },
+        }
+      : {}),
+    diagnostics: diagnostics(),
+  };
+}
+
+/** Each class of the applied config: its PVs (by path), what the last pass skipped, its problem. */
+function classes(
+  applied: LoadedConfig,
+  pvs: readonly PersistentVolume[],
+  lastPass: PassSummary | undefined,
+): ClassStatus[] {
+  return Object.entries(applied.config.storageClassMap).map(([name, c]) => {
+    const problem = lastPass?.classProblems.find((p) => p.className === name)?.message;
+    return {
+      name,
+      hostDir: c.hostDir,
+      mountDir: c.mountDir,
+      persistentVolumes: pvs
+        .filter((pv) => pv.spec.storageClassName === name)
+        .map((pv) => ({
+          name: pv.metadata.name,
+          path: pv.spec.local?.path ?? '',
+          capacity: pv.spec.capacity?.['storage'] ?? '',
+          phase: pv.metadata.deletionTimestamp !== undefined ? 'Terminating' : (pv.status?.phase ?? 'Pending'),
+          ...(pv.spec.claimRef?.name !== undefined
+            ? { claim: `${pv.spec.claimRef.namespace ?? ''}/${pv.spec.claimRef.name}` }
+            : {}),
+        }))
+        .sort((a, b) => (a.path < b.path ? -1 : 1)),
+      skipped: (lastPass?.skipped ?? [])
+        .filter((s) => s.className === name)
+        .map((s) => ({ entry: s.entry, reason: s.reason, message: s.message })),
+      ...(problem !== undefined ? { problem } : {}),
+    };
+  });
+}
+
+/** GET /v1/config. */
+export function appliedConfigJson(applied: LoadedConfig, generation: number): AppliedConfigJson {
+  return {
+    formatVersion: 1,
+    hash: applied.hash,
+    source: applied.source.path,
+    generation,
+    config: applied.config,
+  };
+}
+
+export function passEvent(generation: number, pass: PassSummary): AgentEvent {
+  return {
+    type: 'pass',
+    at: pass.at,
+    generation,
+    created: pass.created,
+    deleted: pass.reclaim.deleted,
+    skipped: pass.skipped.length,
+  };
+}
+
+export function cleanupStatus(e: CleanupEntry): CleanupStatus {
+  return {
+    pv: e.pvName,
+    method: e.method,
+    state: e.state,
+    startedAt: e.startedAt,
+    attempts: e.attempts,
+    ...(e.lastError !== undefined ? { lastError: e.lastError } : {}),
+    ...(e.retryAt !== undefined ? { retryAt: e.retryAt } : {}),
+  };
+}
+
+function diagnostics(): NonNullable<AgentStatusJson['diagnostics']> {
+  const activeResources: Record<string, number> = {};
+  for (const type of process.getActiveResourcesInfo()) activeResources[type] = (activeResources[type] ?? 0) + 1;
+  const memory = process.memoryUsage();
+  return { activeResources, rssBytes: memory.rss, heapUsedBytes: memory.heapUsed };
+}
