@@ -116,7 +116,7 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
         : await startStatePublisher(agent, cluster, agentOptions, options.statusLease, logger);
     if (
       options.sandbox !== undefined &&
-      cluster instanceof (await import('../core/kube/memory-cluster.js')).MemoryCluster
+      cluster instanceof (await import('../core/kube/memory/memory-cluster.js')).MemoryCluster
     ) {
       const memory = cluster;
       const { ensureStorageClasses } = await import('../core/agent/sandbox.js');

@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import type { ProvisionerConfig } from '../config/model.js';
-import { MemoryCluster } from '../kube/memory-cluster.js';
+import { MemoryCluster } from '../kube/memory/memory-cluster.js';
 import { isBelow } from '../node/sandbox-volumes.js';
 
 export interface SandboxLayout {
