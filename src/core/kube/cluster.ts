@@ -1,6 +1,8 @@
-// The cluster port: the few API operations the agent uses, with a real implementation over the
-// Kubernetes REST API (rest-cluster.ts) and an in-memory one (memory/memory-cluster.ts) that a shared
-// contract suite (test/contract/cluster-contract.ts) holds to the real apiserver's behaviour.
+// The cluster port: the few API operations the agent uses (ResourceClient) on the resources in one
+// table (ResourceObjects, RESOURCES), with a real implementation over the Kubernetes REST API
+// (rest-cluster.ts) and an in-memory one (memory/memory-cluster.ts), both built on ClusterClients,
+// that a shared contract suite (test/contract/cluster-contract.ts) holds to the real apiserver's
+// behaviour.
 import type {
   ConfigMap,
   CoreEvent,
