@@ -1,4 +1,4 @@
-// Bundles the CLI entry (src/cli/commands.ts) and the lean `run` entry (src/cli/run-lean.ts) with their
+// Bundles the CLI entry (src/commands/index.ts) and the lean `run` entry (src/cli/run-lean.ts) with their
 // dependencies into dist/src/cli/commands.js and run-lean.js
 // plus lazily loaded chunks. Loading one bundle instead of hundreds of node_modules files is what
 // keeps `provisioner --help` and `diff-config` near bare-node start-up (docs/benchmarks.md).
@@ -12,7 +12,7 @@ const outdir = join(root, 'dist/src/cli');
 rmSync(join(outdir, 'chunks'), { recursive: true, force: true });
 const result = await build({
   absWorkingDir: root,
-  entryPoints: { commands: 'src/cli/commands.ts', 'run-lean': 'src/cli/run-lean.ts' },
+  entryPoints: { commands: 'src/commands/index.ts', 'run-lean': 'src/cli/run-lean.ts' },
   outdir,
   bundle: true,
   splitting: true,

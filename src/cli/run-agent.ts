@@ -7,6 +7,7 @@ import { systemClock } from '../core/clock.js';
 import type { Cluster, LeaseCluster } from '../core/kube/cluster.js';
 import { LinuxVolumes } from '../core/node/linux-volumes.js';
 import type { NodeVolumes } from '../core/node/volumes.js';
+import type { Sandbox } from '../core/sandbox/sandbox.js';
 import { installSignalHandlers, withDeadline } from './lifecycle.js';
 import { connectCluster, type Product } from './cluster-connection.js';
 import { StderrLogger } from './logger.js';
@@ -41,37 +42,23 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
   let close = (): void => undefined;
   let volumes: NodeVolumes = new LinuxVolumes();
   const holder: { agent?: Agent } = {};
+  let sandbox: Sandbox | undefined;
   if (options.sandbox !== undefined) {
     // Loaded only here: the in-memory cluster is not part of a real agent's memory and start-up.
-    const { ensureStorageClasses, prepareSandbox, SANDBOX_NODE, sandboxCluster, sandboxConfigCheck } =
-      await import('../core/agent/sandbox.js');
-    const { SandboxVolumes } = await import('../core/node/sandbox-volumes.js');
-    const layout = await prepareSandbox(
-      options.sandbox,
-      options.configPathExplicit ? options.agent.configPath : undefined,
-    );
-    const nodeName = options.agent.nodeName === '' ? SANDBOX_NODE : options.agent.nodeName;
-    const memory = await sandboxCluster(nodeName);
-    cluster = memory;
-    agentOptions = {
-      ...agentOptions,
-      configPath: layout.configDir,
-      nodeName,
-      configCheck: sandboxConfigCheck(layout.disksDir),
-      ...(options.adminSocketExplicit ? {} : { adminSocket: layout.adminSocket }),
-    };
-    // A sandbox has no operator: create the StorageClasses its config names, now and on every reload.
-    const { parseConfigSnapshot, readConfigSnapshot } = await import('../core/config/source.js');
-    const initial = parseConfigSnapshot(await readConfigSnapshot(layout.configDir)).config;
-    await ensureStorageClasses(memory, initial);
-    volumes = new SandboxVolumes(
-      new LinuxVolumes(),
-      () => Object.values((holder.agent?.appliedConfig().config ?? initial).storageClassMap).map((c) => c.mountDir),
-      layout.disksDir,
-    );
+    const { openSandbox } = await import('../core/sandbox/sandbox.js');
+    sandbox = await openSandbox({
+      dir: options.sandbox,
+      configPath: options.configPathExplicit ? options.agent.configPath : undefined,
+      adminSocket: options.adminSocketExplicit ? options.agent.adminSocket : undefined,
+      nodeName: options.agent.nodeName,
+      node: volumes,
+    });
+    cluster = sandbox.cluster;
+    volumes = sandbox.volumes;
+    agentOptions = { ...agentOptions, ...sandbox.agentOptions };
     logger.log('info', 'sandbox: in-memory cluster, edit the config and add volumes as directories', {
-      config: layout.configDir,
-      disks: layout.disksDir,
+      config: sandbox.layout.configDir,
+      disks: sandbox.layout.disksDir,
       adminSocket: agentOptions.adminSocket,
     });
   } else {
@@ -110,21 +97,11 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
       logger,
     });
     holder.agent = agent;
+    sandbox?.attach(agent);
     const publishing =
       options.statusLease === undefined
         ? undefined
         : await startStatePublisher(agent, cluster, agentOptions, options.statusLease, logger);
-    if (
-      options.sandbox !== undefined &&
-      cluster instanceof (await import('../core/kube/memory-cluster.js')).MemoryCluster
-    ) {
-      const memory = cluster;
-      const { ensureStorageClasses } = await import('../core/agent/sandbox.js');
-      agent.subscribe((event) => {
-        if (event.type === 'reload' && event.result.outcome === 'applied')
-          void ensureStorageClasses(memory, agent.appliedConfig().config);
-      });
-    }
     const signal = await stopped;
     logger.log('info', 'stopping', { signal });
     // A write in flight to an unreachable API must not hold up the stop: its request would time out only after 30 s.

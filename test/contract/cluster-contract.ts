@@ -1,7 +1,7 @@
 /**
  * The Cluster contract: behaviour every implementation of the Cluster port must share with a real
  * kube-apiserver (no controllers running). test/integration/cluster-contract.test.ts runs it against
- * RestCluster and the real control plane; test/unit/kube/memory-cluster.test.ts against
+ * RestCluster and the real control plane; test/unit/kube/memory/memory-cluster.test.ts against
  * MemoryCluster. Each expectation here was first observed on a real kube-apiserver 1.35.
  *
  * Tests isolate themselves by name prefix and a `contract=<prefix>` label, and remove what they

@@ -1,6 +1,8 @@
-// The cluster port: the few API operations the agent uses, with a real implementation over the
-// Kubernetes REST API (rest-cluster.ts) and an in-memory one (memory-cluster.ts) that a shared
-// contract suite (test/contract/cluster-contract.ts) holds to the real apiserver's behaviour.
+// The cluster port: the few API operations the agent uses (ResourceClient) on the resources in one
+// table (ResourceObjects, RESOURCES), with a real implementation over the Kubernetes REST API
+// (rest-cluster.ts) and an in-memory one (memory/memory-cluster.ts), both built on ClusterClients,
+// that a shared contract suite (test/contract/cluster-contract.ts) holds to the real apiserver's
+// behaviour.
 import type {
   ConfigMap,
   CoreEvent,
@@ -14,6 +16,7 @@ import type {
   Pod,
   StorageClass,
 } from './objects.js';
+import { isRecord } from '../unknown-values.js';
 
 /** A failed API call, with the HTTP status and the Status reason the apiserver returned. */
 export class KubeApiError extends Error {
@@ -97,28 +100,93 @@ export interface ResourceClient<T> {
   delete(name: string, options?: DeleteOptions): Promise<void>;
 }
 
-export interface Cluster {
-  readonly persistentVolumes: ResourceClient<PersistentVolume>;
-  readonly storageClasses: ResourceClient<StorageClass>;
-  readonly nodes: ResourceClient<Node>;
-  readonly events: ResourceClient<CoreEvent>;
-  readonly jobs: ResourceClient<Job>;
-  readonly configMaps: ResourceClient<ConfigMap>;
+/** The object type of each resource the port reaches. */
+export interface ResourceObjects {
+  readonly persistentVolumes: PersistentVolume;
+  readonly storageClasses: StorageClass;
+  readonly nodes: Node;
+  readonly events: CoreEvent;
+  readonly jobs: Job;
+  readonly configMaps: ConfigMap;
+  readonly leases: Lease;
+  readonly persistentVolumeClaims: PersistentVolumeClaim;
+  readonly pods: Pod;
 }
+
+export type ResourceName = keyof ResourceObjects;
+
+/** A client for each of the named resources. */
+export type ResourceClients<K extends ResourceName> = { readonly [P in K]: ResourceClient<ResourceObjects[P]> };
+
+/** What the agent uses. */
+export type Cluster = ResourceClients<
+  'persistentVolumes' | 'storageClasses' | 'nodes' | 'events' | 'jobs' | 'configMaps'
+>;
 
 /**
  * Leases (coordination.k8s.io/v1), apart from Cluster: only the applied-state publisher and
  * `rollout status` use them (src/core/fleet), so test doubles of the agent's port need not.
  */
-export interface LeaseCluster {
-  readonly leases: ResourceClient<Lease>;
-}
+export type LeaseCluster = ResourceClients<'leases'>;
 
 /**
  * Claims and pods, apart from Cluster: only `provisioner node-cleanup` reads them (a claim to
  * delete, the pods that still use it), so the agent's port and its test doubles need not.
  */
-export interface NodeCleanupCluster {
-  readonly persistentVolumeClaims: ResourceClient<PersistentVolumeClaim>;
-  readonly pods: ResourceClient<Pod>;
+export type NodeCleanupCluster = ResourceClients<'persistentVolumeClaims' | 'pods'>;
+
+/** Where a resource lives in the API and what its objects are called. */
+export interface ResourceInfo {
+  /** `v1`, `batch/v1`, `storage.k8s.io/v1`: the apiVersion of its objects. */
+  readonly apiVersion: string;
+  /** The API group: `''` (core), `batch`, `storage.k8s.io`. */
+  readonly group: string;
+  /** The plural in URLs and messages: `persistentvolumes`. */
+  readonly resource: string;
+  readonly kind: string;
+  readonly namespaced: boolean;
+}
+
+function info(apiVersion: string, resource: string, kind: string, namespaced: boolean): ResourceInfo {
+  const slash = apiVersion.indexOf('/');
+  return { apiVersion, group: slash < 0 ? '' : apiVersion.slice(0, slash), resource, kind, namespaced };
+}
+
+/** The one table of the port's resources, for the real client and the in-memory one alike. */
+export const RESOURCES: { readonly [K in ResourceName]: ResourceInfo } = {
+  persistentVolumes: info('v1', 'persistentvolumes', 'PersistentVolume', false),
+  storageClasses: info('storage.k8s.io/v1', 'storageclasses', 'StorageClass', false),
+  nodes: info('v1', 'nodes', 'Node', false),
+  events: info('v1', 'events', 'Event', true),
+  jobs: info('batch/v1', 'jobs', 'Job', true),
+  configMaps: info('v1', 'configmaps', 'ConfigMap', true),
+  leases: info('coordination.k8s.io/v1', 'leases', 'Lease', true),
+  persistentVolumeClaims: info('v1', 'persistentvolumeclaims', 'PersistentVolumeClaim', true),
+  pods: info('v1', 'pods', 'Pod', true),
+};
+
+/**
+ * Every resource's client, built by the implementation's `client`. The fields initialise before
+ * the subclass's own fields and constructor run: `client` may only build closures over `this`,
+ * never read its state.
+ */
+export abstract class ClusterClients implements Cluster, LeaseCluster, NodeCleanupCluster {
+  readonly persistentVolumes = this.client('persistentVolumes');
+  readonly storageClasses = this.client('storageClasses');
+  readonly nodes = this.client('nodes');
+  readonly events = this.client('events');
+  readonly jobs = this.client('jobs');
+  readonly configMaps = this.client('configMaps');
+  readonly leases = this.client('leases');
+  readonly persistentVolumeClaims = this.client('persistentVolumeClaims');
+  readonly pods = this.client('pods');
+
+  protected abstract client<K extends ResourceName>(resource: K): ResourceClient<ResourceObjects[K]>;
+}
+
+/** The metadata.name of an object handed to a write, when it has one. */
+export function objectName(object: unknown): string | undefined {
+  const metadata = isRecord(object) ? object['metadata'] : undefined;
+  const name = isRecord(metadata) ? metadata['name'] : undefined;
+  return typeof name === 'string' ? name : undefined;
 }

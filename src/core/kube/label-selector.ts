@@ -64,7 +64,16 @@ const STRING_TO_TOKEN = new Map<string, Token>([
   ['(', Token.OpenPar],
 ]);
 
-const BINARY_OPERATORS = ['in', 'notin', '=', '==', '!=', 'gt', 'lt'];
+/** The binary operators, in the order the apiserver's "expected:" message lists them. */
+const BINARY_OPERATORS = new Map<Token, SelectorOperator>([
+  [Token.In, 'in'],
+  [Token.NotIn, 'notin'],
+  [Token.Equals, '='],
+  [Token.DoubleEquals, '=='],
+  [Token.NotEquals, '!='],
+  [Token.GreaterThan, 'gt'],
+  [Token.LessThan, 'lt'],
+]);
 
 function isWhitespace(ch: string): boolean {
   return ch === ' ' || ch === '\t' || ch === '\r' || ch === '\n';
@@ -231,24 +240,11 @@ class Parser {
 
   private parseOperator(): SelectorOperator {
     const item = this.consume(false);
-    switch (item.token) {
-      case Token.In:
-        return 'in';
-      case Token.Equals:
-        return '=';
-      case Token.DoubleEquals:
-        return '==';
-      case Token.GreaterThan:
-        return 'gt';
-      case Token.LessThan:
-        return 'lt';
-      case Token.NotIn:
-        return 'notin';
-      case Token.NotEquals:
-        return '!=';
-      default:
-        throw new LabelSelectorError(`found '${item.literal}', expected: ${BINARY_OPERATORS.join(', ')}`);
+    const operator = BINARY_OPERATORS.get(item.token);
+    if (operator === undefined) {
+      throw new LabelSelectorError(`found '${item.literal}', expected: ${[...BINARY_OPERATORS.values()].join(', ')}`);
     }
+    return operator;
   }
 
   private parseValues(): Set<string> {

@@ -2,7 +2,7 @@
 // before anything is sent, so code handed this wrapper (`provisioner simulate`) cannot change the
 // cluster whatever it does: the guarantee holds by construction, not by care.
 import { ExitCode, ProvisionerError } from '../errors.js';
-import type { Cluster, ResourceClient } from './cluster.js';
+import { objectName, RESOURCES, type Cluster, type ResourceClient, type ResourceObjects } from './cluster.js';
 import type { ConfigMap, CoreEvent, Job, Node, PersistentVolume, StorageClass } from './objects.js';
 
 /** The verbs that change the cluster; the wrapper refuses each of them. */
@@ -24,15 +24,13 @@ export class WriteRefusedError extends ProvisionerError {
 }
 
 function nameOf(object: unknown): string {
-  if (typeof object === 'object' && object !== null && 'metadata' in object) {
-    const metadata: unknown = object.metadata;
-    if (typeof metadata === 'object' && metadata !== null && 'name' in metadata && typeof metadata.name === 'string')
-      return metadata.name;
-  }
-  return '?';
+  return objectName(object) ?? '?';
 }
 
-function readOnly<T>(inner: ResourceClient<T>, resource: string): ResourceClient<T> {
+/** `cluster`'s client of one resource, with every write refused. */
+function readOnly<K extends keyof Cluster>(cluster: Cluster, key: K): ResourceClient<ResourceObjects[K]> {
+  const inner: ResourceClient<ResourceObjects[K]> = cluster[key];
+  const { resource } = RESOURCES[key];
   const refuse = (verb: WriteVerb, name: string): Promise<never> =>
     Promise.reject(new WriteRefusedError(verb, resource, name));
   return {
@@ -57,11 +55,11 @@ export class ReadOnlyCluster implements Cluster {
   readonly configMaps: ResourceClient<ConfigMap>;
 
   constructor(inner: Cluster) {
-    this.persistentVolumes = readOnly(inner.persistentVolumes, 'persistentvolumes');
-    this.storageClasses = readOnly(inner.storageClasses, 'storageclasses');
-    this.nodes = readOnly(inner.nodes, 'nodes');
-    this.events = readOnly(inner.events, 'events');
-    this.jobs = readOnly(inner.jobs, 'jobs');
-    this.configMaps = readOnly(inner.configMaps, 'configmaps');
+    this.persistentVolumes = readOnly(inner, 'persistentVolumes');
+    this.storageClasses = readOnly(inner, 'storageClasses');
+    this.nodes = readOnly(inner, 'nodes');
+    this.events = readOnly(inner, 'events');
+    this.jobs = readOnly(inner, 'jobs');
+    this.configMaps = readOnly(inner, 'configMaps');
   }
 }

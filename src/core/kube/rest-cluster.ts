@@ -6,35 +6,27 @@
 // bounded per response and per watch event so a hostile server cannot exhaust memory.
 import type { Agent as HttpAgentType, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { systemClock, type Clock } from '../clock.js';
+import { isAborted, systemClock, type Clock } from '../clock.js';
 import { Agent as HttpAgent, request as httpRequest } from '../node-http.js';
+import { isRecord } from '../unknown-values.js';
 import {
+  ClusterClients,
   KubeApiError,
-  type Cluster,
-  type LeaseCluster,
-  type NodeCleanupCluster,
+  objectName,
+  RESOURCES,
   type DeleteOptions,
   type ListOptions,
   type NamespaceOption,
   type ResourceClient,
+  type ResourceInfo,
+  type ResourceName,
+  type ResourceObjects,
   type WatchEvent,
   type WatchOptions,
 } from './cluster.js';
 import { readCredentialFile } from './kubeconfig.js';
 import type { ConnectionSettings, ReadTextFile, RequestCredentials } from './kubeconfig.js';
-import type {
-  ConfigMap,
-  CoreEvent,
-  Job,
-  Lease,
-  Node,
-  ObjectList,
-  ObjectMeta,
-  PersistentVolume,
-  PersistentVolumeClaim,
-  Pod,
-  StorageClass,
-} from './objects.js';
+import type { ObjectList, ObjectMeta } from './objects.js';
 import { pipeline, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 
@@ -68,15 +60,18 @@ export interface RestClusterOptions {
   readonly maxWatchEventBytes?: number;
 }
 
-const DEFAULT_QPS = 200;
-const DEFAULT_BURST = 400;
-const DEFAULT_TIMEOUT_MS = 30_000;
-const DEFAULT_TOKEN_REFRESH_MS = 60_000;
-const DEFAULT_MAX_RETRIES = 3;
+/** RestClusterOptions' defaults, by option name. */
+const DEFAULTS = {
+  qps: 200,
+  burst: 400,
+  requestTimeoutMs: 30_000,
+  tokenRefreshMs: 60_000,
+  maxRetries: 3,
+  // etcd stores objects of at most 1.5 MiB; a page of 5,000 full PVs is well under 64 MiB.
+  maxResponseBytes: 256 * 2 ** 20,
+  maxWatchEventBytes: 16 * 2 ** 20,
+} as const;
 const MAX_RETRY_DELAY_MS = 10_000;
-// etcd stores objects of at most 1.5 MiB; a page of 5,000 full PVs is well under 64 MiB.
-const DEFAULT_MAX_RESPONSE_BYTES = 256 * 2 ** 20;
-const DEFAULT_MAX_WATCH_EVENT_BYTES = 16 * 2 ** 20;
 
 /**
  * A token bucket (golang.org/x/time/rate style): `burst` requests at once, then `qps` per second.
@@ -144,10 +139,6 @@ const REASONS: Record<number, string> = {
   504: 'Timeout',
 };
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** A Kubernetes Status object (or any error body) as a KubeApiError. */
 export function statusToError(httpStatus: number, body: unknown): KubeApiError {
   let status: unknown = body;
@@ -170,67 +161,13 @@ export function statusToError(httpStatus: number, body: unknown): KubeApiError {
   return new KubeApiError(httpStatus, REASONS[httpStatus] ?? 'Unknown', text === '' ? `HTTP ${httpStatus}` : text);
 }
 
-interface ResourceInfo {
-  readonly apiVersion: string;
-  readonly kind: string;
-  /** Collection path; namespaced kinds get the namespace. */
-  collection(namespace: string): string;
-  readonly namespaced: boolean;
-}
-
 const enc = encodeURIComponent;
 
-const RESOURCES = {
-  persistentVolumes: {
-    apiVersion: 'v1',
-    kind: 'PersistentVolume',
-    namespaced: false,
-    collection: () => '/api/v1/persistentvolumes',
-  },
-  storageClasses: {
-    apiVersion: 'storage.k8s.io/v1',
-    kind: 'StorageClass',
-    namespaced: false,
-    collection: () => '/apis/storage.k8s.io/v1/storageclasses',
-  },
-  nodes: { apiVersion: 'v1', kind: 'Node', namespaced: false, collection: () => '/api/v1/nodes' },
-  events: {
-    apiVersion: 'v1',
-    kind: 'Event',
-    namespaced: true,
-    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/events`,
-  },
-  jobs: {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    namespaced: true,
-    collection: (ns: string) => `/apis/batch/v1/namespaces/${enc(ns)}/jobs`,
-  },
-  configMaps: {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    namespaced: true,
-    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/configmaps`,
-  },
-  persistentVolumeClaims: {
-    apiVersion: 'v1',
-    kind: 'PersistentVolumeClaim',
-    namespaced: true,
-    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/persistentvolumeclaims`,
-  },
-  pods: {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    namespaced: true,
-    collection: (ns: string) => `/api/v1/namespaces/${enc(ns)}/pods`,
-  },
-  leases: {
-    apiVersion: 'coordination.k8s.io/v1',
-    kind: 'Lease',
-    namespaced: true,
-    collection: (ns: string) => `/apis/coordination.k8s.io/v1/namespaces/${enc(ns)}/leases`,
-  },
-} satisfies Record<string, ResourceInfo>;
+/** The collection path of a resource: `/api/v1/...` for the core group, `/apis/<group>/<version>/...` else. */
+function collectionPath(info: ResourceInfo, namespace: string): string {
+  const prefix = info.group === '' ? `/api/${info.apiVersion}` : `/apis/${info.apiVersion}`;
+  return info.namespaced ? `${prefix}/namespaces/${enc(namespace)}/${info.resource}` : `${prefix}/${info.resource}`;
+}
 
 type Query = Record<string, string | number | boolean | undefined>;
 
@@ -244,35 +181,28 @@ interface RequestSpec {
   readonly signal?: AbortSignal;
 }
 
-/** Reads signal.aborted afresh (keeps the compiler from narrowing it across awaits). */
-function isAborted(signal: AbortSignal): boolean {
-  return signal.aborted;
-}
-
 function abortError(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
 }
 
 function nameOf(object: unknown): string {
-  const metadata = isRecord(object) ? object['metadata'] : undefined;
-  const name = isRecord(metadata) ? metadata['name'] : undefined;
-  if (typeof name !== 'string' || name === '')
-    throw new KubeApiError(400, 'BadRequest', 'the object has no metadata.name');
+  const name = objectName(object);
+  if (name === undefined || name === '') throw new KubeApiError(400, 'BadRequest', 'the object has no metadata.name');
   return name;
 }
 
-/** The Cluster port over HTTPS to a real apiserver. Call close() to release its connections. */
-export class RestCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
-  readonly persistentVolumes: ResourceClient<PersistentVolume>;
-  readonly storageClasses: ResourceClient<StorageClass>;
-  readonly nodes: ResourceClient<Node>;
-  readonly events: ResourceClient<CoreEvent>;
-  readonly jobs: ResourceClient<Job>;
-  readonly configMaps: ResourceClient<ConfigMap>;
-  readonly leases: ResourceClient<Lease>;
-  readonly persistentVolumeClaims: ResourceClient<PersistentVolumeClaim>;
-  readonly pods: ResourceClient<Pod>;
+/** The query of a list: selectors and paging. */
+function listQuery(options: ListOptions | undefined): Query {
+  return {
+    labelSelector: options?.labelSelector || undefined,
+    fieldSelector: options?.fieldSelector || undefined,
+    limit: options?.limit,
+    continue: options?.continue || undefined,
+  };
+}
 
+/** The Cluster port over HTTPS to a real apiserver. Call close() to release its connections. */
+export class RestCluster extends ClusterClients {
   private readonly connection: ConnectionSettings;
   private readonly clock: Clock;
   private readonly limiter: TokenBucket;
@@ -292,10 +222,11 @@ export class RestCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
   private tokenRead: Promise<string> | undefined;
 
   constructor(options: RestClusterOptions) {
+    super();
     const { connection } = options;
     this.connection = connection;
     this.clock = options.clock ?? systemClock;
-    this.limiter = new TokenBucket(options.qps ?? DEFAULT_QPS, options.burst ?? DEFAULT_BURST, this.clock);
+    this.limiter = new TokenBucket(options.qps ?? DEFAULTS.qps, options.burst ?? DEFAULTS.burst, this.clock);
     this.base = new URL(connection.server);
     this.secure = this.base.protocol === 'https:';
     if (!this.secure && this.base.protocol !== 'http:') {
@@ -315,22 +246,13 @@ export class RestCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
         : new HttpAgent({ keepAlive: true }));
     this.userAgent = options.userAgent ?? 'local-volume-provisioner-ts';
     this.fieldManager = options.fieldManager;
-    this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
-    this.tokenRefreshMs = options.tokenRefreshMs ?? DEFAULT_TOKEN_REFRESH_MS;
-    this.maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+    this.timeoutMs = options.requestTimeoutMs ?? DEFAULTS.requestTimeoutMs;
+    this.tokenRefreshMs = options.tokenRefreshMs ?? DEFAULTS.tokenRefreshMs;
+    this.maxRetries = options.maxRetries ?? DEFAULTS.maxRetries;
     this.defaultNamespace = options.defaultNamespace ?? 'default';
     this.readFile = options.readFile ?? readCredentialFile;
-    this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
-    this.maxWatchEventBytes = options.maxWatchEventBytes ?? DEFAULT_MAX_WATCH_EVENT_BYTES;
-    this.persistentVolumes = this.client<PersistentVolume>(RESOURCES.persistentVolumes);
-    this.storageClasses = this.client<StorageClass>(RESOURCES.storageClasses);
-    this.nodes = this.client<Node>(RESOURCES.nodes);
-    this.events = this.client<CoreEvent>(RESOURCES.events);
-    this.jobs = this.client<Job>(RESOURCES.jobs);
-    this.configMaps = this.client<ConfigMap>(RESOURCES.configMaps);
-    this.leases = this.client<Lease>(RESOURCES.leases);
-    this.persistentVolumeClaims = this.client<PersistentVolumeClaim>(RESOURCES.persistentVolumeClaims);
-    this.pods = this.client<Pod>(RESOURCES.pods);
+    this.maxResponseBytes = options.maxResponseBytes ?? DEFAULTS.maxResponseBytes;
+    this.maxWatchEventBytes = options.maxWatchEventBytes ?? DEFAULTS.maxWatchEventBytes;
   }
 
   /** The namespace of the kubeconfig context (or the service account), when there is one. */
@@ -345,26 +267,25 @@ export class RestCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
 
   // -------------------------------------------------------------------------------------------
 
-  private client<T>(info: ResourceInfo): ResourceClient<T> {
+  protected client<K extends ResourceName>(resource: K): ResourceClient<ResourceObjects[K]> {
+    return this.resourceClient<ResourceObjects[K]>(RESOURCES[resource]);
+  }
+
+  /** Closures only: this runs from ClusterClients' field initialisers, before this constructor. */
+  private resourceClient<T>(info: ResourceInfo): ResourceClient<T> {
     const collection = (options: NamespaceOption | undefined): string =>
-      info.collection(info.namespaced ? (options?.namespace ?? this.defaultNamespace) || this.defaultNamespace : '');
+      collectionPath(info, (options?.namespace ?? this.defaultNamespace) || this.defaultNamespace);
     const item = (name: string, options: NamespaceOption | undefined): string => `${collection(options)}/${enc(name)}`;
     const withType = (object: T): unknown =>
       isRecord(object) ? { apiVersion: info.apiVersion, kind: info.kind, ...object } : object;
     const json = async (spec: RequestSpec): Promise<T> => (await this.request(spec)) as T;
-    const { fieldManager } = this;
     return {
       get: (name, options) => json({ method: 'GET', path: item(name, options) }),
       list: async (options?: ListOptions) =>
         (await this.request({
           method: 'GET',
           path: collection(options),
-          query: {
-            labelSelector: options?.labelSelector || undefined,
-            fieldSelector: options?.fieldSelector || undefined,
-            limit: options?.limit,
-            continue: options?.continue || undefined,
-          },
+          query: listQuery(options),
           ...(options?.signal === undefined ? {} : { signal: options.signal }),
         })) as ObjectList<T>,
       listMetadata: async (options?: ListOptions) => {
@@ -373,12 +294,7 @@ export class RestCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
           path: collection(options),
           // Server-side projection to metadata, as client-go's metadata informers ask for it.
           accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json',
-          query: {
-            labelSelector: options?.labelSelector || undefined,
-            fieldSelector: options?.fieldSelector || undefined,
-            limit: options?.limit,
-            continue: options?.continue || undefined,
-          },
+          query: listQuery(options),
           ...(options?.signal === undefined ? {} : { signal: options.signal }),
         })) as { metadata: ObjectList<unknown>['metadata']; items?: { metadata: ObjectMeta }[] | null };
         // An empty PartialObjectMetadataList comes with `items: null`.
@@ -389,23 +305,28 @@ export class RestCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
         json({
           method: 'POST',
           path: collection(options),
-          query: { dryRun: options?.dryRun === true ? 'All' : undefined, fieldManager },
+          query: { dryRun: options?.dryRun === true ? 'All' : undefined, fieldManager: this.fieldManager },
           body: withType(object),
         }),
       update: (object, options) =>
-        json({ method: 'PUT', path: item(nameOf(object), options), query: { fieldManager }, body: withType(object) }),
+        json({
+          method: 'PUT',
+          path: item(nameOf(object), options),
+          query: { fieldManager: this.fieldManager },
+          body: withType(object),
+        }),
       updateStatus: (object, options) =>
         json({
           method: 'PUT',
           path: `${item(nameOf(object), options)}/status`,
-          query: { fieldManager },
+          query: { fieldManager: this.fieldManager },
           body: withType(object),
         }),
       patch: (name, patch, options) =>
         json({
           method: 'PATCH',
           path: item(name, options),
-          query: { fieldManager },
+          query: { fieldManager: this.fieldManager },
           body: patch,
           contentType: 'application/merge-patch+json',
         }),

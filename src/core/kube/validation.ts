@@ -1,5 +1,5 @@
 // Kubernetes name and label validation (k8s.io/apimachinery/pkg/util/validation), with the
-// apiserver's wording, shared by the label-selector parser and the in-memory cluster.
+// apiserver's wording: config and flag checks, the label-selector parser and the in-memory cluster.
 
 const QNAME_CHAR = '[A-Za-z0-9]';
 const QNAME_EXT_CHAR = '[-A-Za-z0-9_.]';
@@ -31,12 +31,6 @@ function regexError(message: string, format: string, ...examples: string[]): str
     out += `'${example}', `;
   });
   return `${out}regex used for validation is '${format}')`;
-}
-
-/** A value as the apiserver shows it in a field error: strings quoted, nothing as null. */
-function show(value: unknown): string {
-  if (typeof value === 'string') return goQuote(value);
-  return value === undefined ? 'null' : JSON.stringify(value);
 }
 
 function maxLenError(length: number): string {
@@ -101,38 +95,6 @@ export function labelValueErrors(value: string): string[] {
 /** Go's %q for a string (close enough for the ASCII the apiserver's messages quote). */
 export function goQuote(value: string): string {
   return JSON.stringify(value);
-}
-
-/** One field.Error, rendered like the apiserver renders it in a Status message. */
-export interface FieldError {
-  /** `spec.capacity`, `metadata.labels`, … */
-  readonly field: string;
-  /** `Required value`, `Invalid value: "x": detail`, `Forbidden: detail`, … */
-  readonly body: string;
-}
-
-export const fieldError = {
-  required: (field: string, detail = ''): FieldError => ({
-    field,
-    body: detail === '' ? 'Required value' : `Required value: ${detail}`,
-  }),
-  invalid: (field: string, value: unknown, detail: string): FieldError => ({
-    field,
-    body: `Invalid value: ${show(value)}: ${detail}`,
-  }),
-  forbidden: (field: string, detail: string): FieldError => ({ field, body: `Forbidden: ${detail}` }),
-  notSupported: (field: string, value: unknown, supported: readonly string[]): FieldError => ({
-    field,
-    body: `Unsupported value: ${show(value)}: ` + `supported values: ${supported.map(goQuote).join(', ')}`,
-  }),
-  tooLong: (field: string, max: number): FieldError => ({
-    field,
-    body: `Too long: may not be more than ${max} bytes`,
-  }),
-};
-
-export function formatFieldError(error: FieldError): string {
-  return `${error.field}: ${error.body}`;
 }
 
 /** utilerrors.Aggregate: one message alone, several in brackets. */

@@ -7,7 +7,7 @@ import { isMap, isSeq } from 'yaml';
 import type { Node as YamlNode } from 'yaml';
 import type { Clock } from '../clock.js';
 import { KubeApiError } from '../kube/cluster.js';
-import { MemoryCluster } from '../kube/memory-cluster.js';
+import { MemoryCluster } from '../kube/memory/memory-cluster.js';
 import type { Job, Node, ObjectMeta, PersistentVolume, StorageClass } from '../kube/objects.js';
 import type { ConfigIssue } from '../errors.js';
 import { Input, readInputText } from './input.js';

@@ -23,7 +23,7 @@ import { ConfigSourceError, InvalidConfigError } from '../errors.js';
 import type { ConfigIssue, SourcePosition } from '../errors.js';
 import { isNotFound } from '../kube/cluster.js';
 import type { Cluster, ResourceClient } from '../kube/cluster.js';
-import { MemoryCluster } from '../kube/memory-cluster.js';
+import { MemoryCluster } from '../kube/memory/memory-cluster.js';
 import type { CoreEvent, Job, Node, PersistentVolume, StorageClass } from '../kube/objects.js';
 import type { LogFields, Logger, LogLevel } from '../log.js';
 import { formatBinaryQuantity } from '../node/capacity.js';

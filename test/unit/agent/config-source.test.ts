@@ -17,7 +17,7 @@ import { DirectoryConfigSource } from '../../../src/core/config/config-source.js
 import type { ConfigSource, SourceListener, SourceRead } from '../../../src/core/config/config-source.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
 import type { Cluster, ResourceClient, WatchEvent } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { ConfigMap } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';

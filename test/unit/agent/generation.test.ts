@@ -12,7 +12,7 @@ import { EventRecorder } from '../../../src/core/kube/events.js';
 import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { CleanupTable } from '../../../src/core/cleanup/table.js';
 import { KubeApiError, type Cluster } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { Node, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';

@@ -12,7 +12,7 @@ import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { systemClock } from '../../../src/core/clock.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
 import type { Cluster } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { persistentVolumeName } from '../../../src/core/pv/naming.js';

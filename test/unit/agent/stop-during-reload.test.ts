@@ -10,7 +10,7 @@ import { Agent } from '../../../src/core/agent/agent.js';
 import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { ManualClock } from '../../../src/core/clock.js';
 import type { Cluster, ListOptions, ResourceClient, WatchEvent } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';

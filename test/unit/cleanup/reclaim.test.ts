@@ -12,7 +12,7 @@ import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/con
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
 import { isNotFound } from '../../../src/core/kube/cluster.js';
 import { EventRecorder } from '../../../src/core/kube/events.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { Job, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';

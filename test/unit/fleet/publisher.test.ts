@@ -6,7 +6,7 @@ import type { AppliedState } from '../../../src/core/fleet/applied-state.js';
 import { StatePublisher } from '../../../src/core/fleet/publisher.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
 import type { ResourceClient } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { Lease } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { HASH_A, HASH_B } from '../../support/fake-admin.js';

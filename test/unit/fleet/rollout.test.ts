@@ -16,7 +16,7 @@ import {
   summarizeRollout,
   waitForRollout,
 } from '../../../src/core/fleet/rollout.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { renderRolloutText, rolloutExitCode, toRolloutJson } from '../../../src/render/rollout-status.js';
 import { REPO_ROOT } from '../../support/cli.js';
 import { HASH_A, HASH_B } from '../../support/fake-admin.js';

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.js';
 import type { Cluster } from '../../../src/core/kube/cluster.js';
 import { EventRecorder } from '../../../src/core/kube/events.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { CoreEvent } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';

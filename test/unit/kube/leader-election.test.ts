@@ -10,7 +10,7 @@ import {
   observe,
   releasedLease,
 } from '../../../src/core/kube/leader-election.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { Lease } from '../../../src/core/kube/objects.js';
 import { silentLogger } from '../../../src/core/log.js';
 

@@ -11,7 +11,7 @@ import {
   type WatchEvent,
   type WatchOptions,
 } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { ObjectList, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { Reflector } from '../../../src/core/kube/reflector.js';
 import { silentLogger } from '../../../src/core/log.js';

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.js';
 import type { ResourceClient } from '../../../src/core/kube/cluster.js';
 import type { EventSink } from '../../../src/core/kube/events.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { ObjectReference, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { createNodeCleanupMetrics } from '../../../src/core/metrics/node-cleanup-metrics.js';

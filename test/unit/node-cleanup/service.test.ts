@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { systemClock } from '../../../src/core/clock.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { startNodeCleanup } from '../../../src/core/node-cleanup/service.js';
 import { eventually } from '../../support/eventually.js';

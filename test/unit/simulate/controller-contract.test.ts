@@ -1,6 +1,6 @@
 // `provisioner simulate`'s controller stand-ins on the in-memory cluster, held to the same
 // contract as the real kube-controller-manager (test/integration/e2e/controller-contract.test.ts).
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { bindClaim, releaseClaim, runControllerStandIns } from '../../../src/core/simulate/controllers.js';
 import { controllerContract } from '../../contract/controller-contract.js';
 

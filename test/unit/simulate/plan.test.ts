@@ -7,7 +7,7 @@ import { before, describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.js';
 import { loadConfig, parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
 import { isNotFound } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster } from '../../../src/core/kube/memory-cluster.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { ReadOnlyCluster, WRITE_VERBS, WriteRefusedError } from '../../../src/core/kube/read-only-cluster.js';
 import type { Cluster } from '../../../src/core/kube/cluster.js';
 import { buildClusterFixture } from '../../../src/core/simulate/cluster-fixture.js';

@@ -5,62 +5,26 @@
 // resourceVersion with 410 Gone. The contract suite (test/contract/cluster-contract.ts) runs the
 // same tests against this and against a real apiserver.
 import { randomBytes, randomUUID } from 'node:crypto';
-import { systemClock, type Clock } from '../clock.js';
+import { isAborted, systemClock, type Clock } from '../../clock.js';
+import { errorMessage, isRecord } from '../../unknown-values.js';
 import {
+  ClusterClients,
   KubeApiError,
-  type Cluster,
-  type LeaseCluster,
-  type NodeCleanupCluster,
   type DeleteOptions,
   type ListOptions,
   type NamespaceOption,
   type ResourceClient,
+  type ResourceName,
+  type ResourceObjects,
   type WatchEvent,
   type WatchOptions,
-} from './cluster.js';
-import { LabelSelectorError, everything, parseLabelSelector, type LabelSelector } from './label-selector.js';
-import {
-  configMapStrategy,
-  DecodeError,
-  eventStrategy,
-  isObject,
-  jobStrategy,
-  leaseStrategy,
-  jsonEqual,
-  nodeStrategy,
-  objectAt,
-  persistentVolumeClaimStrategy,
-  persistentVolumeStrategy,
-  podStrategy,
-  qualifiedKind,
-  qualifiedResource,
-  storageClassStrategy,
-  stringAt,
-  type JsonObject,
-  type KindStrategy,
-} from './memory-strategies.js';
-import type {
-  ConfigMap,
-  CoreEvent,
-  Job,
-  Lease,
-  Node,
-  ObjectList,
-  ObjectMeta,
-  PersistentVolume,
-  PersistentVolumeClaim,
-  Pod,
-  StorageClass,
-} from './objects.js';
-import {
-  aggregate,
-  fieldError,
-  formatFieldError,
-  goQuote,
-  labelValueErrors,
-  qualifiedNameErrors,
-  type FieldError,
-} from './validation.js';
+} from '../cluster.js';
+import { LabelSelectorError, everything, parseLabelSelector, type LabelSelector } from '../label-selector.js';
+import type { ObjectList, ObjectMeta } from '../objects.js';
+import { jsonEqual, objectAt, stringAt, type JsonObject } from './json.js';
+import { DecodeError, qualifiedKind, qualifiedResource, STRATEGIES, type KindStrategy } from './strategies.js';
+import { aggregate, goQuote, labelValueErrors, qualifiedNameErrors } from '../validation.js';
+import { fieldError, formatFieldError, type FieldError } from './field-errors.js';
 
 export interface MemoryClusterOptions {
   /** Timestamps and watch timeouts. Default: the system clock. */
@@ -106,18 +70,13 @@ interface Watcher {
 
 const CONTINUE_VERSION = 'meta.k8s.io/v1';
 
-/** Reads signal.aborted afresh (keeps the compiler from narrowing it across awaits). */
-function isAborted(signal: AbortSignal): boolean {
-  return signal.aborted;
-}
-
 function timestamp(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 function metadataOf(object: JsonObject): JsonObject {
   const metadata = object['metadata'];
-  if (isObject(metadata)) return metadata;
+  if (isRecord(metadata)) return metadata;
   const created: JsonObject = {};
   object['metadata'] = created;
   return created;
@@ -151,8 +110,8 @@ function setFinalizers(object: JsonObject, finalizers: readonly string[]): void 
 
 /** RFC 7386 JSON merge patch. */
 export function applyMergePatch(target: unknown, patch: unknown): unknown {
-  if (!isObject(patch)) return structuredClone(patch);
-  const result: JsonObject = isObject(target) ? { ...target } : {};
+  if (!isRecord(patch)) return structuredClone(patch);
+  const result: JsonObject = isRecord(target) ? { ...target } : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) {
       Reflect.deleteProperty(result, key);
@@ -223,12 +182,12 @@ function decodeContinue(token: string): { rv: number; after: string } {
     throw new KubeApiError(
       400,
       'BadRequest',
-      `invalid continue token: continue key is not valid: ${error instanceof Error ? error.message : String(error)}`,
+      `invalid continue token: continue key is not valid: ${errorMessage(error)}`,
     );
   }
-  const rv = isObject(parsed) ? parsed['rv'] : undefined;
-  const start = isObject(parsed) ? parsed['start'] : undefined;
-  if (!isObject(parsed) || parsed['v'] !== CONTINUE_VERSION || typeof rv !== 'number' || typeof start !== 'string') {
+  const rv = isRecord(parsed) ? parsed['rv'] : undefined;
+  const start = isRecord(parsed) ? parsed['start'] : undefined;
+  if (!isRecord(parsed) || parsed['v'] !== CONTINUE_VERSION || typeof rv !== 'number' || typeof start !== 'string') {
     throw new KubeApiError(400, 'BadRequest', 'invalid continue token: continue key is not valid');
   }
   // Keys after `start` (which ends in \0, the smallest key after the last one returned).
@@ -236,17 +195,7 @@ function decodeContinue(token: string): { rv: number; after: string } {
 }
 
 /** The in-memory apiserver. */
-export class MemoryCluster implements Cluster, LeaseCluster, NodeCleanupCluster {
-  readonly persistentVolumes: ResourceClient<PersistentVolume>;
-  readonly storageClasses: ResourceClient<StorageClass>;
-  readonly nodes: ResourceClient<Node>;
-  readonly events: ResourceClient<CoreEvent>;
-  readonly jobs: ResourceClient<Job>;
-  readonly configMaps: ResourceClient<ConfigMap>;
-  readonly leases: ResourceClient<Lease>;
-  readonly persistentVolumeClaims: ResourceClient<PersistentVolumeClaim>;
-  readonly pods: ResourceClient<Pod>;
-
+export class MemoryCluster extends ClusterClients {
   private readonly clock: Clock;
   private readonly historyLimit: number;
   private readonly namespaceSet: Set<string>;
@@ -258,18 +207,10 @@ export class MemoryCluster implements Cluster, LeaseCluster, NodeCleanupCluster 
   private readonly watchers = new Set<Watcher>();
 
   constructor(options: MemoryClusterOptions = {}) {
+    super();
     this.clock = options.clock ?? systemClock;
     this.historyLimit = Math.max(0, options.historyLimit ?? DEFAULT_HISTORY_LIMIT);
     this.namespaceSet = new Set(options.namespaces ?? DEFAULT_NAMESPACES);
-    this.persistentVolumes = this.client<PersistentVolume>(persistentVolumeStrategy);
-    this.storageClasses = this.client<StorageClass>(storageClassStrategy);
-    this.nodes = this.client<Node>(nodeStrategy);
-    this.events = this.client<CoreEvent>(eventStrategy);
-    this.jobs = this.client<Job>(jobStrategy);
-    this.configMaps = this.client<ConfigMap>(configMapStrategy);
-    this.leases = this.client<Lease>(leaseStrategy);
-    this.persistentVolumeClaims = this.client<PersistentVolumeClaim>(persistentVolumeClaimStrategy);
-    this.pods = this.client<Pod>(podStrategy);
   }
 
   /** The current (latest) resourceVersion. */
@@ -309,11 +250,16 @@ export class MemoryCluster implements Cluster, LeaseCluster, NodeCleanupCluster 
 
   // -------------------------------------------------------------------------------------------
 
-  private client<T>(strategy: KindStrategy): ResourceClient<T> {
+  protected client<K extends ResourceName>(resource: K): ResourceClient<ResourceObjects[K]> {
+    return this.resourceClient<ResourceObjects[K]>(STRATEGIES[resource]);
+  }
+
+  /** Closures only: this runs from ClusterClients' field initialisers, before this constructor. */
+  private resourceClient<T>(strategy: KindStrategy): ResourceClient<T> {
     // The port's object types are JSON shapes: they travel through here as plain JSON objects.
     const out = (object: JsonObject): T => object as unknown as T;
     const input = (object: T): JsonObject => {
-      if (!isObject(object)) throw new KubeApiError(400, 'BadRequest', 'the request body must be a JSON object');
+      if (!isRecord(object)) throw new KubeApiError(400, 'BadRequest', 'the request body must be a JSON object');
       return structuredClone(object);
     };
     return {
@@ -423,10 +369,7 @@ export class MemoryCluster implements Cluster, LeaseCluster, NodeCleanupCluster 
       annotationBytes += Buffer.byteLength(key) + Buffer.byteLength(typeof value === 'string' ? value : '');
     }
     if (annotationBytes > ANNOTATIONS_MAX_BYTES) {
-      errors.push({
-        field: 'metadata.annotations',
-        body: `Too long: may not be more than ${ANNOTATIONS_MAX_BYTES} bytes`,
-      });
+      errors.push(fieldError.tooLong('metadata.annotations', ANNOTATIONS_MAX_BYTES));
     }
     finalizersOf(object).forEach((finalizer, i) => {
       const problems = qualifiedNameErrors(finalizer);
@@ -746,14 +689,10 @@ export class MemoryCluster implements Cluster, LeaseCluster, NodeCleanupCluster 
       try {
         body = JSON.parse(body);
       } catch (error) {
-        throw new KubeApiError(
-          400,
-          'BadRequest',
-          `error decoding patch: ${error instanceof Error ? error.message : String(error)}`,
-        );
+        throw new KubeApiError(400, 'BadRequest', `error decoding patch: ${errorMessage(error)}`);
       }
     }
-    if (!isObject(body)) {
+    if (!isRecord(body)) {
       throw new KubeApiError(
         400,
         'BadRequest',
@@ -763,7 +702,7 @@ export class MemoryCluster implements Cluster, LeaseCluster, NodeCleanupCluster 
     const namespace = this.namespaceFor(strategy, options);
     const current = this.existing(strategy, name, namespace);
     const patched = applyMergePatch(structuredClone(current), body);
-    if (!isObject(patched)) throw new KubeApiError(400, 'BadRequest', 'the patch must produce an object');
+    if (!isRecord(patched)) throw new KubeApiError(400, 'BadRequest', 'the patch must produce an object');
     const patchedName = stringAt(patched, 'metadata', 'name');
     if (patchedName !== name) {
       throw new KubeApiError(

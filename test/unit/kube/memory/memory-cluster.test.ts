@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { describe, it } from 'node:test';
 
-import { ManualClock } from '../../../src/core/clock.js';
-import { KubeApiError, type WatchEvent } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster, applyMergePatch } from '../../../src/core/kube/memory-cluster.js';
-import type { PersistentVolume } from '../../../src/core/kube/objects.js';
-import { clusterContract } from '../../contract/cluster-contract.js';
+import { ManualClock } from '../../../../src/core/clock.js';
+import { KubeApiError, type WatchEvent } from '../../../../src/core/kube/cluster.js';
+import { MemoryCluster, applyMergePatch } from '../../../../src/core/kube/memory/memory-cluster.js';
+import type { PersistentVolume } from '../../../../src/core/kube/objects.js';
+import { clusterContract } from '../../../contract/cluster-contract.js';
 
 clusterContract('MemoryCluster', () => {
   const cluster = new MemoryCluster();

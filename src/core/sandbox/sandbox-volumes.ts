@@ -3,7 +3,7 @@
 // can "add a disk" with mkdir, without root or real mounts.
 import { realpath } from 'node:fs/promises';
 import { isAbsolute, relative, sep } from 'node:path';
-import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
+import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from '../node/volumes.js';
 
 /** Whether `path` lies strictly below `dir` (both absolute, compared as written). */
 export function isBelow(dir: string, path: string): boolean {

@@ -2,70 +2,11 @@
 // StorageObjectInUseProtection and TaintNodesByCondition plugins), status handling and the
 // validation the agent could run into, with the apiserver's field paths and wording. Each rule here
 // was checked against a real kube-apiserver (see test/contract/cluster-contract.ts).
-import {
-  dns1123SubdomainErrors,
-  fieldError,
-  labelValueErrors,
-  qualifiedNameErrors,
-  type FieldError,
-} from './validation.js';
-
-export type JsonObject = Record<string, unknown>;
-
-export function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** The object at `key`, created when missing (or not an object). */
-export function child(parent: JsonObject, key: string): JsonObject {
-  const existing = parent[key];
-  if (isObject(existing)) return existing;
-  const created: JsonObject = {};
-  parent[key] = created;
-  return created;
-}
-
-export function objectAt(parent: unknown, ...path: string[]): JsonObject | undefined {
-  let current: unknown = parent;
-  for (const key of path) {
-    if (!isObject(current)) return undefined;
-    current = current[key];
-  }
-  return isObject(current) ? current : undefined;
-}
-
-export function valueAt(parent: unknown, ...path: string[]): unknown {
-  let current: unknown = parent;
-  for (const key of path) {
-    if (!isObject(current)) return undefined;
-    current = current[key];
-  }
-  return current;
-}
-
-export function stringAt(parent: unknown, ...path: string[]): string | undefined {
-  const value = valueAt(parent, ...path);
-  return typeof value === 'string' ? value : undefined;
-}
-
-export function arrayAt(parent: unknown, ...path: string[]): unknown[] | undefined {
-  const value = valueAt(parent, ...path);
-  return Array.isArray(value) ? value : undefined;
-}
-
-/** Structural equality of JSON values (key order ignored). */
-export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (Array.isArray(a)) {
-    return Array.isArray(b) && a.length === b.length && a.every((item, i) => jsonEqual(item, b[i]));
-  }
-  if (isObject(a) && isObject(b)) {
-    const aKeys = Object.keys(a).filter((k) => a[k] !== undefined);
-    const bKeys = Object.keys(b).filter((k) => b[k] !== undefined);
-    return aKeys.length === bKeys.length && aKeys.every((k) => Object.hasOwn(b, k) && jsonEqual(a[k], b[k]));
-  }
-  return false;
-}
+import { isRecord } from '../../unknown-values.js';
+import { RESOURCES, type ResourceInfo, type ResourceName } from '../cluster.js';
+import { dns1123SubdomainErrors, labelValueErrors, qualifiedNameErrors } from '../validation.js';
+import { fieldError, type FieldError } from './field-errors.js';
+import { arrayAt, child, jsonEqual, objectAt, stringAt, valueAt, type JsonObject } from './json.js';
 
 /** Problems that make the apiserver refuse to even decode the body (400 BadRequest). */
 export class DecodeError extends Error {}
@@ -75,14 +16,8 @@ export interface StrategyContext {
   readonly now: string;
 }
 
-export interface KindStrategy {
-  /** `persistentvolumes` */
-  readonly resource: string;
-  /** `''`, `batch`, `storage.k8s.io` */
-  readonly group: string;
-  readonly kind: string;
-  readonly apiVersion: string;
-  readonly namespaced: boolean;
+/** How the apiserver handles one resource; its identity (kind, group, namespaced) is RESOURCES'. */
+export interface KindStrategy extends ResourceInfo {
   /** Has a `/status` subresource: the main resource ignores status, updateStatus ignores the rest. */
   readonly statusSubresource: boolean;
   /** metadata.generation is managed by the server (starts at 1, bumps on spec changes). */
@@ -94,7 +29,7 @@ export interface KindStrategy {
   applyDefaults(object: JsonObject): void;
   /** Create: reset what clients may not set, run admission. */
   prepareForCreate(object: JsonObject, context: StrategyContext): void;
-  /** PUT/PATCH of the main resource: keep what only the status subresource may change. */
+  /** PUT/PATCH of the main resource of a kind with a status subresource: keep the status. */
   prepareForUpdate(object: JsonObject, old: JsonObject, context: StrategyContext): void;
   /** PUT of the status subresource: keep everything but metadata and status. */
   prepareForStatusUpdate(object: JsonObject, old: JsonObject, context: StrategyContext): void;
@@ -147,10 +82,6 @@ function quantitySign(value: unknown): number {
 
 function pathNoBacksteps(field: string, path: string): FieldError[] {
   return path.split('/').includes('..') ? [fieldError.invalid(field, path, "must not contain '..'")] : [];
-}
-
-export function dnsSubdomainNameErrors(name: string): string[] {
-  return dns1123SubdomainErrors(name);
 }
 
 /** path.ValidatePathSegmentName: what Events' names are held to. */
@@ -219,7 +150,7 @@ function validateNodeSelectorRequirement(field: string, requirement: unknown): F
 
 function validateNodeAffinity(affinity: unknown): FieldError[] {
   const required = valueAt(affinity, 'required');
-  if (!isObject(required)) {
+  if (!isRecord(required)) {
     return [fieldError.required('spec.nodeAffinity.required', 'must specify required node constraints')];
   }
   const terms = arrayAt(required, 'nodeSelectorTerms') ?? [];
@@ -240,6 +171,29 @@ function validateNodeAffinity(affinity: unknown): FieldError[] {
 
 function setDefault(object: JsonObject, key: string, value: unknown): void {
   if (object[key] === undefined || object[key] === null || object[key] === '') object[key] = value;
+}
+
+/** What a kind does beyond a plain one: no status, defaults, admission or rules; DNS-subdomain names. */
+type StrategyRules = Partial<Omit<KindStrategy, keyof ResourceInfo>>;
+
+function strategy(resource: ResourceName, rules: StrategyRules): KindStrategy {
+  return {
+    ...RESOURCES[resource],
+    statusSubresource: false,
+    managesGeneration: false,
+    defaultPropagation: 'Background',
+    validateName: dns1123SubdomainErrors,
+    applyDefaults: () => undefined,
+    prepareForCreate: () => undefined,
+    // Used only where there is a status subresource (the cluster calls neither otherwise).
+    prepareForUpdate: keepStatus,
+    prepareForStatusUpdate: keepAllButMetadataAndStatus,
+    validate: () => [],
+    validateUpdate: () => [],
+    validateStatus: () => [],
+    specChanged: () => false,
+    ...rules,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,16 +227,8 @@ const PV_SOURCES = [
 
 const ACCESS_MODES = ['ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOnce', 'ReadWriteOncePod'];
 
-export const persistentVolumeStrategy: KindStrategy = {
-  resource: 'persistentvolumes',
-  group: '',
-  kind: 'PersistentVolume',
-  apiVersion: 'v1',
-  namespaced: false,
+const persistentVolumeStrategy = strategy('persistentVolumes', {
   statusSubresource: true,
-  managesGeneration: false,
-  defaultPropagation: 'Background',
-  validateName: dnsSubdomainNameErrors,
   applyDefaults(object) {
     const spec = child(object, 'spec');
     setDefault(spec, 'persistentVolumeReclaimPolicy', 'Retain');
@@ -302,9 +248,6 @@ export const persistentVolumeStrategy: KindStrategy = {
     if (!finalizers.includes('kubernetes.io/pv-protection')) {
       metadata['finalizers'] = [...finalizers, 'kubernetes.io/pv-protection'];
     }
-  },
-  prepareForUpdate(object, old) {
-    keepStatus(object, old);
   },
   prepareForStatusUpdate(object, old, { now }) {
     keepAllButMetadataAndStatus(object, old);
@@ -388,36 +331,16 @@ export const persistentVolumeStrategy: KindStrategy = {
     }
     return errors;
   },
-  // The apiserver accepts any phase (an empty one is defaulted to Pending).
-  validateStatus: () => [],
-  specChanged: () => false,
-};
+  // No validateStatus: the apiserver accepts any phase (an empty one is defaulted to Pending).
+});
 
 // ---------------------------------------------------------------------------------------------
 // StorageClass
 
-export const storageClassStrategy: KindStrategy = {
-  resource: 'storageclasses',
-  group: 'storage.k8s.io',
-  kind: 'StorageClass',
-  apiVersion: 'storage.k8s.io/v1',
-  namespaced: false,
-  statusSubresource: false,
-  managesGeneration: false,
-  defaultPropagation: 'Background',
-  validateName: dnsSubdomainNameErrors,
+const storageClassStrategy = strategy('storageClasses', {
   applyDefaults(object) {
     setDefault(object, 'reclaimPolicy', 'Delete');
     setDefault(object, 'volumeBindingMode', 'Immediate');
-  },
-  prepareForCreate() {
-    // no status, no admission
-  },
-  prepareForUpdate() {
-    // no status
-  },
-  prepareForStatusUpdate() {
-    // no status subresource
   },
   validate(object) {
     const errors: FieldError[] = [];
@@ -443,28 +366,18 @@ export const storageClassStrategy: KindStrategy = {
     }
     return errors;
   },
-  validateStatus: () => [],
-  specChanged: () => false,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Node
 
 const NOT_READY_TAINT = { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' };
 
-export const nodeStrategy: KindStrategy = {
-  resource: 'nodes',
-  group: '',
-  kind: 'Node',
-  apiVersion: 'v1',
-  namespaced: false,
+const nodeStrategy = strategy('nodes', {
   statusSubresource: true,
-  managesGeneration: false,
-  defaultPropagation: 'Background',
-  validateName: dnsSubdomainNameErrors,
   applyDefaults(object) {
     const status = objectAt(object, 'status');
-    if (status !== undefined && status['allocatable'] === undefined && isObject(status['capacity'])) {
+    if (status !== undefined && status['allocatable'] === undefined && isRecord(status['capacity'])) {
       status['allocatable'] = structuredClone(status['capacity']);
     }
   },
@@ -476,79 +389,25 @@ export const nodeStrategy: KindStrategy = {
       spec['taints'] = [...taints, { ...NOT_READY_TAINT }];
     }
   },
-  prepareForUpdate(object, old) {
-    keepStatus(object, old);
-  },
-  prepareForStatusUpdate(object, old) {
-    keepAllButMetadataAndStatus(object, old);
-  },
-  validate: () => [],
-  validateUpdate: () => [],
-  validateStatus: () => [],
-  specChanged: () => false,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // ConfigMap (core/v1)
 
-export const configMapStrategy: KindStrategy = {
-  resource: 'configmaps',
-  group: '',
-  kind: 'ConfigMap',
-  apiVersion: 'v1',
-  namespaced: true,
-  statusSubresource: false,
-  managesGeneration: false,
-  defaultPropagation: 'Background',
-  validateName: dnsSubdomainNameErrors,
-  applyDefaults() {
-    // no defaults
-  },
-  prepareForCreate() {
-    // no status
-  },
-  prepareForUpdate() {
-    // no status
-  },
-  prepareForStatusUpdate() {
-    // no status subresource
-  },
+const configMapStrategy = strategy('configMaps', {
   validate(object) {
     const data = objectAt(object, 'data') ?? {};
     return Object.entries(data)
       .filter(([, value]) => typeof value !== 'string')
       .map(([key, value]) => fieldError.invalid(`data[${key}]`, value, 'must be a string'));
   },
-  validateUpdate: () => [],
-  validateStatus: () => [],
-  specChanged: () => false,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Event (core/v1)
 
-export const eventStrategy: KindStrategy = {
-  resource: 'events',
-  group: '',
-  kind: 'Event',
-  apiVersion: 'v1',
-  namespaced: true,
-  statusSubresource: false,
-  managesGeneration: false,
-  defaultPropagation: 'Background',
+const eventStrategy = strategy('events', {
   validateName: pathSegmentNameErrors,
-  applyDefaults() {
-    // nothing the agent could observe
-  },
-  prepareForCreate() {
-    // no status
-  },
-  prepareForUpdate() {
-    // no status
-  },
-  prepareForStatusUpdate() {
-    // no status subresource
-  },
   validate(object) {
     const namespace = stringAt(object, 'metadata', 'namespace') ?? '';
     const involved = stringAt(object, 'involvedObject', 'namespace') ?? '';
@@ -558,27 +417,18 @@ export const eventStrategy: KindStrategy = {
     }
     return [];
   },
-  validateUpdate: () => [],
-  validateStatus: () => [],
-  specChanged: () => false,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Job (batch/v1)
 
 const JOB_IMMUTABLE_SPEC = ['template', 'selector', 'completionMode', 'manualSelector', 'podFailurePolicy'];
 
-export const jobStrategy: KindStrategy = {
-  resource: 'jobs',
-  group: 'batch',
-  kind: 'Job',
-  apiVersion: 'batch/v1',
-  namespaced: true,
+const jobStrategy = strategy('jobs', {
   statusSubresource: true,
   managesGeneration: true,
   // batch/v1 Jobs still default to orphaning their pods: a plain delete adds the `orphan` finalizer.
   defaultPropagation: 'Orphan',
-  validateName: dnsSubdomainNameErrors,
   applyDefaults(object) {
     const spec = child(object, 'spec');
     setDefault(spec, 'parallelism', 1);
@@ -606,12 +456,6 @@ export const jobStrategy: KindStrategy = {
         'job-name': name,
       };
     }
-  },
-  prepareForUpdate(object, old) {
-    keepStatus(object, old);
-  },
-  prepareForStatusUpdate(object, old) {
-    keepAllButMetadataAndStatus(object, old);
   },
   validate(object) {
     const errors: FieldError[] = [];
@@ -649,9 +493,8 @@ export const jobStrategy: KindStrategy = {
     }
     return errors;
   },
-  validateStatus: () => [],
   specChanged: (object, old) => !jsonEqual(object['spec'], old['spec']),
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Lease (coordination.k8s.io/v1)
@@ -669,30 +512,12 @@ function checkMicroTime(spec: JsonObject, key: string): void {
   }
 }
 
-export const leaseStrategy: KindStrategy = {
-  resource: 'leases',
-  group: 'coordination.k8s.io',
-  kind: 'Lease',
-  apiVersion: 'coordination.k8s.io/v1',
-  namespaced: true,
-  statusSubresource: false,
-  managesGeneration: false,
-  defaultPropagation: 'Background',
-  validateName: dnsSubdomainNameErrors,
+const leaseStrategy = strategy('leases', {
   applyDefaults(object) {
     const spec = objectAt(object, 'spec');
     if (spec === undefined) return;
     checkMicroTime(spec, 'renewTime');
     checkMicroTime(spec, 'acquireTime');
-  },
-  prepareForCreate() {
-    // no status
-  },
-  prepareForUpdate() {
-    // no status
-  },
-  prepareForStatusUpdate() {
-    // no status subresource
   },
   validate(object) {
     const errors: FieldError[] = [];
@@ -704,24 +529,13 @@ export const leaseStrategy: KindStrategy = {
       errors.push(fieldError.invalid('spec.leaseTransitions', transitions, 'must be greater than or equal to 0'));
     return errors;
   },
-  validateUpdate: () => [],
-  validateStatus: () => [],
-  specChanged: () => false,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // PersistentVolumeClaim (core/v1)
 
-export const persistentVolumeClaimStrategy: KindStrategy = {
-  resource: 'persistentvolumeclaims',
-  group: '',
-  kind: 'PersistentVolumeClaim',
-  apiVersion: 'v1',
-  namespaced: true,
+const persistentVolumeClaimStrategy = strategy('persistentVolumeClaims', {
   statusSubresource: true,
-  managesGeneration: false,
-  defaultPropagation: 'Background',
-  validateName: dnsSubdomainNameErrors,
   applyDefaults(object) {
     setDefault(child(object, 'spec'), 'volumeMode', 'Filesystem');
   },
@@ -734,12 +548,6 @@ export const persistentVolumeClaimStrategy: KindStrategy = {
       metadata['finalizers'] = [...finalizers, 'kubernetes.io/pvc-protection'];
     }
   },
-  prepareForUpdate(object, old) {
-    keepStatus(object, old);
-  },
-  prepareForStatusUpdate(object, old) {
-    keepAllButMetadataAndStatus(object, old);
-  },
   validate(object) {
     const errors: FieldError[] = [];
     const accessModes = arrayAt(object, 'spec', 'accessModes') ?? [];
@@ -750,24 +558,13 @@ export const persistentVolumeClaimStrategy: KindStrategy = {
     else quantitySign(storage);
     return errors;
   },
-  validateUpdate: () => [],
-  validateStatus: () => [],
-  specChanged: () => false,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Pod (core/v1): only what the node cleanup reads; graceful deletion as the registry does it
 
-export const podStrategy: KindStrategy = {
-  resource: 'pods',
-  group: '',
-  kind: 'Pod',
-  apiVersion: 'v1',
-  namespaced: true,
+const podStrategy = strategy('pods', {
   statusSubresource: true,
-  managesGeneration: false,
-  defaultPropagation: 'Background',
-  validateName: dnsSubdomainNameErrors,
   applyDefaults(object) {
     const spec = child(object, 'spec');
     setDefault(spec, 'restartPolicy', 'Always');
@@ -775,12 +572,6 @@ export const podStrategy: KindStrategy = {
   },
   prepareForCreate(object) {
     object['status'] = { phase: 'Pending' };
-  },
-  prepareForUpdate(object, old) {
-    keepStatus(object, old);
-  },
-  prepareForStatusUpdate(object, old) {
-    keepAllButMetadataAndStatus(object, old);
   },
   validate(object) {
     const errors: FieldError[] = [];
@@ -793,9 +584,6 @@ export const podStrategy: KindStrategy = {
     });
     return errors;
   },
-  validateUpdate: () => [],
-  validateStatus: () => [],
-  specChanged: () => false,
   deletionGracePeriod(object, requested) {
     // The registry deletes a pod at once that no kubelet runs (unscheduled) or that has finished.
     const phase = stringAt(object, 'status', 'phase');
@@ -803,4 +591,17 @@ export const podStrategy: KindStrategy = {
     const configured = valueAt(object, 'spec', 'terminationGracePeriodSeconds');
     return requested ?? (typeof configured === 'number' ? configured : 30);
   },
+});
+
+/** Each resource's strategy. */
+export const STRATEGIES: { readonly [K in ResourceName]: KindStrategy } = {
+  persistentVolumes: persistentVolumeStrategy,
+  storageClasses: storageClassStrategy,
+  nodes: nodeStrategy,
+  events: eventStrategy,
+  jobs: jobStrategy,
+  configMaps: configMapStrategy,
+  leases: leaseStrategy,
+  persistentVolumeClaims: persistentVolumeClaimStrategy,
+  pods: podStrategy,
 };

@@ -1,0 +1,77 @@
+// The layering of docs/architecture.md, checked on the sources: the command map
+// (src/commands/index.ts) is the top, the commands use cli, render, ui and core, and nothing
+// imports back up. src/cli (the base command, flags, process wiring) and src/core are below the
+// commands; core is the library and imports nothing of the layers above it.
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, it } from 'node:test';
+import { REPO_ROOT } from '../../support/cli.js';
+
+const SRC = join(REPO_ROOT, 'src');
+
+/** The layers each top-level folder of src/ may not import. */
+const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
+  core: ['cli', 'commands', 'render', 'ui'],
+  cli: ['commands', 'render', 'ui'],
+};
+
+function sources(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return sources(path);
+    return /\.tsx?$/u.test(name) ? [path] : [];
+  });
+}
+
+/** The relative module specifiers of a file: static imports and exports, and `import()`. */
+function specifiers(text: string): string[] {
+  const found: string[] = [];
+  for (const match of text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)'(\.{1,2}\/[^']+)'/gmu)) {
+    if (match[1] !== undefined) found.push(match[1]);
+  }
+  return found;
+}
+
+/** The top-level folder of src/ a path lies in (`core`, `cli`, …). */
+function layerOf(path: string): string {
+  return relative(SRC, path).split('/')[0] ?? '';
+}
+
+/** Every import of `file` (with `text`) that runs into a layer its own layer may not import. */
+function upwardImports(file: string, text: string): string[] {
+  const forbidden = FORBIDDEN[layerOf(file)] ?? [];
+  return specifiers(text)
+    .filter((specifier) => forbidden.includes(layerOf(resolve(dirname(file), specifier))))
+    .map((specifier) => `${relative(REPO_ROOT, file)} imports ${specifier}`);
+}
+
+describe('layers', () => {
+  it('no module of src/core or src/cli imports a layer above it', () => {
+    const found = sources(SRC).flatMap((file) => upwardImports(file, readFileSync(file, 'utf8')));
+    assert.deepEqual(found, []);
+  });
+
+  it('catches what it bans: the command map in src/cli, core reaching the CLI, a dynamic import', () => {
+    // How src/cli/commands.ts imported the commands before the map moved to src/commands/index.ts.
+    assert.deepEqual(upwardImports(join(SRC, 'cli/commands.ts'), "import Run from '../commands/run.js';\n"), [
+      'src/cli/commands.ts imports ../commands/run.js',
+    ]);
+    assert.deepEqual(
+      upwardImports(
+        join(SRC, 'core/agent/x.ts'),
+        "import { issueToJson } from '../../cli/base-command.js';\nconst m = await import('../../render/simulate.js');\n",
+      ),
+      ['src/core/agent/x.ts imports ../../cli/base-command.js', 'src/core/agent/x.ts imports ../../render/simulate.js'],
+    );
+    // Downward and sideways imports are fine.
+    assert.deepEqual(
+      upwardImports(join(SRC, 'commands/run.ts'), "import { RUN_FLAGS } from '../cli/run-flags.js';\n"),
+      [],
+    );
+    assert.deepEqual(
+      upwardImports(join(SRC, 'cli/run-agent.ts'), "import { Agent } from '../core/agent/agent.js';\n"),
+      [],
+    );
+  });
+});
