@@ -5,6 +5,7 @@ import { IMPACT_CLASSES } from '../core/config/effects.js';
 import type { ImpactClass } from '../core/config/effects.js';
 import { issueToJson } from '../cli/base-command.js';
 import type { IssueJson } from '../cli/base-command.js';
+import { PAINT } from './text.js';
 
 export const DIFF_CONFIG_FORMAT_VERSION = 1;
 
@@ -72,16 +73,6 @@ export function toDiffConfigJson(c: ConfigComparison): DiffConfigJson {
     exitCode: diffConfigExitCode(c),
   };
 }
-
-const ansi = (code: string) => (s: string) => `\u001b[${code}m${s}\u001b[0m`;
-const PAINT = {
-  red: ansi('31'),
-  green: ansi('32'),
-  cyan: ansi('36'),
-  yellow: ansi('33'),
-  bold: ansi('1'),
-  dim: ansi('2'),
-};
 
 function short(value: unknown): string {
   const text = value === undefined ? 'null' : JSON.stringify(value);
