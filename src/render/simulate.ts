@@ -5,10 +5,10 @@ import { issueToJson } from '../cli/base-command.js';
 import type { IssueJson } from '../cli/base-command.js';
 import { ROUTINE_SKIPS } from '../core/discovery/plan.js';
 import type { SkippedEntry } from '../core/discovery/plan.js';
-import type { Job, PersistentVolume } from '../core/kube/objects.js';
-import type { PassPlan, PlannedCleanup, SimulationPlan } from '../core/simulate/plan.js';
+import type { PassPlan, PlannedCleanup, PlannedCreate, SimulationPlan } from '../core/simulate/plan.js';
 import type { ScenarioReport, StepReport } from '../core/simulate/report.js';
 import { changeToJson } from './diff-config.js';
+import type { ChangeJson } from './diff-config.js';
 import { actionJson, describeAction, stepSummary, virtualTime } from './simulate-timeline.js';
 import type { ActionJson } from './simulate-timeline.js';
 import { painter, plural, shortHash } from './text.js';
@@ -18,31 +18,11 @@ export const SIMULATE_FORMAT_VERSION = 1;
 
 // ---- JSON: plan -------------------------------------------------------------------------------
 
-export interface PlanCreateJson {
-  readonly pv: string;
-  readonly storageClass: string;
-  readonly entry: string;
-  readonly path: string;
-  readonly hostPath: string;
-  readonly capacity: string;
-  readonly capacityBytes: number;
-  readonly volumeMode: string;
-  readonly manifest: PersistentVolume;
-}
+/** A PV the plan creates: the plan's fields, with the class as `storageClass`. */
+export type PlanCreateJson = Omit<PlannedCreate, 'className' | 'detectedMode'> & { readonly storageClass: string };
 
-export interface PlanCleanupJson {
-  readonly pv: string;
-  readonly storageClass: string;
-  readonly hostPath: string;
-  readonly action: PlannedCleanup['action'];
-  readonly method?: 'process' | 'job';
-  readonly mode?: string;
-  readonly path?: string;
-  readonly command?: readonly string[];
-  readonly job?: { readonly name: string; readonly manifest?: Job; readonly status?: string };
-  readonly deleteAfter: boolean;
-  readonly message: string;
-}
+/** A cleanup the plan runs (or a PV it keeps): the plan's fields, with the class as `storageClass`. */
+export type PlanCleanupJson = Omit<PlannedCleanup, 'className'> & { readonly storageClass: string };
 
 export interface PlanSkipJson {
   readonly storageClass: string;
@@ -112,19 +92,7 @@ export interface SimulatePlanJson extends PassPlanJson {
   readonly jobImage?: string;
   readonly reload?: {
     readonly from: PassPlan['config'];
-    readonly changes: readonly {
-      readonly path: string;
-      readonly field: string;
-      readonly action: string;
-      readonly before?: unknown;
-      readonly after?: unknown;
-      readonly impact: string;
-      readonly summary: string;
-      readonly existingPVs: string;
-      readonly newPVs: string;
-      readonly cleanupsInFlight: string;
-      readonly upstream?: string;
-    }[];
+    readonly changes: readonly ChangeJson[];
     readonly delta: {
       readonly create: {
         readonly added: readonly string[];

@@ -113,25 +113,20 @@ export function DashboardApp(props: DashboardAppProps): ReactNode {
         );
         break;
       case 'diff':
-        p.services.diff().then(
+      case 'fleet': {
+        // The panel's content, or why it could not be loaded (shown in the panel too).
+        const kind = effect.type;
+        (kind === 'diff' ? p.services.diff() : p.services.fleet()).then(
           (d) => {
-            dispatch({ type: d.ok ? 'diff-loaded' : 'diff-failed', title: d.title, lines: d.lines });
+            dispatch({ type: d.ok ? `${kind}-loaded` : `${kind}-failed`, title: d.title, lines: d.lines });
           },
           (err: unknown) => {
-            dispatch({ type: 'diff-failed', title: 'Diff: failed', lines: [errorMessage(err)] });
+            const title = kind === 'diff' ? 'Diff: failed' : 'Fleet: failed';
+            dispatch({ type: `${kind}-failed`, title, lines: [errorMessage(err)] });
           },
         );
         break;
-      case 'fleet':
-        p.services.fleet().then(
-          (d) => {
-            dispatch({ type: d.ok ? 'fleet-loaded' : 'fleet-failed', title: d.title, lines: d.lines });
-          },
-          (err: unknown) => {
-            dispatch({ type: 'fleet-failed', title: 'Fleet: failed', lines: [errorMessage(err)] });
-          },
-        );
-        break;
+      }
       case 'quit':
         mounted.current = false;
         quit();
