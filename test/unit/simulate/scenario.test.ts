@@ -84,6 +84,31 @@ describe('simulate: scenarios', () => {
     assert.deepEqual(outcomes, ['reload applied', 'reload rejected', 'reload applied']);
   });
 
+  it("the report is data: what happened, with no sentence in it (the words are the renderer's)", async () => {
+    const r = await runScenario(demoScenario());
+    for (const step of r.steps) {
+      assert.ok(!('summary' in step), `step ${step.index} carries no summary`);
+      for (const a of step.actions) assert.ok(!('summary' in a) && !('details' in a), `${a.type} carries no text`);
+    }
+    const created = r.steps[0]?.actions.find((a) => a.type === 'pv-created');
+    assert.deepEqual(created && { ...created, pv: '' }, {
+      at: 0,
+      type: 'pv-created',
+      pv: '',
+      volume: 'fast-disks/disk1',
+      capacity: '100Gi',
+      volumeMode: 'Filesystem',
+    });
+    assert.deepEqual(r.steps[2] && { type: r.steps[2].type, claim: 'claim' in r.steps[2] ? r.steps[2].claim : '' }, {
+      type: 'claim bound',
+      claim: 'shop/data-db-0',
+    });
+    const rejected = r.steps.flatMap((s) => s.actions).find((a) => a.type === 'reload' && a.outcome === 'rejected');
+    assert.ok(rejected?.type === 'reload');
+    assert.equal(rejected.problems.length, 1);
+    assert.equal(rejected.problems[0]?.position?.file, 'config/storageClassMap', "positions in the user's terms");
+  });
+
   it('a failing expectation is reported with its step, what was expected and what was found', async () => {
     const r = await runScenario(
       scenario(
