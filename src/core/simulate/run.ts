@@ -13,15 +13,13 @@ import { cleanupJobName } from '../cleanup/jobs.js';
 import { ManualClock } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { loadConfig } from '../config/source.js';
-import { ROUTINE_SKIPS } from '../discovery/plan.js';
 import { ConfigSourceError, formatIssue, InvalidConfigError } from '../errors.js';
 import type { SourcePosition } from '../errors.js';
 import { isNotFound } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
 import { MemoryCluster } from '../kube/memory-cluster.js';
-import type { CoreEvent, Job, PersistentVolume } from '../kube/objects.js';
+import type { Job, PersistentVolume } from '../kube/objects.js';
 import { MemoryVolumes } from '../node/memory-volumes.js';
-import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
 import { loadClusterFixture } from './cluster-fixture.js';
 import { ConfigFiles } from './config-files.js';
@@ -29,7 +27,9 @@ import { bindClaim, releaseClaim, runControllerStandIns } from './controllers.js
 import { Disks, StepError } from './disks.js';
 import type { ResolvedVolume } from './disks.js';
 import { evaluateExpectations } from './expect.js';
-import type { ExpectationResult, PvField, WorldView } from './expect.js';
+import { finalState, worldView } from './world-view.js';
+import type { ReplayState } from './world-view.js';
+import type { ExpectationResult } from './expect.js';
 import { InvalidInputError } from './input.js';
 import { loadNodeFacts } from './node-facts.js';
 import {
@@ -40,13 +40,13 @@ import {
   TappedCleaner,
   tapCluster,
   TimedLogger,
-  volumeOfPV,
 } from './observe.js';
 import type { CleanerEvent, LogRecord } from './observe.js';
 import { SCENARIO_EPOCH } from './report.js';
 import type { ScenarioReport, StepInfo, StepOutcome, StepReport, TimelineAction, TimelineEvent } from './report.js';
 import type { Scenario, ScenarioSettings, Step } from './scenario.js';
 import { ScriptedCleaner } from './stand-ins.js';
+import { VirtualTime } from './virtual-time.js';
 
 export interface ScenarioRunOptions {
   /** Where the runner keeps the config files it hands the agent; default the OS temp directory. */
@@ -74,6 +74,7 @@ class ScenarioRun {
   private readonly worldStop = new AbortController();
   private readonly controllers: Promise<void>[] = [];
   private readonly steps: StepReport[] = [];
+  private readonly time = new VirtualTime(this.clock, () => this.fingerprint());
 
   constructor(
     private readonly scenario: Scenario,
@@ -177,6 +178,7 @@ class ScenarioRun {
 
   // ---- driving the agent ------------------------------------------------------------------------
 
+  /** Changes whenever anything happened in the world. */
   private fingerprint(): string {
     const table = this.agent?.cleanups;
     return [
@@ -189,58 +191,10 @@ class ScenarioRun {
     ].join('|');
   }
 
-  /** Lets everything runnable at the current virtual time run to completion. */
-  private async settle(): Promise<void> {
-    let stable = 0;
-    let last = '';
-    for (let i = 0; i < 100_000; i++) {
-      await new Promise((resolve) => setImmediate(resolve));
-      const fp = this.fingerprint();
-      if (fp === last) {
-        if (++stable >= 3) return;
-      } else {
-        stable = 0;
-        last = fp;
-      }
-    }
-    throw new Error('the simulation did not settle (the agent keeps working at one instant)');
-  }
-
-  /**
-   * Awaits a promise that does real IO (config files, the HTTP listener) and may also wait on the
-   * virtual clock (drain and start deadlines): virtual time moves only when it is stuck there.
-   */
-  private async drive<T>(promise: Promise<T>): Promise<T> {
-    let settled = false;
-    const isSettled = (): boolean => settled;
-    const tracked = promise.finally(() => {
-      settled = true;
-    });
-    tracked.catch(() => undefined);
-    for (let i = 0; i < 600 && !isSettled(); i++) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        tracked.catch(() => undefined),
-        new Promise((r) => {
-          timer = setTimeout(r, 500);
-        }),
-      ]);
-      clearTimeout(timer);
-      if (isSettled()) break;
-      if (this.clock.pendingSleepers > 0) await this.clock.advance(1000);
-    }
-    return tracked;
-  }
-
-  private async advance(ms: number): Promise<void> {
-    if (ms > 0) await this.clock.advance(ms);
-    await this.settle();
-  }
-
   private async startAgent(): Promise<void> {
     const s = this.settings;
     const mark = this.actions.length;
-    const agent = await this.drive(
+    const agent = await this.time.drive(
       Agent.start(
         {
           configPath: this.configFiles.path,
@@ -274,7 +228,7 @@ class ScenarioRun {
       { type: 'agent-started', generation: applied.generation, configHash: applied.hash, adopted: agent.adopted },
       mark,
     );
-    await this.settle();
+    await this.time.settle();
   }
 
   private async stopAgent(): Promise<void> {
@@ -282,9 +236,9 @@ class ScenarioRun {
     if (!agent) return;
     this.agent = undefined;
     const cleanupsInFlight = agent.cleanups.count('running') + agent.cleanups.count('queued');
-    await this.drive(agent.stop());
+    await this.time.drive(agent.stop());
     this.record({ type: 'agent-stopped', cleanupsInFlight });
-    await this.settle();
+    await this.time.settle();
   }
 
   // ---- setup ----------------------------------------------------------------------------------
@@ -403,7 +357,7 @@ class ScenarioRun {
     const agent = this.agent;
     if (!agent) fail('no agent is running');
     const mark = this.actions.length;
-    const result = await this.drive(agent.reload(request));
+    const result = await this.time.drive(agent.reload(request));
     if (result.outcome === 'applied' || result.outcome === 'rolled-back') this.config = agent.appliedConfig().config;
     this.recordReload(result, mark);
   }
@@ -542,82 +496,12 @@ class ScenarioRun {
 
   // ---- expectations ---------------------------------------------------------------------------
 
-  private async world(refs: readonly string[]): Promise<WorldView> {
-    const agent = this.agent;
-    const pvs = (
-      await this.cluster.persistentVolumes.list({ labelSelector: `${NODE_LABEL}=${nodeLabelValue(this.nodeName)}` })
-    ).items.filter((pv) => pv.metadata.deletionTimestamp === undefined);
-    const phaseCounts: Record<string, number> = {};
-    for (const pv of pvs)
-      phaseCounts[pv.status?.phase ?? 'Pending'] = (phaseCounts[pv.status?.phase ?? 'Pending'] ?? 0) + 1;
-    const jobs = (await this.cluster.jobs.list({ namespace: this.settings.namespace })).items.filter(
-      (j) => j.metadata.deletionTimestamp === undefined,
-    );
-    const events: CoreEvent[] = (await this.cluster.events.list()).items;
-    const resolved = new Map<string, ResolvedVolume>();
-    for (const ref of refs) {
-      try {
-        resolved.set(ref, await this.disks.resolve(ref));
-      } catch (err) {
-        if (!(err instanceof StepError)) throw err;
-      }
-    }
-    const need = (ref: string): ResolvedVolume => {
-      const v = resolved.get(ref);
-      if (!v) throw new StepError(`expect: no volume named "${ref}"`);
-      return v;
-    };
-    const byName = new Map(pvs.map((pv) => [pv.metadata.name, pv]));
-    const skipped = agent?.generation.status().lastPass?.skipped ?? [];
-    return {
-      pvCount: pvs.length,
-      pvPhaseCounts: phaseCounts,
-      pvFields: (ref) => {
-        const v = need(ref);
-        const pv = v.pvName !== undefined ? byName.get(v.pvName) : undefined;
-        if (!pv) return undefined;
-        const fields: Record<Exclude<PvField, 'exists'>, string> = {
-          phase: pv.status?.phase ?? 'Pending',
-          fsType: pv.spec.local?.fsType ?? '',
-          capacity: pv.spec.capacity?.['storage'] ?? '',
-          class: pv.spec.storageClassName ?? '',
-          volumeMode: pv.spec.volumeMode ?? 'Filesystem',
-          reclaimPolicy: pv.spec.persistentVolumeReclaimPolicy ?? '',
-          path: pv.spec.local?.path ?? '',
-        };
-        return fields;
-      },
-      cleanupCounts: {
-        queued: agent?.cleanups.count('queued') ?? 0,
-        running: agent?.cleanups.count('running') ?? 0,
-        succeeded: agent?.cleanups.count('succeeded') ?? 0,
-        failed: agent?.cleanups.count('failed') ?? 0,
-      },
-      cleaned: (ref) => {
-        const v = need(ref);
-        const jobs =
-          v.pvName !== undefined ? this.jobsCreated.filter((j) => j === cleanupJobName(v.pvName ?? '')).length : 0;
-        return (this.cleanupsByPath.get(v.path) ?? 0) + jobs;
-      },
-      jobCount: jobs.length,
-      jobsCreated: this.jobsCreated.length,
-      lastReload: this.lastReload?.outcome,
-      generation: agent?.generation.number ?? 0,
-      skipReason: (ref) => {
-        const v = need(ref);
-        const s = skipped.find((x) => x.path === v.path && !ROUTINE_SKIPS.has(x.reason));
-        return s?.reason ?? 'none';
-      },
-      eventCount: (reason) => events.filter((e) => e.reason === reason).length,
-    };
-  }
-
   private async check(step: Step): Promise<ExpectationResult[]> {
     if (!step.expect) return [];
     const e = step.expect;
     const refs = [...e.pv.map((p) => p.volume), ...Object.keys(e.cleaned), ...Object.keys(e.skipped)];
     try {
-      return evaluateExpectations(e, await this.world(refs));
+      return evaluateExpectations(e, await worldView(this.state(), refs));
     } catch (err) {
       if (err instanceof StepError) this.fail(step, err.message);
       throw err;
@@ -647,9 +531,9 @@ class ScenarioRun {
       for (const step of this.scenario.steps) {
         const at = this.now();
         const outcome = await this.apply(step);
-        await this.settle();
-        if (step.type === 'time passes') await this.advance(step.durationMs);
-        else if (step.type !== 'check') await this.advance(this.settings.reactionMs);
+        await this.time.settle();
+        if (step.type === 'time passes') await this.time.advance(step.durationMs);
+        else if (step.type !== 'check') await this.time.advance(this.settings.reactionMs);
         const expectations = await this.check(step);
         this.finishStep({
           ...outcome,
@@ -665,13 +549,23 @@ class ScenarioRun {
     }
   }
 
+  /** What the replay reads back from the world. */
+  private state(): ReplayState {
+    return {
+      cluster: this.cluster,
+      agent: this.agent,
+      disks: this.disks,
+      nodeName: this.nodeName,
+      namespace: this.settings.namespace,
+      jobsCreated: this.jobsCreated,
+      cleanupsByPath: this.cleanupsByPath,
+      lastReload: this.lastReload?.outcome,
+    };
+  }
+
   private async report(): Promise<ScenarioReport> {
     const all = this.steps.flatMap((s) => s.expectations);
     const failed = all.filter((e) => !e.ok).length;
-    const pvs = (
-      await this.cluster.persistentVolumes.list({ labelSelector: `${NODE_LABEL}=${nodeLabelValue(this.nodeName)}` })
-    ).items;
-    const agent = this.agent;
     return {
       name: this.scenario.name,
       file: this.scenario.file,
@@ -681,20 +575,7 @@ class ScenarioRun {
       steps: this.steps,
       expectations: { total: all.length, failed },
       passed: failed === 0,
-      final: {
-        at: this.now(),
-        generation: agent?.generation.number ?? 0,
-        configHash: agent?.appliedConfig().hash ?? '',
-        persistentVolumes: pvs
-          .map((pv) => ({
-            pv: pv.metadata.name,
-            volume: volumeOfPV(pv),
-            phase: pv.metadata.deletionTimestamp !== undefined ? 'Terminating' : (pv.status?.phase ?? 'Pending'),
-            capacity: pv.spec.capacity?.['storage'] ?? '',
-          }))
-          .sort((a, b) => (a.volume < b.volume ? -1 : a.volume > b.volume ? 1 : 0)),
-        cleanups: (agent?.cleanups.list() ?? []).map((c) => ({ pv: c.pvName, method: c.method, state: c.state })),
-      },
+      final: await finalState(this.state(), this.now()),
     };
   }
 
