@@ -6,10 +6,9 @@
 // answered and what it logged — each stamped with virtual time, into a report of data (report.ts).
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, posix } from 'node:path';
+import { join } from 'node:path';
 import { Agent } from '../agent/agent.js';
-import type { ReloadResult } from '../agent/reload-types.js';
-import { cleanupJobName } from '../cleanup/jobs.js';
+import type { ReloadRequest, ReloadResult } from '../agent/reload-types.js';
 import { ManualClock } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { loadConfig } from '../config/source.js';
@@ -18,14 +17,12 @@ import type { SourcePosition } from '../errors.js';
 import { isNotFound } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
 import { MemoryCluster } from '../kube/memory-cluster.js';
-import type { Job, PersistentVolume } from '../kube/objects.js';
 import { MemoryVolumes } from '../node/memory-volumes.js';
 import { errorMessage } from '../unknown-values.js';
 import { loadClusterFixture } from './cluster-fixture.js';
 import { ConfigFiles } from './config-files.js';
-import { bindClaim, releaseClaim, runControllerStandIns } from './controllers.js';
+import { runControllerStandIns } from './controllers.js';
 import { Disks, StepError } from './disks.js';
-import type { ResolvedVolume } from './disks.js';
 import { evaluateExpectations } from './expect.js';
 import { finalState, worldView } from './world-view.js';
 import type { ReplayState } from './world-view.js';
@@ -46,6 +43,8 @@ import { SCENARIO_EPOCH } from './report.js';
 import type { ScenarioReport, StepInfo, StepOutcome, StepReport, TimelineAction, TimelineEvent } from './report.js';
 import type { Scenario, ScenarioSettings, Step } from './scenario.js';
 import { ScriptedCleaner } from './stand-ins.js';
+import { applyStep } from './steps.js';
+import type { StepWorld } from './steps.js';
 import { VirtualTime } from './virtual-time.js';
 
 export interface ScenarioRunOptions {
@@ -344,16 +343,8 @@ class ScenarioRun {
 
   // ---- steps ----------------------------------------------------------------------------------
 
-  private async pvOf(volume: ResolvedVolume, fail: (t: string) => never): Promise<PersistentVolume> {
-    if (volume.pvName === undefined) fail(`${volume.display} has no storage class: no PV can be named`);
-    const pv = await this.cluster.persistentVolumes.get(volume.pvName).catch(() => undefined);
-    if (!pv || pv.metadata.deletionTimestamp !== undefined)
-      fail(`no PV for ${volume.display} (${volume.pvName}) exists at this point`);
-    return pv;
-  }
-
   /** Reloads the agent as asked; the applied config changes only when a new generation serves. */
-  private async reload(request: Parameters<Agent['reload']>[0], fail: (text: string) => never): Promise<void> {
+  private async reload(request: ReloadRequest, fail: (text: string) => never): Promise<void> {
     const agent = this.agent;
     if (!agent) fail('no agent is running');
     const mark = this.actions.length;
@@ -363,135 +354,22 @@ class ScenarioRun {
   }
 
   /** Carries out a step; returns what it did, for the timeline. */
-  private async apply(step: Step): Promise<StepOutcome> {
-    const fail: (text: string) => never = (text) => this.fail(step, text);
-    const resolve = async (ref: string): Promise<ResolvedVolume> => {
-      try {
-        return await this.disks.resolve(ref);
-      } catch (err) {
-        if (err instanceof StepError) fail(err.message);
-        throw err;
-      }
-    };
-    switch (step.type) {
-      case 'disk added': {
-        const d = this.disks.add(step.disk, fail);
-        return {
-          type: step.type,
-          volume: this.disks.display(d.dir, d.name, d.className),
-          path: posix.join(d.dir, d.name),
-          entryType: step.disk.type,
-          mounted: d.mounted,
-          ...(step.disk.capacity !== undefined ? { capacity: step.disk.capacity } : {}),
-        };
-      }
-      case 'disk removed': {
-        const v = await resolve(step.volume);
-        await this.disks.remove(v, fail);
-        return { type: step.type, volume: v.display, path: v.path };
-      }
-      case 'claim bound': {
-        const v = await resolve(step.volume);
-        const pv = await this.pvOf(v, fail);
-        const [namespace = 'default', name = `claim-${v.name}`] = (step.claim ?? `default/claim-${v.name}`).split('/');
-        await bindClaim(this.cluster, pv, namespace, name);
-        return { type: step.type, claim: `${namespace}/${name}`, pv: pv.metadata.name, volume: v.display };
-      }
-      case 'claim released': {
-        const v = await resolve(step.volume);
-        const pv = await this.pvOf(v, fail);
-        await releaseClaim(this.cluster, pv);
-        const ref = pv.spec.claimRef;
-        return {
-          type: step.type,
-          ...(ref ? { claim: `${ref.namespace ?? ''}/${ref.name ?? ''}` } : {}),
-          pv: pv.metadata.name,
-          volume: v.display,
-        };
-      }
-      case 'config changed': {
-        await this.configFiles.write(step.config, fail);
-        const candidate = await loadConfig(this.configFiles.path).catch(() => undefined);
-        if (candidate) await this.ensureClassesFor(candidate.config);
-        // The watcher would notice within its debounce; the reload itself is the real one.
-        await this.reload({ trigger: 'fs' }, fail);
-        return {
-          type: step.type,
-          config:
-            step.config.kind === 'file'
-              ? { kind: 'file', display: step.config.display }
-              : { kind: 'inline', keys: Object.keys(step.config.keys) },
-        };
-      }
-      case 'reload requested':
-        await this.reload(
-          { trigger: 'admin', force: step.force, ...(step.allow.length > 0 ? { allow: step.allow } : {}) },
-          fail,
-        );
-        return { type: step.type, allow: step.allow, force: step.force };
-      case 'cleanup succeeds':
-      case 'cleanup fails':
-      case 'cleanup is slow': {
-        const v = await resolve(step.volume);
-        if (step.type === 'cleanup is slow') {
-          this.scripted.set(v.path, {
-            result: step.then,
-            durationMs: step.durationMs,
-            ...(step.message !== undefined ? { message: step.message } : {}),
-          });
-          return { type: step.type, volume: v.display, durationMs: step.durationMs, then: step.then };
-        }
-        const behaviour =
-          step.type === 'cleanup succeeds'
-            ? { result: 'succeed' as const, durationMs: 0 }
-            : { result: 'fail' as const, durationMs: 0, message: step.message };
-        this.scripted.set(v.path, behaviour);
-        const finished = this.scripted.finish(v.path, behaviour);
-        return {
-          type: step.type,
-          volume: v.display,
-          ...(step.type === 'cleanup fails' ? { message: step.message } : {}),
-          finishedRunning: finished > 0,
-        };
-      }
-      case 'job succeeds':
-      case 'job fails': {
-        const v = await resolve(step.volume);
-        if (v.pvName === undefined) fail(`${v.display} has no storage class: no Job can be named`);
-        const name = cleanupJobName(v.pvName);
-        const job = await this.cluster.jobs.get(name, { namespace: this.settings.namespace }).catch(() => undefined);
-        if (!job)
-          fail(
-            `no cleanup Job ${name} in namespace ${this.settings.namespace} (is useJobForCleaning on, and the volume Block?)`,
-          );
-        const now = new Date(this.clock.now()).toISOString();
-        const status: NonNullable<Job['status']> =
-          step.type === 'job succeeds'
-            ? { succeeded: 1, startTime: now, completionTime: now, conditions: [{ type: 'Complete', status: 'True' }] }
-            : {
-                failed: 7,
-                startTime: now,
-                conditions: [
-                  {
-                    type: 'Failed',
-                    status: 'True',
-                    reason: 'BackoffLimitExceeded',
-                    message: step.message ?? 'Job has reached the specified backoff limit',
-                  },
-                ],
-              };
-        await this.cluster.jobs.updateStatus({ ...job, status }, { namespace: this.settings.namespace });
-        return { type: step.type, job: name };
-      }
-      case 'agent restarted':
+  private apply(step: Step): Promise<StepOutcome> {
+    const world: StepWorld = {
+      cluster: this.cluster,
+      disks: this.disks,
+      configFiles: this.configFiles,
+      cleaner: this.scripted,
+      clock: this.clock,
+      namespace: this.settings.namespace,
+      ensureClassesFor: (config) => this.ensureClassesFor(config),
+      reload: (request, fail) => this.reload(request, fail),
+      restartAgent: async () => {
         await this.stopAgent();
         await this.startAgent();
-        return { type: step.type };
-      case 'time passes':
-        return { type: step.type, durationMs: step.durationMs };
-      case 'check':
-        return { type: step.type };
-    }
+      },
+    };
+    return applyStep(step, world, (text) => this.fail(step, text));
   }
 
   // ---- expectations ---------------------------------------------------------------------------
