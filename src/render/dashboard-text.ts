@@ -10,8 +10,8 @@ import {
   lineText,
   titleLine,
   volumesSection,
-} from '../core/dashboard/lines.js';
-import type { Line, Section } from '../core/dashboard/lines.js';
+} from './dashboard-lines.js';
+import type { Line, Section } from './dashboard-lines.js';
 import { initialState } from '../core/dashboard/model.js';
 
 function text(line: Line): string {

@@ -2,25 +2,21 @@
 import type { ConfigComparison } from '../core/config/compare.js';
 import type { ConfigChange } from '../core/config/diff.js';
 import { IMPACT_CLASSES } from '../core/config/effects.js';
-import type { ImpactClass } from '../core/config/effects.js';
+import type { EffectRow, ImpactClass } from '../core/config/effects.js';
 import { issueToJson } from '../cli/base-command.js';
 import type { IssueJson } from '../cli/base-command.js';
+import { PAINT } from './text.js';
 
 export const DIFF_CONFIG_FORMAT_VERSION = 1;
 
-export interface ChangeJson {
+/** A change: where and what, then its row of the effect table. */
+export type ChangeJson = {
   readonly path: string;
   readonly field: string;
   readonly action: string;
   readonly before?: unknown;
   readonly after?: unknown;
-  readonly impact: ImpactClass;
-  readonly summary: string;
-  readonly existingPVs: string;
-  readonly newPVs: string;
-  readonly cleanupsInFlight: string;
-  readonly upstream?: string;
-}
+} & Omit<EffectRow, 'field' | 'action'>;
 
 export interface DiffConfigJson {
   readonly formatVersion: typeof DIFF_CONFIG_FORMAT_VERSION;
@@ -72,16 +68,6 @@ export function toDiffConfigJson(c: ConfigComparison): DiffConfigJson {
     exitCode: diffConfigExitCode(c),
   };
 }
-
-const ansi = (code: string) => (s: string) => `\u001b[${code}m${s}\u001b[0m`;
-const PAINT = {
-  red: ansi('31'),
-  green: ansi('32'),
-  cyan: ansi('36'),
-  yellow: ansi('33'),
-  bold: ansi('1'),
-  dim: ansi('2'),
-};
 
 function short(value: unknown): string {
   const text = value === undefined ? 'null' : JSON.stringify(value);

@@ -1,6 +1,7 @@
 // Text and JSON renderings of a rollout status. The JSON is a documented contract
 // (docs/rollout-status.md, docs/schemas/rollout-status.v1.schema.json).
 import type { NodeRollout, NodeRolloutState, RolloutStatus, RolloutVerdict } from '../core/fleet/rollout.js';
+import { shortHash } from './text.js';
 
 export const ROLLOUT_FORMAT_VERSION = 1;
 
@@ -78,11 +79,6 @@ export function toRolloutJson(status: RolloutStatus, timedOut?: boolean): Rollou
     nodes: status.nodes.map((n) => nodeJson(n, status.checkedAt)),
     unknownNodes: [...status.unknownNodes],
   };
-}
-
-/** `sha256:0123456789ab` — enough to tell configs apart in a table. */
-export function shortHash(hash: string): string {
-  return hash.slice(0, 19);
 }
 
 function age(ms: number): string {

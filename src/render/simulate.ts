@@ -3,43 +3,26 @@
 import { stringify } from 'yaml';
 import { issueToJson } from '../cli/base-command.js';
 import type { IssueJson } from '../cli/base-command.js';
-import { formatGoDuration } from '../core/config/duration.js';
 import { ROUTINE_SKIPS } from '../core/discovery/plan.js';
 import type { SkippedEntry } from '../core/discovery/plan.js';
-import type { Job, PersistentVolume } from '../core/kube/objects.js';
-import type { PassPlan, PlannedCleanup, SimulationPlan } from '../core/simulate/plan.js';
-import type { ScenarioReport, StepReport } from '../core/simulate/run.js';
+import type { PassPlan, PlannedCleanup, PlannedCreate, SimulationPlan } from '../core/simulate/plan.js';
+import type { ScenarioReport, StepReport } from '../core/simulate/report.js';
 import { changeToJson } from './diff-config.js';
+import type { ChangeJson } from './diff-config.js';
+import { actionJson, describeAction, stepSummary, virtualTime } from './simulate-timeline.js';
+import type { ActionJson } from './simulate-timeline.js';
+import { painter, plural, shortHash } from './text.js';
+import type { Painter } from './text.js';
 
 export const SIMULATE_FORMAT_VERSION = 1;
 
 // ---- JSON: plan -------------------------------------------------------------------------------
 
-export interface PlanCreateJson {
-  readonly pv: string;
-  readonly storageClass: string;
-  readonly entry: string;
-  readonly path: string;
-  readonly hostPath: string;
-  readonly capacity: string;
-  readonly capacityBytes: number;
-  readonly volumeMode: string;
-  readonly manifest: PersistentVolume;
-}
+/** A PV the plan creates: the plan's fields, with the class as `storageClass`. */
+export type PlanCreateJson = Omit<PlannedCreate, 'className' | 'detectedMode'> & { readonly storageClass: string };
 
-export interface PlanCleanupJson {
-  readonly pv: string;
-  readonly storageClass: string;
-  readonly hostPath: string;
-  readonly action: PlannedCleanup['action'];
-  readonly method?: 'process' | 'job';
-  readonly mode?: string;
-  readonly path?: string;
-  readonly command?: readonly string[];
-  readonly job?: { readonly name: string; readonly manifest?: Job; readonly status?: string };
-  readonly deleteAfter: boolean;
-  readonly message: string;
-}
+/** A cleanup the plan runs (or a PV it keeps): the plan's fields, with the class as `storageClass`. */
+export type PlanCleanupJson = Omit<PlannedCleanup, 'className'> & { readonly storageClass: string };
 
 export interface PlanSkipJson {
   readonly storageClass: string;
@@ -109,19 +92,7 @@ export interface SimulatePlanJson extends PassPlanJson {
   readonly jobImage?: string;
   readonly reload?: {
     readonly from: PassPlan['config'];
-    readonly changes: readonly {
-      readonly path: string;
-      readonly field: string;
-      readonly action: string;
-      readonly before?: unknown;
-      readonly after?: unknown;
-      readonly impact: string;
-      readonly summary: string;
-      readonly existingPVs: string;
-      readonly newPVs: string;
-      readonly cleanupsInFlight: string;
-      readonly upstream?: string;
-    }[];
+    readonly changes: readonly ChangeJson[];
     readonly delta: {
       readonly create: {
         readonly added: readonly string[];
@@ -298,11 +269,6 @@ export function toPlanJson(s: SimulationPlan): SimulatePlanJson {
 
 // ---- JSON: scenario ---------------------------------------------------------------------------
 
-/** `+1m30s`: virtual time since the scenario started. */
-export function virtualTime(ms: number): string {
-  return `+${formatGoDuration(BigInt(Math.round(ms)) * 1_000_000n)}`;
-}
-
 export interface ScenarioJson {
   readonly formatVersion: typeof SIMULATE_FORMAT_VERSION;
   readonly kind: 'scenario';
@@ -316,15 +282,7 @@ export interface ScenarioJson {
     readonly time: string;
     readonly summary: string;
     readonly note?: string;
-    readonly actions: readonly {
-      readonly at: number;
-      readonly time: string;
-      readonly type: string;
-      readonly summary: string;
-      readonly pv?: string;
-      readonly volume?: string;
-      readonly details?: readonly string[];
-    }[];
+    readonly actions: readonly ActionJson[];
     readonly expectations: readonly {
       readonly key: string;
       readonly expected: unknown;
@@ -364,9 +322,9 @@ export function toScenarioJson(r: ScenarioReport): ScenarioJson {
       type: step.type,
       at: step.at,
       time: virtualTime(step.at),
-      summary: step.summary,
+      summary: stepSummary(step),
       ...(step.note !== undefined ? { note: step.note } : {}),
-      actions: step.actions.map((a) => ({ ...a, time: virtualTime(a.at) })),
+      actions: step.actions.map(actionJson),
       expectations: step.expectations.map((e) => ({ ...e })),
     })),
     final: r.final,
@@ -382,22 +340,6 @@ export function toYaml(value: unknown): string {
 
 // ---- text ---------------------------------------------------------------------------------------
 
-const ansi = (code: string) => (s: string) => `\u001b[${code}m${s}\u001b[0m`;
-const PAINT = {
-  red: ansi('31'),
-  green: ansi('32'),
-  yellow: ansi('33'),
-  cyan: ansi('36'),
-  bold: ansi('1'),
-  dim: ansi('2'),
-};
-type Paint = (s: string) => string;
-const plain: Paint = (s) => s;
-
-function painter(color: boolean): Record<keyof typeof PAINT, Paint> {
-  return color ? PAINT : { red: plain, green: plain, yellow: plain, cyan: plain, bold: plain, dim: plain };
-}
-
 function table(rows: readonly (readonly string[])[], indent = '  '): string[] {
   const widths: number[] = [];
   for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
@@ -406,15 +348,7 @@ function table(rows: readonly (readonly string[])[], indent = '  '): string[] {
   );
 }
 
-function plural(n: number, one: string, many = `${one}s`): string {
-  return `${n} ${n === 1 ? one : many}`;
-}
-
-function shortHash(hash: string): string {
-  return hash.slice(0, 'sha256:'.length + 12);
-}
-
-function passPlanLines(p: PassPlan, paint: Record<keyof typeof PAINT, Paint>): string[] {
+function passPlanLines(p: PassPlan, paint: Painter): string[] {
   const out: string[] = [];
   const section = (title: string, n: number): void => {
     out.push('', paint.bold(`${title} (${n}):`));
@@ -553,7 +487,7 @@ export function renderScenarioText(r: ScenarioReport, options: { color: boolean 
   const width = Math.max(6, ...r.steps.flatMap((st) => [st, ...st.actions].map((x) => virtualTime(x.at).length)));
   const pad = ' '.repeat(width);
   for (const step of r.steps) {
-    out.push(`${paint.cyan(virtualTime(step.at).padEnd(width))}  ${paint.bold(stepTitle(step))}: ${step.summary}`);
+    out.push(`${paint.cyan(virtualTime(step.at).padEnd(width))}  ${paint.bold(stepTitle(step))}: ${stepSummary(step)}`);
     if (step.note !== undefined)
       out.push(
         ...step.note
@@ -562,8 +496,9 @@ export function renderScenarioText(r: ScenarioReport, options: { color: boolean 
           .map((l) => `${pad}    ${paint.dim(`# ${l}`)}`),
       );
     for (const a of step.actions) {
-      out.push(`${pad}    ${paint.dim(virtualTime(a.at).padEnd(width))}  ${a.summary}`);
-      for (const d of a.details ?? []) out.push(`${pad}    ${' '.repeat(width)}    ${d}`);
+      const { summary, details } = describeAction(a);
+      out.push(`${pad}    ${paint.dim(virtualTime(a.at).padEnd(width))}  ${summary}`);
+      for (const d of details ?? []) out.push(`${pad}    ${' '.repeat(width)}    ${d}`);
     }
     for (const e of step.expectations) {
       out.push(

@@ -3,6 +3,7 @@
 // view renders. No React, no I/O: the reducer returns the side effects it wants (reload, load the
 // diff, quit) and the UI runs them and feeds their outcome back as actions.
 import type { AgentEvent, AgentStatusJson, CleanupStatus, ReloadResult } from '../agent/reload-types.js';
+import type { FeedMessage } from './feed.js';
 import { computeLayout } from './layout.js';
 import type { Layout } from './layout.js';
 
@@ -117,14 +118,8 @@ export interface KeyPress {
 }
 
 export type Action =
-  | { readonly type: 'connected'; readonly at: number }
-  | {
-      readonly type: 'disconnected';
-      readonly at: number;
-      readonly reason: string;
-      readonly attempt: number;
-      readonly retryAt: number;
-    }
+  /** The connection's ups and downs, as the feed reports them. */
+  | Extract<FeedMessage, { readonly type: 'connected' | 'disconnected' }>
   | { readonly type: 'agent-event'; readonly event: AgentEvent; readonly at: number }
   | { readonly type: 'tick'; readonly now: number }
   | { readonly type: 'resize'; readonly size: Size }
@@ -645,6 +640,17 @@ function keysUpdate(state: DashboardState, input: string, key: KeyPress): Update
   return { state: next, effects };
 }
 
+/** The loaded (or failed) content of the diff or fleet panel, unless the user closed it (or opened another) meanwhile. */
+function panelLoaded(
+  state: DashboardState,
+  kind: 'diff' | 'fleet',
+  ok: boolean,
+  content: { readonly title: string; readonly lines: readonly string[] },
+): DashboardState {
+  if (state.overlay?.kind !== kind) return state;
+  return { ...state, overlay: { kind, phase: ok ? 'ready' : 'error', title: content.title, lines: content.lines } };
+}
+
 function reduce(state: DashboardState, action: Action): Update {
   switch (action.type) {
     case 'connected': {
@@ -697,35 +703,10 @@ function reduce(state: DashboardState, action: Action): Update {
       return { state: { ...state, reload: { phase: 'error', message: action.message, at: action.at } }, effects: NONE };
     case 'diff-loaded':
     case 'diff-failed':
-      // The user may have closed the panel (or opened help) while the diff loaded.
-      if (state.overlay?.kind !== 'diff') return { state, effects: NONE };
-      return {
-        state: {
-          ...state,
-          overlay: {
-            kind: 'diff',
-            phase: action.type === 'diff-loaded' ? 'ready' : 'error',
-            title: action.title,
-            lines: action.lines,
-          },
-        },
-        effects: NONE,
-      };
+      return { state: panelLoaded(state, 'diff', action.type === 'diff-loaded', action), effects: NONE };
     case 'fleet-loaded':
     case 'fleet-failed':
-      if (state.overlay?.kind !== 'fleet') return { state, effects: NONE };
-      return {
-        state: {
-          ...state,
-          overlay: {
-            kind: 'fleet',
-            phase: action.type === 'fleet-loaded' ? 'ready' : 'error',
-            title: action.title,
-            lines: action.lines,
-          },
-        },
-        effects: NONE,
-      };
+      return { state: panelLoaded(state, 'fleet', action.type === 'fleet-loaded', action), effects: NONE };
   }
 }
 

@@ -6,10 +6,10 @@
 import { isMap, isSeq } from 'yaml';
 import type { Node as YamlNode } from 'yaml';
 import type { Clock } from '../clock.js';
-import { KubeApiError } from '../kube/cluster.js';
 import { MemoryCluster } from '../kube/memory/memory-cluster.js';
 import type { Job, Node, ObjectMeta, PersistentVolume, StorageClass } from '../kube/objects.js';
 import type { ConfigIssue } from '../errors.js';
+import { errorMessage, isRecord } from '../unknown-values.js';
 import { Input, readInputText } from './input.js';
 
 export const FIXTURE_KINDS = ['PersistentVolume', 'StorageClass', 'Node', 'Job'] as const;
@@ -31,10 +31,6 @@ export interface ClusterFixture {
   /** uid the in-memory server gave an object → the uid it has in the fixture (a dump keeps real ones). */
   readonly uids: ReadonlyMap<string, string>;
   readonly warnings: readonly ConfigIssue[];
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 const SERVER_FIELDS = [
@@ -105,10 +101,6 @@ function clean(object: Record<string, unknown>): {
   );
   const { status, ...rest } = body;
   return { body: { ...rest, metadata: kept }, status, uid, terminating };
-}
-
-function describe(err: unknown): string {
-  return err instanceof KubeApiError || err instanceof Error ? err.message : String(err);
 }
 
 export function parseClusterFixture(file: string, text: string): { input: Input; objects: FixtureObject[] } {
@@ -184,7 +176,7 @@ export async function buildClusterFixture(
         }
         counts[kind] += 1;
       } catch (err) {
-        input.error(o.path === '' ? 'metadata' : o.path, `${kind} ${meta.name}: ${describe(err)}`, o.node);
+        input.error(o.path === '' ? 'metadata' : o.path, `${kind} ${meta.name}: ${errorMessage(err)}`, o.node);
       }
     }
   }

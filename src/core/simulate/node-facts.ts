@@ -13,6 +13,7 @@
 import { posix } from 'node:path';
 import type { Node } from 'yaml';
 import { MemoryVolumes } from '../node/memory-volumes.js';
+import { errorMessage } from '../unknown-values.js';
 import { Input, readInputText } from './input.js';
 
 export const ENTRY_TYPES = ['directory', 'block', 'file', 'symlink'] as const;
@@ -164,7 +165,7 @@ export function nodeFactsVolumes(facts: NodeFacts): MemoryVolumes {
     try {
       volumes.addDirectory(dir);
     } catch (err) {
-      input.error(`paths.${dir}`, err instanceof Error ? err.message : String(err));
+      input.error(`paths.${dir}`, errorMessage(err));
     }
   }
   // Plain entries first, then symlinks (their targets may be other entries).
@@ -172,7 +173,7 @@ export function nodeFactsVolumes(facts: NodeFacts): MemoryVolumes {
     try {
       addEntry(volumes, e);
     } catch (err) {
-      input.error(`paths.${e.dir}`, `${e.name}: ${err instanceof Error ? err.message : String(err)}`);
+      input.error(`paths.${e.dir}`, `${e.name}: ${errorMessage(err)}`);
     }
   }
   input.check();

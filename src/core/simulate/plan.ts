@@ -33,10 +33,11 @@ import { LinuxVolumes } from '../node/linux-volumes.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
+import { errorMessage } from '../unknown-values.js';
 import { loadClusterFixture } from './cluster-fixture.js';
 import { InvalidInputError } from './input.js';
 import { loadNodeFacts } from './node-facts.js';
-import { PlanningCluster, RecordingCleaner, RecordingEvents } from './stand-ins.js';
+import { planningCluster, RecordingCleaner, RecordingEvents } from './stand-ins.js';
 import type { IntendedWrite, RecordedEvent } from './stand-ins.js';
 
 export interface PlanOptions {
@@ -172,10 +173,6 @@ export interface SimulationPlan {
   };
   /** Config warnings and fixture warnings. */
   readonly warnings: readonly ConfigIssue[];
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 async function listAll<T>(
@@ -404,7 +401,7 @@ interface PlanContext {
 /** One pass of a freshly started agent under `loaded`, run by the agent's own code against stand-ins. */
 export async function planPass(loaded: LoadedConfig, ctx: PlanContext): Promise<PassPlan> {
   const { config } = loaded;
-  const cluster = new PlanningCluster(ctx.cluster);
+  const cluster = planningCluster(ctx.cluster);
   const logger = new MemoryLogger();
   const metrics = createAgentMetrics();
   const events = new RecordingEvents();
@@ -603,7 +600,7 @@ export async function simulatePlan(options: PlanOptions): Promise<SimulationPlan
         },
       ]);
     }
-    throw new StartupError(`cannot get Node ${name}: ${message(err)}`);
+    throw new StartupError(`cannot get Node ${name}: ${errorMessage(err)}`);
   }
   const ctx: PlanContext = {
     cluster,

@@ -8,16 +8,9 @@ import type { Clock } from '../clock.js';
 import type { CleanOptions, FilesystemCleanResult, VolumeCleaner } from '../cleanup/cleaner.js';
 import { CleanerFailedError } from '../cleanup/cleaner.js';
 import type { Cluster, DeleteOptions, NamespaceOption, ResourceClient } from '../kube/cluster.js';
+import { objectName } from '../kube/cluster.js';
 import type { EventSink } from '../kube/events.js';
-import type {
-  ConfigMap,
-  CoreEvent,
-  Job,
-  Node,
-  ObjectReference,
-  PersistentVolume,
-  StorageClass,
-} from '../kube/objects.js';
+import type { ObjectReference } from '../kube/objects.js';
 import type { ReadOnlyCluster, WriteVerb } from '../kube/read-only-cluster.js';
 
 export interface IntendedWrite {
@@ -31,81 +24,70 @@ export interface IntendedWrite {
   readonly patch?: unknown;
 }
 
-function metaName(object: unknown): string {
-  if (typeof object === 'object' && object !== null && 'metadata' in object) {
-    const m: unknown = object.metadata;
-    if (typeof m === 'object' && m !== null && 'name' in m && typeof m.name === 'string') return m.name;
-  }
-  return '?';
+/** Reads through; writes are recorded and answered as the server would, without sending anything. */
+export type PlanningCluster = Cluster & { readonly writes: readonly IntendedWrite[] };
+
+/** Only a read-only cluster can be planned against: nothing can reach the real one. */
+export function planningCluster(inner: ReadOnlyCluster): PlanningCluster {
+  const writes: IntendedWrite[] = [];
+  const wrap = <T>(client: ResourceClient<T>, resource: string): ResourceClient<T> => planned(client, resource, writes);
+  return {
+    writes,
+    persistentVolumes: wrap(inner.persistentVolumes, 'persistentvolumes'),
+    storageClasses: wrap(inner.storageClasses, 'storageclasses'),
+    nodes: wrap(inner.nodes, 'nodes'),
+    events: wrap(inner.events, 'events'),
+    jobs: wrap(inner.jobs, 'jobs'),
+    configMaps: wrap(inner.configMaps, 'configmaps'),
+  };
 }
 
-/** Reads through; writes are recorded and answered as the server would, without sending anything. */
-export class PlanningCluster implements Cluster {
-  readonly writes: IntendedWrite[] = [];
-  readonly persistentVolumes: ResourceClient<PersistentVolume>;
-  readonly storageClasses: ResourceClient<StorageClass>;
-  readonly nodes: ResourceClient<Node>;
-  readonly events: ResourceClient<CoreEvent>;
-  readonly jobs: ResourceClient<Job>;
-  readonly configMaps: ResourceClient<ConfigMap>;
-
-  /** Only a read-only cluster can be planned against: nothing can reach the real one. */
-  constructor(inner: ReadOnlyCluster) {
-    this.persistentVolumes = this.wrap(inner.persistentVolumes, 'persistentvolumes');
-    this.storageClasses = this.wrap(inner.storageClasses, 'storageclasses');
-    this.nodes = this.wrap(inner.nodes, 'nodes');
-    this.events = this.wrap(inner.events, 'events');
-    this.jobs = this.wrap(inner.jobs, 'jobs');
-    this.configMaps = this.wrap(inner.configMaps, 'configmaps');
-  }
-
-  private wrap<T>(inner: ResourceClient<T>, resource: string): ResourceClient<T> {
-    const record = (
-      verb: WriteVerb,
-      name: string,
-      options: NamespaceOption | DeleteOptions | undefined,
-      extra: { object?: unknown; patch?: unknown },
-    ): void => {
-      this.writes.push({
-        verb,
-        resource,
-        name,
-        ...(options?.namespace !== undefined ? { namespace: options.namespace } : {}),
-        ...extra,
-      });
-    };
-    const answer = (object: T): T => {
-      const copy = structuredClone(object) as T & { metadata?: Record<string, unknown> };
-      if (copy.metadata) copy.metadata = { ...copy.metadata, uid: 'simulated', resourceVersion: '0' };
-      return copy;
-    };
-    return {
-      get: (name, options) => inner.get(name, options),
-      list: (options) => inner.list(options),
-      listMetadata: (options) => inner.listMetadata(options),
-      watch: (options) => inner.watch(options),
-      create: (object, options) => {
-        record('create', metaName(object), options, { object: structuredClone(object) });
-        return Promise.resolve(answer(object));
-      },
-      update: (object, options) => {
-        record('update', metaName(object), options, { object: structuredClone(object) });
-        return Promise.resolve(answer(object));
-      },
-      updateStatus: (object, options) => {
-        record('updateStatus', metaName(object), options, { object: structuredClone(object) });
-        return Promise.resolve(answer(object));
-      },
-      patch: async (name, patch, options) => {
-        record('patch', name, options, { patch: structuredClone(patch) });
-        return answer(await inner.get(name, options));
-      },
-      delete: (name, options) => {
-        record('delete', name, options, {});
-        return Promise.resolve();
-      },
-    };
-  }
+function planned<T>(inner: ResourceClient<T>, resource: string, writes: IntendedWrite[]): ResourceClient<T> {
+  const record = (
+    verb: WriteVerb,
+    name: string,
+    options: NamespaceOption | DeleteOptions | undefined,
+    extra: { object?: unknown; patch?: unknown },
+  ): void => {
+    writes.push({
+      verb,
+      resource,
+      name,
+      ...(options?.namespace !== undefined ? { namespace: options.namespace } : {}),
+      ...extra,
+    });
+  };
+  const answer = (object: T): T => {
+    const copy = structuredClone(object) as T & { metadata?: Record<string, unknown> };
+    if (copy.metadata) copy.metadata = { ...copy.metadata, uid: 'simulated', resourceVersion: '0' };
+    return copy;
+  };
+  return {
+    get: (name, options) => inner.get(name, options),
+    list: (options) => inner.list(options),
+    listMetadata: (options) => inner.listMetadata(options),
+    watch: (options) => inner.watch(options),
+    create: (object, options) => {
+      record('create', objectName(object) ?? '?', options, { object: structuredClone(object) });
+      return Promise.resolve(answer(object));
+    },
+    update: (object, options) => {
+      record('update', objectName(object) ?? '?', options, { object: structuredClone(object) });
+      return Promise.resolve(answer(object));
+    },
+    updateStatus: (object, options) => {
+      record('updateStatus', objectName(object) ?? '?', options, { object: structuredClone(object) });
+      return Promise.resolve(answer(object));
+    },
+    patch: async (name, patch, options) => {
+      record('patch', name, options, { patch: structuredClone(patch) });
+      return answer(await inner.get(name, options));
+    },
+    delete: (name, options) => {
+      record('delete', name, options, {});
+      return Promise.resolve();
+    },
+  };
 }
 
 export interface RecordedCleanup {

@@ -7,6 +7,7 @@ import type { ReactNode } from 'react';
 import type { ReloadResult } from '../../core/agent/reload-types.js';
 import type { DashboardFeed, FeedMessage } from '../../core/dashboard/feed.js';
 import { update } from '../../core/dashboard/model.js';
+import { errorMessage } from '../../core/unknown-values.js';
 import type { Action, DashboardState, Effect, KeyPress, Size } from '../../core/dashboard/model.js';
 import { DashboardView } from './view.js';
 
@@ -35,10 +36,6 @@ export interface DashboardAppProps {
   readonly size?: Size;
   /** Period of the clock tick that ages uptimes and elapsed times; default 1 s. */
   readonly tickMs?: number;
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 export function toAction(message: FeedMessage): Action {
@@ -111,30 +108,25 @@ export function DashboardApp(props: DashboardAppProps): ReactNode {
             dispatch({ type: 'reload-finished', result, at: clock() });
           },
           (err: unknown) => {
-            dispatch({ type: 'reload-failed', message: messageOf(err), at: clock() });
+            dispatch({ type: 'reload-failed', message: errorMessage(err), at: clock() });
           },
         );
         break;
       case 'diff':
-        p.services.diff().then(
+      case 'fleet': {
+        // The panel's content, or why it could not be loaded (shown in the panel too).
+        const kind = effect.type;
+        (kind === 'diff' ? p.services.diff() : p.services.fleet()).then(
           (d) => {
-            dispatch({ type: d.ok ? 'diff-loaded' : 'diff-failed', title: d.title, lines: d.lines });
+            dispatch({ type: d.ok ? `${kind}-loaded` : `${kind}-failed`, title: d.title, lines: d.lines });
           },
           (err: unknown) => {
-            dispatch({ type: 'diff-failed', title: 'Diff: failed', lines: [messageOf(err)] });
+            const title = kind === 'diff' ? 'Diff: failed' : 'Fleet: failed';
+            dispatch({ type: `${kind}-failed`, title, lines: [errorMessage(err)] });
           },
         );
         break;
-      case 'fleet':
-        p.services.fleet().then(
-          (d) => {
-            dispatch({ type: d.ok ? 'fleet-loaded' : 'fleet-failed', title: d.title, lines: d.lines });
-          },
-          (err: unknown) => {
-            dispatch({ type: 'fleet-failed', title: 'Fleet: failed', lines: [messageOf(err)] });
-          },
-        );
-        break;
+      }
       case 'quit':
         mounted.current = false;
         quit();

@@ -20,8 +20,8 @@ import {
   titleLine,
   tooSmallLine,
   volumesSection,
-} from '../../core/dashboard/lines.js';
-import type { Line, Section, Tone } from '../../core/dashboard/lines.js';
+} from '../../render/dashboard-lines.js';
+import type { Line, Section, Tone } from '../../render/dashboard-lines.js';
 
 interface ToneStyle {
   readonly color?: string;

@@ -15,7 +15,7 @@ import {
   statusLine,
   titleLine,
   volumesSection,
-} from '../../../src/core/dashboard/lines.js';
+} from '../../../src/render/dashboard-lines.js';
 import { initialState, update } from '../../../src/core/dashboard/model.js';
 import type { DashboardState } from '../../../src/core/dashboard/model.js';
 import { renderDashboardText } from '../../../src/render/dashboard-text.js';

@@ -84,6 +84,31 @@ describe('simulate: scenarios', () => {
     assert.deepEqual(outcomes, ['reload applied', 'reload rejected', 'reload applied']);
   });
 
+  it("the report is data: what happened, with no sentence in it (the words are the renderer's)", async () => {
+    const r = await runScenario(demoScenario());
+    for (const step of r.steps) {
+      assert.ok(!('summary' in step), `step ${step.index} carries no summary`);
+      for (const a of step.actions) assert.ok(!('summary' in a) && !('details' in a), `${a.type} carries no text`);
+    }
+    const created = r.steps[0]?.actions.find((a) => a.type === 'pv-created');
+    assert.deepEqual(created && { ...created, pv: '' }, {
+      at: 0,
+      type: 'pv-created',
+      pv: '',
+      volume: 'fast-disks/disk1',
+      capacity: '100Gi',
+      volumeMode: 'Filesystem',
+    });
+    assert.deepEqual(r.steps[2] && { type: r.steps[2].type, claim: 'claim' in r.steps[2] ? r.steps[2].claim : '' }, {
+      type: 'claim bound',
+      claim: 'shop/data-db-0',
+    });
+    const rejected = r.steps.flatMap((s) => s.actions).find((a) => a.type === 'reload' && a.outcome === 'rejected');
+    assert.ok(rejected?.type === 'reload');
+    assert.equal(rejected.problems.length, 1);
+    assert.equal(rejected.problems[0]?.position?.file, 'config/storageClassMap', "positions in the user's terms");
+  });
+
   it('a failing expectation is reported with its step, what was expected and what was found', async () => {
     const r = await runScenario(
       scenario(
@@ -134,7 +159,9 @@ describe('simulate: scenarios', () => {
       ),
     );
     assert.equal(r.passed, true, JSON.stringify(r.steps.map((s) => s.expectations)));
-    const failed = r.steps.flatMap((s) => s.actions).find((a) => a.type === 'cleanup-failed');
+    const failed = toScenarioJson(r)
+      .steps.flatMap((s) => s.actions)
+      .find((a) => a.type === 'cleanup-failed');
     assert.ok(failed);
     assert.equal(failed.at, 2_000 + 90_000, 'failed exactly 90 s after it started at +2s');
     assert.match(failed.summary, /disk on fire/u);
@@ -153,7 +180,7 @@ describe('simulate: scenarios', () => {
       ),
     );
     assert.equal(r.passed, true, JSON.stringify(r.steps.map((s) => s.expectations)));
-    const skipped = r.steps[1]?.actions.find((a) => a.type === 'skipped');
+    const skipped = toScenarioJson(r).steps[1]?.actions.find((a) => a.type === 'skipped');
     assert.match(skipped?.summary ?? '', /^skipped fast\/disk2: path "\/mnt\/fast\/disk2" is not a valid mount point/u);
   });
 
@@ -184,23 +211,24 @@ describe('simulate: scenarios', () => {
       ),
     );
     assert.equal(r.passed, true, JSON.stringify(r.steps.map((s) => s.expectations)));
-    const problem = r.steps[2]?.actions.find((a) => a.type === 'class-problem');
+    const json = toScenarioJson(r);
+    const problem = json.steps[2]?.actions.find((a) => a.type === 'class-problem');
     assert.match(problem?.summary ?? '', /^class extra: StorageClass extra not found/u);
-    const reload = r.steps[2]?.actions.find((a) => a.type === 'reload');
+    const reload = json.steps[2]?.actions.find((a) => a.type === 'reload');
     assert.match(reload?.details?.join('\n') ?? '', /storageClassMap\.extra \[needs-pod-change\]/u);
     assert.ok(!reload?.details?.some((d) => d.startsWith('useJobForCleaning')), 'the earlier key stays merged in');
-    const fromFile = r.steps[3]?.actions.find((a) => a.type === 'reload');
+    const fromFile = json.steps[3]?.actions.find((a) => a.type === 'reload');
     assert.deepEqual(
       fromFile?.details?.map((d) => d.split(' ')[0]),
       ['storageClassMap.extra', 'storageClassMap.fast.fsType', 'useJobForCleaning'],
     );
-    const merged = r.steps[4]?.actions.find((a) => a.type === 'reload');
+    const merged = json.steps[4]?.actions.find((a) => a.type === 'reload');
     assert.deepEqual(
       merged?.details?.map((d) => d.split(' ')[0]),
       ['useJobForCleaning'],
       "merged into the file's keys",
     );
-    const rejected = r.steps[5]?.actions.find((a) => a.type === 'reload');
+    const rejected = json.steps[5]?.actions.find((a) => a.type === 'reload');
     assert.match(rejected?.details?.[0] ?? '', /broken-config\.yaml:6:18: YAML syntax error/u);
   });
 

@@ -1,6 +1,6 @@
 // The dashboard's text, as lines of styled segments: the ink view colours them (or not) and
 // truncates them to the terminal width; the plain snapshot joins them. Pure, no I/O.
-import type { AgentStatusJson, CleanupStatus, ReloadResult } from '../agent/reload-types.js';
+import type { AgentStatusJson, CleanupStatus, ReloadResult } from '../core/agent/reload-types.js';
 import {
   agentNow,
   cleanupsInFlight,
@@ -10,8 +10,8 @@ import {
   rejectedErrors,
   visibleEvents,
   volumeRows,
-} from './model.js';
-import type { DashboardState, EventEntry, Pane, Severity, SyncState, VolumeRow } from './model.js';
+} from '../core/dashboard/model.js';
+import type { DashboardState, EventEntry, Pane, Severity, SyncState, VolumeRow } from '../core/dashboard/model.js';
 
 export type Tone =
   'plain' | 'title' | 'focus' | 'dim' | 'ok' | 'warn' | 'bad' | 'accent' | 'added' | 'removed' | 'hunk' | 'key';

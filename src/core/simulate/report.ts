@@ -1,0 +1,164 @@
+// What a scenario replay found, as data: each step with what it did, what the agent did in
+// response (stamped with virtual time) and the expectations checked after it; then the end state.
+// The words for all of it are the renderer's (src/render/simulate-timeline.ts).
+import type { GuardedImpact } from '../config/reload-guard.js';
+import type { CleanupState } from '../cleanup/table.js';
+import type { ReloadChange, ReloadOutcome } from '../agent/reload-types.js';
+import type { ConfigIssue } from '../errors.js';
+import type { LogFields, LogLevel } from '../log.js';
+import type { ExpectationResult } from './expect.js';
+import type { EntryType } from './node-facts.js';
+import type { ScenarioSettings } from './scenario.js';
+
+/** Virtual time zero of every scenario (timestamps in objects; the timeline shows offsets). */
+export const SCENARIO_EPOCH = Date.UTC(2030, 0, 1);
+
+/**
+ * One thing the agent did. `volume` names a volume as the timeline does (`class/entry`, or its path
+ * when no configured class holds it).
+ */
+export type TimelineEvent =
+  | {
+      readonly type: 'agent-started';
+      readonly generation: number;
+      readonly configHash: string;
+      /** PVs of this node it labelled as its own at start-up. */
+      readonly adopted: number;
+    }
+  | { readonly type: 'agent-stopped'; readonly cleanupsInFlight: number }
+  | {
+      readonly type: 'pv-created';
+      readonly pv: string;
+      readonly volume: string;
+      readonly capacity?: string;
+      readonly volumeMode: string;
+      readonly fsType?: string;
+    }
+  | { readonly type: 'pv-deleted'; readonly pv: string }
+  | { readonly type: 'pv-adopted'; readonly pv: string }
+  | {
+      readonly type: 'job-created';
+      readonly job: string;
+      readonly pv?: string;
+      readonly command: readonly string[];
+      readonly device?: string;
+      readonly image?: string;
+    }
+  | { readonly type: 'job-deleted'; readonly job: string }
+  | {
+      readonly type: 'cleanup-started';
+      readonly volume: string;
+      readonly pv?: string;
+      /** The volume's path in the agent's container. */
+      readonly path: string;
+      /** Block volumes: the cleaner command; none for a filesystem (its contents are deleted). */
+      readonly command?: readonly string[];
+    }
+  | { readonly type: 'cleanup-succeeded'; readonly volume: string; readonly pv?: string }
+  /** The cleaner failed (`volume` given), or the cleanup of PV `pv` could not start (no volume). */
+  | { readonly type: 'cleanup-failed'; readonly volume?: string; readonly pv?: string; readonly error: string }
+  | { readonly type: 'cleanup-interrupted'; readonly volume: string; readonly pv?: string }
+  | {
+      readonly type: 'reload';
+      readonly outcome: ReloadOutcome;
+      readonly generation: number;
+      readonly appliedHash: string;
+      readonly changes: readonly ReloadChange[];
+      /** Errors of a rejected config, positions in the user's files. */
+      readonly problems: readonly ConfigIssue[];
+      readonly error?: string;
+      readonly needsAllow?: readonly GuardedImpact[];
+    }
+  | { readonly type: 'skipped'; readonly volume: string; readonly reason: string; readonly detail: string }
+  | { readonly type: 'class-problem'; readonly storageClass: string; readonly detail: string }
+  | { readonly type: 'node-updated'; readonly node: string }
+  /** A warning or error the agent logged that no other action shows. */
+  | {
+      readonly type: 'log';
+      readonly level: LogLevel;
+      readonly pv?: string;
+      readonly message: string;
+      /** The record's fields but `pv` and `reason`. */
+      readonly fields: LogFields;
+    };
+
+export type ActionType = TimelineEvent['type'];
+
+/** One thing the agent did, at virtual time `at` (ms since the scenario started). */
+export type TimelineAction = { readonly at: number } & TimelineEvent;
+
+/** What a step did to the world (the start: set it up and started the agent). */
+export type StepOutcome =
+  | { readonly type: 'start'; readonly node: string; readonly disks: number; readonly classes: number }
+  | {
+      readonly type: 'disk added';
+      readonly volume: string;
+      readonly path: string;
+      readonly entryType: EntryType;
+      readonly mounted: boolean;
+      readonly capacity?: number;
+    }
+  | { readonly type: 'disk removed'; readonly volume: string; readonly path: string }
+  | { readonly type: 'claim bound'; readonly claim: string; readonly pv: string; readonly volume: string }
+  /** `claim`: namespace/name of the claim the PV was bound to, if it named one. */
+  | { readonly type: 'claim released'; readonly claim?: string; readonly pv: string; readonly volume: string }
+  | {
+      readonly type: 'config changed';
+      readonly config:
+        | { readonly kind: 'file'; readonly display: string }
+        | { readonly kind: 'inline'; readonly keys: readonly string[] };
+    }
+  | { readonly type: 'reload requested'; readonly allow: readonly GuardedImpact[]; readonly force: boolean }
+  | {
+      readonly type: 'cleanup succeeds' | 'cleanup fails';
+      readonly volume: string;
+      readonly message?: string;
+      /** A cleanup of the volume was running and finished at once. */
+      readonly finishedRunning: boolean;
+    }
+  | {
+      readonly type: 'cleanup is slow';
+      readonly volume: string;
+      readonly durationMs: number;
+      readonly then: 'succeed' | 'fail';
+    }
+  | { readonly type: 'job succeeds' | 'job fails'; readonly job: string }
+  | { readonly type: 'agent restarted' }
+  | { readonly type: 'time passes'; readonly durationMs: number }
+  | { readonly type: 'check' };
+
+export interface StepInfo {
+  /** 0: the start (world set up, agent started); then the scenario's steps, 1-based. */
+  readonly index: number;
+  readonly at: number;
+  readonly note?: string;
+  readonly actions: readonly TimelineAction[];
+  readonly expectations: readonly ExpectationResult[];
+}
+
+export type StepReport = StepOutcome & StepInfo;
+
+export interface FinalPV {
+  readonly pv: string;
+  readonly volume: string;
+  readonly phase: string;
+  readonly capacity: string;
+}
+
+export interface ScenarioReport {
+  readonly name: string;
+  readonly file: string;
+  readonly description?: string;
+  readonly node: string;
+  readonly settings: ScenarioSettings;
+  readonly steps: readonly StepReport[];
+  readonly expectations: { readonly total: number; readonly failed: number };
+  readonly passed: boolean;
+  readonly final: {
+    readonly at: number;
+    readonly generation: number;
+    readonly configHash: string;
+    readonly persistentVolumes: readonly FinalPV[];
+    readonly cleanups: readonly { readonly pv: string; readonly method: string; readonly state: CleanupState }[];
+  };
+}

@@ -1,0 +1,177 @@
+// The words of a scenario's timeline: one sentence for what each step did and for each thing the
+// agent did in response (and the lines under a reload). The text and the JSON report both use
+// them; the JSON keeps each action's keys in the order the report has always had.
+import { formatGoDuration } from '../core/config/duration.js';
+import { formatIssue } from '../core/errors.js';
+import { formatBinaryQuantity } from '../core/node/capacity.js';
+import type { StepOutcome, TimelineAction } from '../core/simulate/report.js';
+import { plural, shortHash } from './text.js';
+
+export interface ActionJson {
+  readonly at: number;
+  readonly time: string;
+  readonly type: string;
+  readonly summary: string;
+  readonly pv?: string;
+  readonly volume?: string;
+  readonly details?: readonly string[];
+}
+
+/** `+1m30s`: virtual time since the scenario started. */
+export function virtualTime(ms: number): string {
+  return `+${formatGoDuration(BigInt(Math.round(ms)) * 1_000_000n)}`;
+}
+
+function duration(ms: number): string {
+  return Number.isFinite(ms) ? formatGoDuration(BigInt(Math.round(ms)) * 1_000_000n) : 'forever';
+}
+
+/** What a step did, in one sentence. */
+export function stepSummary(step: StepOutcome): string {
+  switch (step.type) {
+    case 'start':
+      return `node ${step.node}: ${plural(step.disks, 'disk')}, ${plural(step.classes, 'class', 'classes')} configured`;
+    case 'disk added': {
+      const kind =
+        step.entryType === 'directory'
+          ? step.mounted
+            ? 'mounted filesystem'
+            : 'directory, not mounted'
+          : step.entryType;
+      const capacity = step.capacity !== undefined ? `, ${formatBinaryQuantity(step.capacity)}` : '';
+      return `${step.volume} (${kind}${capacity}) at ${step.path}`;
+    }
+    case 'disk removed':
+      return `${step.volume} removed from ${step.path}`;
+    case 'claim bound':
+      return `claim ${step.claim} bound to ${step.pv} (${step.volume})`;
+    case 'claim released':
+      return `${step.claim ?? 'the claim'} deleted: ${step.pv} (${step.volume}) is Released`;
+    case 'config changed':
+      return step.config.kind === 'file'
+        ? `the ConfigMap now holds ${step.config.display}`
+        : `the ConfigMap's keys ${step.config.keys.join(', ')} changed`;
+    case 'reload requested': {
+      const flags = [
+        ...(step.allow.length > 0 ? [`--allow ${step.allow.join(',')}`] : []),
+        ...(step.force ? ['--force'] : []),
+      ];
+      return `the operator runs provisioner reload${flags.length > 0 ? ` ${flags.join(' ')}` : ''}`;
+    }
+    case 'cleanup is slow':
+      return `cleanups of ${step.volume} take ${duration(step.durationMs)}${step.then === 'fail' ? ', then fail' : ''}`;
+    case 'cleanup succeeds':
+    case 'cleanup fails': {
+      const verb = step.type === 'cleanup succeeds' ? 'succeed' : `fail ("${step.message ?? ''}")`;
+      return step.finishedRunning
+        ? `the running cleanup of ${step.volume} finishes now; cleanups of it ${verb}`
+        : `cleanups of ${step.volume} ${verb}`;
+    }
+    case 'job succeeds':
+    case 'job fails':
+      return `Job ${step.job} ${step.type === 'job succeeds' ? 'succeeded' : 'failed'}`;
+    case 'agent restarted':
+      return 'a new agent process (empty cleanup table), same cluster and disks';
+    case 'time passes':
+      return `${duration(step.durationMs)} of virtual time go by`;
+    case 'check':
+      return 'expectations only';
+  }
+}
+
+function fieldText(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+/** What the agent did, in one sentence, and the lines under it (a reload's changes or problems). */
+export function describeAction(a: TimelineAction): { readonly summary: string; readonly details?: readonly string[] } {
+  switch (a.type) {
+    case 'agent-started':
+      return {
+        summary: `agent started: generation ${a.generation} serves ${shortHash(a.configHash)}${a.adopted > 0 ? `, adopted ${a.adopted} PVs` : ''}`,
+      };
+    case 'agent-stopped':
+      return {
+        summary: `agent stopped${a.cleanupsInFlight > 0 ? ` (${plural(a.cleanupsInFlight, 'cleanup')} in flight)` : ''}; its cleanup table is gone with it`,
+      };
+    case 'pv-created':
+      return {
+        summary: `created PV ${a.pv} for ${a.volume} (${a.capacity ?? '?'}, ${a.volumeMode}${a.fsType !== undefined ? `, fsType ${a.fsType}` : ''})`,
+      };
+    case 'pv-deleted':
+      return { summary: `deleted PV ${a.pv}` };
+    case 'pv-adopted':
+      return { summary: `labelled PV ${a.pv} as this node's (adopted)` };
+    case 'job-created':
+      return {
+        summary: `cleanup started: Job ${a.job} runs ${a.command.join(' ')} on ${a.device ?? '?'} (image ${a.image ?? '?'})`,
+      };
+    case 'job-deleted':
+      return { summary: `deleted finished Job ${a.job}` };
+    case 'cleanup-started':
+      return {
+        summary: a.command
+          ? `cleanup started: in-process, LOCAL_PV_BLKDEVICE=${a.path} ${a.command.join(' ')}`
+          : `cleanup started: in-process, deleting the contents of ${a.path}`,
+      };
+    case 'cleanup-succeeded':
+      return { summary: `cleanup of ${a.volume} succeeded` };
+    case 'cleanup-failed':
+      return {
+        summary:
+          a.volume !== undefined
+            ? `cleanup of ${a.volume} failed: ${a.error}`
+            : `cleanup of PV ${a.pv ?? ''} could not start: ${a.error}`,
+      };
+    case 'cleanup-interrupted':
+      return { summary: `cleanup of ${a.volume} interrupted (the agent stopped)` };
+    case 'reload': {
+      const serving = `generation ${a.generation} keeps serving ${shortHash(a.appliedHash)}`;
+      const summaries: Record<typeof a.outcome, string> = {
+        applied: `reload applied: generation ${a.generation} serves ${shortHash(a.appliedHash)} (${plural(a.changes.length, 'change')})`,
+        noop: `reload: no change (${shortHash(a.appliedHash)} already applied)`,
+        rejected: `reload rejected: ${plural(a.problems.length, 'problem')}; ${serving}`,
+        refused: `reload refused by the reload guard (needs --allow ${(a.needsAllow ?? []).join(',')}); ${serving}`,
+        'rolled-back': `reload rolled back: ${a.error ?? '?'}; generation ${a.generation} serves ${shortHash(a.appliedHash)}`,
+        failed: `reload failed: ${a.error ?? '?'}; generation ${a.generation} keeps serving`,
+      };
+      const details =
+        a.outcome === 'rejected'
+          ? a.problems.map(formatIssue)
+          : [
+              ...(a.outcome === 'refused' && a.error !== undefined ? [a.error] : []),
+              ...a.changes.map((c) => `${c.path} [${c.impact}] ${c.summary}`),
+            ];
+      return { summary: summaries[a.outcome], ...(details.length > 0 ? { details } : {}) };
+    }
+    case 'skipped':
+      return { summary: `skipped ${a.volume}: ${a.detail} (${a.reason})` };
+    case 'class-problem':
+      return { summary: `class ${a.storageClass}: ${a.detail}` };
+    case 'node-updated':
+      return { summary: `updated Node ${a.node} (startup taint removed)` };
+    case 'log': {
+      const extra = Object.entries(a.fields).map(([k, v]) => `${k}=${fieldText(v)}`);
+      return {
+        summary: `${a.level}: ${a.pv !== undefined ? `PV ${a.pv}: ` : ''}${a.message}${extra.length > 0 ? ` (${extra.join(', ')})` : ''}`,
+      };
+    }
+  }
+}
+
+/** An action of the JSON report. */
+export function actionJson(a: TimelineAction): ActionJson {
+  const { summary, details } = describeAction(a);
+  const pv = 'pv' in a ? { pv: a.pv } : {};
+  const volume = 'volume' in a ? { volume: a.volume } : {};
+  // The cleaner's events have always named their volume first.
+  const fromCleaner =
+    a.type === 'cleanup-started' ||
+    a.type === 'cleanup-succeeded' ||
+    a.type === 'cleanup-interrupted' ||
+    (a.type === 'cleanup-failed' && a.volume !== undefined);
+  const head = fromCleaner
+    ? { at: a.at, ...volume, ...pv, type: a.type }
+    : { at: a.at, type: a.type, ...pv, ...volume };
+  return { ...head, summary, ...(details !== undefined ? { details } : {}), time: virtualTime(a.at) };
+}
