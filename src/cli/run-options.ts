@@ -7,6 +7,7 @@ import { UsageError } from '../core/errors.js';
 import { inClusterAddress, type Product } from './cluster-connection.js';
 import { CONFIG_DIR_ENV } from './config-dir.js';
 import type { RunAgentProcessOptions } from './run-agent.js';
+import { errorMessage } from '../core/unknown-values.js';
 
 /** Where a pod finds its namespace when no MY_NAMESPACE is set (the service account's projected volume). */
 const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -74,7 +75,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
   try {
     parseListenAddress(flags['listen-address']);
   } catch (err) {
-    throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
+    throw new UsageError(`--listen-address: ${errorMessage(err)}`);
   }
   if (flags['publish-status']) {
     const { statusNameProblem } = await import('../core/fleet/applied-state.js');

@@ -1,6 +1,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
+import { errorMessage } from '../core/unknown-values.js';
 
 type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
 
@@ -136,7 +137,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       try {
         parseListenAddress(flags['listen-address']);
       } catch (err) {
-        throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
+        throw new UsageError(`--listen-address: ${errorMessage(err)}`);
       }
     }
     const timing = {

@@ -3,40 +3,27 @@
 // (run issue) stops one generation and starts the next.
 import { createHash } from 'node:crypto';
 import { isAborted } from '../clock.js';
-import type { Clock } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { durationToMilliseconds } from '../config/duration.js';
 import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
 import type { ClassProblem, SkippedEntry } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
-import type { Cluster } from '../kube/cluster.js';
-import type { EventSink } from '../kube/events.js';
 import type { Node, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
-import type { Logger } from '../log.js';
-import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import { parseQuantity } from '../kube/quantity.js';
-import type { NodeVolumes } from '../node/volumes.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { removeStartupTaint } from './taint.js';
 import { adoptNodeVolume } from './adoption.js';
 import { Reclaimer } from '../cleanup/reclaim.js';
-import type { JobLookup, ReclaimSummary } from '../cleanup/reclaim.js';
-import type { CleanupTable } from '../cleanup/table.js';
+import type { JobLookup, ReclaimDeps, ReclaimSummary } from '../cleanup/reclaim.js';
 import { HOSTNAME_LABEL } from '../pv/naming.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
 import type { Job } from '../kube/objects.js';
+import { errorMessage } from '../unknown-values.js';
 
-export interface GenerationDeps {
-  readonly cluster: Cluster;
-  readonly volumes: NodeVolumes;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly metrics: AgentMetrics;
-  readonly events: EventSink;
-  /** The process-level cleanup table: outlives this generation. */
-  readonly table: CleanupTable;
+/** What the reclaimer needs (its cleanup table is the process-level one: it outlives this generation), and more. */
+export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
   readonly random?: () => number;
   /** Told about every completed pass (the agent's event stream). */
   readonly onPass?: (generation: number, summary: PassSummary) => void;
@@ -280,7 +267,7 @@ export class Generation {
         if (isAborted(signal)) break;
         this.deps.metrics.discoveryPasses.inc({ result: 'error' });
         this.deps.logger.log('error', 'discovery pass failed', {
-          error: err instanceof Error ? err.message : String(err),
+          error: errorMessage(err),
         });
       }
       if (!this.ready && !isAborted(signal)) {
@@ -483,7 +470,7 @@ export class Generation {
         previous = digest;
       } catch (err) {
         this.deps.logger.log('debug', 'change detector failed', {
-          error: err instanceof Error ? err.message : String(err),
+          error: errorMessage(err),
         });
       }
       try {

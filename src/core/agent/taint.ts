@@ -4,6 +4,7 @@ import type { Clock } from '../clock.js';
 import { isConflict } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Logger } from '../log.js';
+import { errorMessage } from '../unknown-values.js';
 
 export async function removeStartupTaint(
   deps: { readonly cluster: Cluster; readonly clock: Clock; readonly logger: Logger },
@@ -26,7 +27,7 @@ export async function removeStartupTaint(
         deps.logger.log('error', 'could not remove startup taint', {
           node: nodeName,
           taint: taintKey,
-          error: err instanceof Error ? err.message : String(err),
+          error: errorMessage(err),
         });
         return false;
       }

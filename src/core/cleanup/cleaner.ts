@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { deleteVolumeContents } from './filesystem.js';
+import { errnoCode } from '../unknown-values.js';
 
 export interface CleanOptions {
   readonly signal: AbortSignal;
@@ -50,7 +51,7 @@ async function groupRunning(pgid: number): Promise<boolean> {
     process.kill(-pgid, 0);
   } catch (err) {
     // EPERM: a member exists but changed its credentials; still running.
-    if (!(err instanceof Error && 'code' in err && err.code === 'EPERM')) return false;
+    if (!(errnoCode(err) === 'EPERM')) return false;
   }
   let pids: string[];
   try {

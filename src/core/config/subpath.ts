@@ -8,6 +8,7 @@
 
 import { lstat, readFile, readdir, realpath } from 'node:fs/promises';
 import { parseMountInfo } from '../node/mountinfo.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface SubPathDetection {
   /** True when the config is a bind-mounted file (subPath): it will never see a ConfigMap update. */
@@ -84,7 +85,7 @@ export async function detectSubPathMountOnHost(
   } catch (error) {
     return {
       subPath: false,
-      reason: `could not check for a subPath mount: ${error instanceof Error ? error.message : String(error)}`,
+      reason: `could not check for a subPath mount: ${errorMessage(error)}`,
     };
   }
 }

@@ -6,6 +6,7 @@
 // inherits is passed in by the caller.
 import { spawn } from 'node:child_process';
 import { KubeconfigError } from './kubeconfig-error.js';
+import { isRecord } from '../unknown-values.js';
 
 export const EXEC_API_VERSIONS = ['client.authentication.k8s.io/v1', 'client.authentication.k8s.io/v1beta1'] as const;
 export type ExecApiVersion = (typeof EXEC_API_VERSIONS)[number];
@@ -53,10 +54,6 @@ export interface CredentialSource {
   get(): Promise<RequestCredentials>;
   /** The server answered 401 Unauthorized: the next get() obtains fresh credentials. */
   invalidate(): void;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export interface ExecCredentialOptions {

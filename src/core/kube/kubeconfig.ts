@@ -18,6 +18,7 @@ import {
   type ExecConfig,
 } from './exec-credential.js';
 import { KubeconfigError } from './kubeconfig-error.js';
+import { errnoCode, errorMessage, isRecord } from '../unknown-values.js';
 
 export { KubeconfigError } from './kubeconfig-error.js';
 export type { CredentialSource, RequestCredentials } from './exec-credential.js';
@@ -80,10 +81,6 @@ const defaultReadFile = readCredentialFile;
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 interface Named {
   readonly name: string;
   readonly body: Record<string, unknown>;
@@ -116,7 +113,7 @@ function parseKubeconfigText(text: string, path: string): ParsedFile {
   try {
     config = parseYaml(text);
   } catch (error) {
-    throw new KubeconfigError(`${path}: not valid YAML: ${error instanceof Error ? error.message : String(error)}`, {
+    throw new KubeconfigError(`${path}: not valid YAML: ${errorMessage(error)}`, {
       cause: error,
     });
   }
@@ -171,11 +168,8 @@ export async function loadKubeconfig(
     try {
       text = await readFile(path);
     } catch (error) {
-      if (list.length > 1 && (error as NodeJS.ErrnoException).code === 'ENOENT') continue; // kubectl skips them
-      throw new KubeconfigError(
-        `cannot read kubeconfig ${path}: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      );
+      if (list.length > 1 && errnoCode(error) === 'ENOENT') continue; // kubectl skips them
+      throw new KubeconfigError(`cannot read kubeconfig ${path}: ${errorMessage(error)}`, { cause: error });
     }
     files.push(parseKubeconfigText(text, path));
   }
@@ -213,10 +207,7 @@ export async function loadKubeconfig(
     try {
       return await readFile(path);
     } catch (error) {
-      throw new KubeconfigError(
-        `${file.path}: cannot read ${what} ${path}: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      );
+      throw new KubeconfigError(`${file.path}: cannot read ${what} ${path}: ${errorMessage(error)}`, { cause: error });
     }
   };
   const server = str(c, 'server');
@@ -457,10 +448,9 @@ export async function inClusterSettings(options: InClusterOptions): Promise<Conn
     await readFile(tokenFile);
     ca = await readFile(resolve(dir, 'ca.crt'));
   } catch (error) {
-    throw new KubeconfigError(
-      `in-cluster service account files missing in ${dir}: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
+    throw new KubeconfigError(`in-cluster service account files missing in ${dir}: ${errorMessage(error)}`, {
+      cause: error,
+    });
   }
   let namespace: string | undefined;
   try {
