@@ -1,5 +1,6 @@
 // Connection to the real cluster: a kubeconfig when one is given (KUBECONFIG / --kubeconfig, a
 // path list like kubectl's), else the pod's service account.
+import { systemClock } from '../core/clock.js';
 import type { Clock } from '../core/clock.js';
 import { StartupError } from '../core/errors.js';
 import { inClusterSettings, KubeconfigError, loadKubeconfig } from '../core/kube/kubeconfig.js';
@@ -59,4 +60,19 @@ export async function connectCluster(options: ConnectOptions): Promise<RestClust
     if (err instanceof KubeconfigError) throw new StartupError(`cannot connect to the cluster: ${err.message}`);
     throw err;
   }
+}
+
+/**
+ * The connection of a command that reads a little and exits (simulate, rollout status, the
+ * dashboard's fleet pane): --kubeconfig, else the pod's service account, at a modest rate limit.
+ */
+export function connectCommandCluster(kubeconfig: string | undefined, product: Product): Promise<RestCluster> {
+  return connectCluster({
+    kubeconfig,
+    inCluster: inClusterAddress(),
+    qps: 50,
+    burst: 100,
+    clock: systemClock,
+    product,
+  });
 }

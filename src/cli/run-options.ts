@@ -57,14 +57,8 @@ function isLogLevel(v: string): v is RunAgentProcessOptions['logLevel'] {
 }
 
 export async function runAgentOptions(flags: RunFlagValues, context: RunContext): Promise<RunAgentProcessOptions> {
-  const { parseGoDuration } = await import('../core/config/duration.js');
-  const ms = (flag: DurationFlag): number => {
-    const text = flags[flag];
-    const r = parseGoDuration(text);
-    if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
-    if (r.nanos <= 0n) throw new UsageError(`--${flag}: must be positive, found ${text}`);
-    return Number(r.nanos / 1_000_000n);
-  };
+  const { durationFlagMs } = await import('./duration-flag.js');
+  const ms = (flag: DurationFlag): number => durationFlagMs(flag, flags[flag]);
   const env = context.env;
   const sandbox = flags.sandbox;
   if (sandbox === '') throw new UsageError('--sandbox: needs a directory');

@@ -2,24 +2,22 @@
 import type { ConfigComparison } from '../core/config/compare.js';
 import type { ConfigChange } from '../core/config/diff.js';
 import { IMPACT_CLASSES } from '../core/config/effects.js';
-import type { ImpactClass } from '../core/config/effects.js';
+import type { EffectRow, ImpactClass } from '../core/config/effects.js';
 import { issueToJson } from '../cli/base-command.js';
 import type { IssueJson } from '../cli/base-command.js';
 
 export const DIFF_CONFIG_FORMAT_VERSION = 1;
 
-export interface ChangeJson {
+/** A change, and the columns of its effect-table row. */
+export interface ChangeJson extends Pick<
+  EffectRow,
+  'impact' | 'summary' | 'existingPVs' | 'newPVs' | 'cleanupsInFlight' | 'upstream'
+> {
   readonly path: string;
   readonly field: string;
   readonly action: string;
   readonly before?: unknown;
   readonly after?: unknown;
-  readonly impact: ImpactClass;
-  readonly summary: string;
-  readonly existingPVs: string;
-  readonly newPVs: string;
-  readonly cleanupsInFlight: string;
-  readonly upstream?: string;
 }
 
 export interface DiffConfigJson {

@@ -6,7 +6,7 @@ import { isAborted } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { durationToMilliseconds } from '../config/duration.js';
 import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
-import type { ClassProblem, SkippedEntry } from '../discovery/plan.js';
+import type { ClassProblem, DiscoveryPlan, SkippedEntry } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
 import type { Node, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
@@ -43,14 +43,12 @@ export interface GenerationSettings {
   readonly jobImage: string | undefined;
 }
 
-export interface PassSummary {
+/** One discovery pass: its plan's counts and problems (routine skips left out), what it published, what it reclaimed. */
+export interface PassSummary extends Pick<DiscoveryPlan, 'entries' | 'skipped' | 'classProblems'> {
   readonly at: number;
   readonly durationMs: number;
-  readonly entries: number;
   readonly created: readonly string[];
   readonly failed: readonly { readonly name: string; readonly path: string; readonly error: string }[];
-  readonly skipped: readonly SkippedEntry[];
-  readonly classProblems: readonly ClassProblem[];
   readonly reclaim: ReclaimSummary;
 }
 
