@@ -1,5 +1,5 @@
-// Startup-taint removal (removeNodeNotReadyTaint). Upstream's call site is inverted so the taint
-// is never removed (reference §6.4); here it is removed once discovery is ready.
+// Startup-taint removal (removeNodeNotReadyTaint). Upstream's call site (pkg/node-taint, v2.9) is
+// inverted, so there the taint is never removed; here it is removed once discovery is ready.
 import type { Clock } from '../clock.js';
 import { isConflict } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';

@@ -1,7 +1,7 @@
-// The reclaim half of a sync-loop pass (upstream's DeletePVs, reference §3): Released PVs with
+// The reclaim half of a sync-loop pass (upstream's DeletePVs, pkg/deleter): Released PVs with
 // reclaim policy Delete are cleaned — in-process or by a Job — and deleted only after their cleanup
 // completed. A cleanup in flight is always finished by the method it started with, whatever the
-// config says now, so a reload never cleans a volume twice (the seed's four transitions).
+// config says now, so a reload never cleans a volume twice (the four cases in docs/cleanup.md).
 import type { Clock } from '../clock.js';
 import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
 import { isAlreadyExists, isNotFound } from '../kube/cluster.js';

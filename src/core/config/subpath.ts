@@ -1,4 +1,4 @@
-// Detects a config mounted with `subPath`, which never updates (reload-and-ux.md §4.4): kubelet
+// Detects a config mounted with `subPath`, which never updates (docs/reload.md): kubelet
 // bind-mounts the single file, pinning its inode, while updates go to a new `..data` directory
 // the container never sees. The signature: the config directory has no `..data` entry, and the
 // config path (the file, or a key file in the directory) is itself a mount point.

@@ -1,5 +1,5 @@
 // The config watcher: every way the config source can change becomes one coalesced stream of
-// "check now" calls for the reload state machine (reference: reload-and-ux.md §3, §4.5).
+// "check now" calls for the reload state machine (the triggers table of docs/reload.md).
 //
 // Triggers, all funnelled into one single-flight check queue:
 //   - fs: chokidar on the DIRECTORY (depth 0, followSymlinks off, atomic off), debounced. For a

@@ -1,7 +1,7 @@
 // One discovery pass, as a plan: read the node (through the NodeVolumes port) and the cached
 // cluster state, decide which PVs to create and why every other entry is skipped. Writes nothing;
 // `publish.ts` carries the plan out and `simulate` prints it. Rules follow upstream's
-// discoverVolumesAtPath (reference §2.2) step by step.
+// discoverVolumesAtPath (pkg/discovery/discovery.go) step by step.
 import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
 import { goFilepathMatch, splitNamePattern } from '../config/glob.js';
 import type { PersistentVolume, StorageClass } from '../kube/objects.js';
