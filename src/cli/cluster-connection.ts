@@ -5,6 +5,7 @@ import type { Clock } from '../core/clock.js';
 import { StartupError } from '../core/errors.js';
 import { inClusterSettings, KubeconfigError, loadKubeconfig } from '../core/kube/kubeconfig.js';
 import { RestCluster } from '../core/kube/rest-cluster.js';
+import { nodeProcessHost } from '../core/process-host.js';
 
 /** The product as package.json names it (oclif's config.name and config.version). */
 export interface Product {
@@ -45,7 +46,10 @@ export async function connectCluster(options: ConnectOptions): Promise<RestClust
   try {
     const connection =
       options.kubeconfig !== undefined && options.kubeconfig !== ''
-        ? await loadKubeconfig(options.kubeconfig.split(':'), { environment: options.environment ?? process.env })
+        ? await loadKubeconfig(options.kubeconfig.split(':'), {
+            environment: options.environment ?? process.env,
+            host: nodeProcessHost,
+          })
         : await inClusterSettings({ host: options.inCluster.host, port: options.inCluster.port });
     // Run an exec plugin (or OIDC) now, so a failing one is a start-up error naming the kubeconfig.
     await connection.credentials?.get();

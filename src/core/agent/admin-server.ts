@@ -10,6 +10,8 @@ import type { Logger } from '../log.js';
 import { GUARDED_IMPACTS, isGuardedImpact } from '../config/reload-guard.js';
 import type { GuardedImpact } from '../config/reload-guard.js';
 import type { AdminTarget, AgentEvent } from './reload-types.js';
+import { nodeProcessHost } from '../process-host.js';
+import type { ProcessHost } from '../process-host.js';
 import { errnoCode, errorMessage } from '../unknown-values.js';
 
 export interface AdminServerOptions {
@@ -18,6 +20,8 @@ export interface AdminServerOptions {
   readonly logger: Logger;
   /** Interval of the status event that keeps /v1/events streams alive; default 15 s. */
   readonly keepAliveMs?: number;
+  /** Its umask is narrowed around the bind; default the real process. */
+  readonly host?: Pick<ProcessHost, 'umask'>;
 }
 
 export interface RunningAdminServer {
@@ -119,7 +123,7 @@ function probeSocket(path: string): Promise<'live' | 'stale' | 'gone' | { error:
   });
 }
 
-function listenOn(server: Server, path: string): Promise<void> {
+function listenOn(server: Server, path: string, host: Pick<ProcessHost, 'umask'>): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => {
       reject(err);
@@ -133,14 +137,14 @@ function listenOn(server: Server, path: string): Promise<void> {
     // never, even briefly, connectable by other users. (process.umask cannot be set in a worker.)
     let previous: number | undefined;
     try {
-      previous = process.umask(0o177);
+      previous = host.umask(0o177);
     } catch {
       previous = undefined;
     }
     try {
       server.listen(path);
     } finally {
-      if (previous !== undefined) process.umask(previous);
+      if (previous !== undefined) host.umask(previous);
     }
   });
 }
@@ -173,6 +177,8 @@ async function clearStaleSocket(path: string, logger: Logger): Promise<void> {
 
 export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
   const { socketPath, target, logger } = options;
+  // TODO(lead): required once agent.ts passes its deps' host (see src/core/process-host.ts).
+  const host = options.host ?? nodeProcessHost;
   const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
   /** Open event streams: how to stop each one (unsubscribe) and its response. */
   const streams = new Map<() => void, ServerResponse>();
@@ -313,14 +319,14 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
   });
   let server = create();
   try {
-    await listenOn(server, socketPath);
+    await listenOn(server, socketPath, host);
   } catch (err) {
     if (errnoCode(err) !== 'EADDRINUSE') {
       throw new StartupError(`cannot listen on admin socket ${socketPath}: ${errorMessage(err)}`);
     }
     await clearStaleSocket(socketPath, logger);
     server = create();
-    await listenOn(server, socketPath).catch((again: unknown) => {
+    await listenOn(server, socketPath, host).catch((again: unknown) => {
       throw new StartupError(`cannot listen on admin socket ${socketPath}: ${errorMessage(again)}`);
     });
   }

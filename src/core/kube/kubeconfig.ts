@@ -18,6 +18,7 @@ import {
   type ExecConfig,
 } from './exec-credential.js';
 import { KubeconfigError } from './kubeconfig-error.js';
+import type { ProcessHost } from '../process-host.js';
 import { errnoCode, errorMessage, isRecord } from '../unknown-values.js';
 
 export { KubeconfigError } from './kubeconfig-error.js';
@@ -137,6 +138,8 @@ export interface KubeconfigOptions {
   readonly environment?: Readonly<Record<string, string | undefined>>;
   /** How long an exec plugin or an OIDC refresh may take (default 15 s). */
   readonly credentialTimeoutMs?: number;
+  /** Kills an exec plugin's process group on a timeout; default the real process. */
+  readonly host?: Pick<ProcessHost, 'kill'>;
 }
 
 function str(body: Record<string, unknown>, key: string): string | undefined {
@@ -307,6 +310,7 @@ export async function loadKubeconfig(
         cluster: clusterInfo,
         environment: options.environment ?? {},
         timeoutMs,
+        ...(options.host === undefined ? {} : { host: options.host }),
       });
     }
   }
