@@ -47,7 +47,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import { errnoCode, errorMessage } from '../unknown-values.js';
+import { asError, errnoCode, errorMessage } from '../unknown-values.js';
 import { DirectoryConfigSource, sourceLabel } from './config-source.js';
 import type { ConfigSource, SourceRead } from './config-source.js';
 
@@ -671,7 +671,7 @@ export class ConfigWatcher {
         watcher.on('error', (error: unknown) => {
           if (this.fsw !== watcher) return;
           if (!isReady) {
-            fail(error instanceof Error ? error : new Error(String(error)));
+            fail(asError(error));
             return;
           }
           this.requestRestart({ reason: `chokidar error: ${errorMessage(error)}`, error: true });
