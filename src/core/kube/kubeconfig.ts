@@ -205,12 +205,18 @@ export async function loadKubeconfig(
 
   const c = cluster.entry.body;
   const clusterFile = cluster.file.path;
-  const fromFile = async (file: ParsedFile, value: string, what: string): Promise<string> => {
-    const path = isAbsolute(value) ? value : resolve(dirname(file.path), value);
+  /** A PEM given inline as `<field>-data` (base64), else as the file `<field>` (relative to its kubeconfig). */
+  const pem = async (found: { entry: Named; file: ParsedFile }, field: string): Promise<string | undefined> => {
+    const file = found.file.path;
+    const data = str(found.entry.body, `${field}-data`);
+    if (data !== undefined) return decodeData(data, `${field}-data`, file);
+    const value = str(found.entry.body, field);
+    if (value === undefined) return undefined;
+    const path = isAbsolute(value) ? value : resolve(dirname(file), value);
     try {
       return await readFile(path);
     } catch (error) {
-      throw new KubeconfigError(`${file.path}: cannot read ${what} ${path}: ${errorMessage(error)}`, { cause: error });
+      throw new KubeconfigError(`${file}: cannot read ${field} ${path}: ${errorMessage(error)}`, { cause: error });
     }
   };
   const server = str(c, 'server');
@@ -221,14 +227,7 @@ export async function loadKubeconfig(
       `${clusterFile}: cluster "${clusterName}" proxy-url ${JSON.stringify(proxyUrl)} must be an http://, https:// or socks5:// URL`,
     );
   }
-  const caData = str(c, 'certificate-authority-data');
-  const caFile = str(c, 'certificate-authority');
-  const ca =
-    caData !== undefined
-      ? decodeData(caData, 'certificate-authority-data', clusterFile)
-      : caFile !== undefined
-        ? await fromFile(cluster.file, caFile, 'certificate-authority')
-        : undefined;
+  const ca = await pem(cluster, 'certificate-authority');
   const tlsServerName = str(c, 'tls-server-name');
   const insecureSkipTLSVerify = c['insecure-skip-tls-verify'] === true;
 
@@ -274,22 +273,8 @@ export async function loadKubeconfig(
     if (token === undefined && tokenPath !== undefined) {
       tokenFile = isAbsolute(tokenPath) ? tokenPath : resolve(dirname(userFile), tokenPath);
     }
-    const certData = str(u, 'client-certificate-data');
-    const certFile = str(u, 'client-certificate');
-    const keyData = str(u, 'client-key-data');
-    const keyFile = str(u, 'client-key');
-    clientCert =
-      certData !== undefined
-        ? decodeData(certData, 'client-certificate-data', userFile)
-        : certFile !== undefined
-          ? await fromFile(user.file, certFile, 'client-certificate')
-          : undefined;
-    clientKey =
-      keyData !== undefined
-        ? decodeData(keyData, 'client-key-data', userFile)
-        : keyFile !== undefined
-          ? await fromFile(user.file, keyFile, 'client-key')
-          : undefined;
+    clientCert = await pem(user, 'client-certificate');
+    clientKey = await pem(user, 'client-key');
     if ((clientCert === undefined) !== (clientKey === undefined)) {
       throw new KubeconfigError(`user "${name}" needs both a client certificate and a client key (${userFile})`);
     }
