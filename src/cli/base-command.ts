@@ -4,7 +4,7 @@ import { ProvisionerError } from '../core/errors.js';
 import { errorOutput } from './error-output.js';
 
 export { issueToJson, type ErrorJson, type IssueJson } from './error-output.js';
-export { CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, defaultConfigDir } from './config-dir.js';
+export { defaultConfigDir } from './config-dir.js';
 
 export abstract class ProvisionerCommand extends Command {
   /** Set by commands that print machine output, so errors are JSON too. */

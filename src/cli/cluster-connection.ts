@@ -1,9 +1,11 @@
 // Connection to the real cluster: a kubeconfig when one is given (KUBECONFIG / --kubeconfig, a
 // path list like kubectl's), else the pod's service account.
+import { systemClock } from '../core/clock.js';
 import type { Clock } from '../core/clock.js';
 import { StartupError } from '../core/errors.js';
 import { inClusterSettings, KubeconfigError, loadKubeconfig } from '../core/kube/kubeconfig.js';
 import { RestCluster } from '../core/kube/rest-cluster.js';
+import { nodeProcessHost } from '../core/process-host.js';
 
 /** The product as package.json names it (oclif's config.name and config.version). */
 export interface Product {
@@ -44,7 +46,10 @@ export async function connectCluster(options: ConnectOptions): Promise<RestClust
   try {
     const connection =
       options.kubeconfig !== undefined && options.kubeconfig !== ''
-        ? await loadKubeconfig(options.kubeconfig.split(':'), { environment: options.environment ?? process.env })
+        ? await loadKubeconfig(options.kubeconfig.split(':'), {
+            environment: options.environment ?? process.env,
+            host: nodeProcessHost,
+          })
         : await inClusterSettings({ host: options.inCluster.host, port: options.inCluster.port });
     // Run an exec plugin (or OIDC) now, so a failing one is a start-up error naming the kubeconfig.
     await connection.credentials?.get();
@@ -59,4 +64,19 @@ export async function connectCluster(options: ConnectOptions): Promise<RestClust
     if (err instanceof KubeconfigError) throw new StartupError(`cannot connect to the cluster: ${err.message}`);
     throw err;
   }
+}
+
+/**
+ * The connection of a command that reads a little and exits (simulate, rollout status, the
+ * dashboard's fleet pane): --kubeconfig, else the pod's service account, at a modest rate limit.
+ */
+export function connectCommandCluster(kubeconfig: string | undefined, product: Product): Promise<RestCluster> {
+  return connectCluster({
+    kubeconfig,
+    inCluster: inClusterAddress(),
+    qps: 50,
+    burst: 100,
+    clock: systemClock,
+    product,
+  });
 }

@@ -1,5 +1,7 @@
 // The one module that owns process signals. SIGTERM/SIGINT ask for a graceful stop (a second one
 // forces the exit); SIGHUP asks for a reload. Everything else is stopped through AbortSignals.
+import { systemClock, within } from '../core/clock.js';
+import type { Logger } from '../core/log.js';
 
 export interface SignalHandlers {
   readonly shutdown: (signal: NodeJS.Signals) => void;
@@ -34,19 +36,36 @@ export function installSignalHandlers(handlers: SignalHandlers): () => void {
   };
 }
 
-/** Resolves with the first of the promise or the deadline. */
+/**
+ * Installs the signal handlers for a long-running command: `stopped` resolves with the first
+ * SIGTERM/SIGINT, SIGHUP calls `reload`. Call `uninstall` when the command ends.
+ */
+export function untilStopSignal(reload?: () => void): { stopped: Promise<NodeJS.Signals>; uninstall: () => void } {
+  let stopRequested: (signal: NodeJS.Signals) => void = () => undefined;
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
+    stopRequested = resolve;
+  });
+  const uninstall = installSignalHandlers({
+    shutdown: (signal) => {
+      stopRequested(signal);
+    },
+    ...(reload === undefined ? {} : { reload }),
+  });
+  return { stopped, uninstall };
+}
+
+/** Waits for a graceful stop at most `ms`; a stop that takes longer is logged and left behind. */
+export async function stopWithin(stop: Promise<void>, ms: number, logger: Logger): Promise<void> {
+  const result = await within(systemClock, stop, ms);
+  if (!result.ok) logger.log('warn', 'graceful stop timed out', { timeoutMs: ms });
+}
+
+/**
+ * The first of the promise or the deadline.
+ * TODO(lead, after merging 18c): src/cli/run-agent.ts still calls this; switch it to
+ * untilStopSignal/stopWithin (or `within`) and delete this wrapper.
+ */
 export async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => {
-          resolve('timeout');
-        }, ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const result = await within(systemClock, promise, ms);
+  return result.ok ? result.value : 'timeout';
 }

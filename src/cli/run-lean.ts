@@ -5,6 +5,7 @@
 // and bin/run.js hands the same argv to oclif, so help, errors and exit codes stay oclif's own.
 import { readFile } from 'node:fs/promises';
 import { UsageError } from '../core/errors.js';
+import { asError } from '../core/unknown-values.js';
 import { errorOutput } from './error-output.js';
 import { RUN_FLAGS, type RunFlagName, type RunFlagSpec } from './run-flags.js';
 import type { RunAgentProcessOptions } from './run-agent.js';
@@ -121,7 +122,7 @@ export async function runLean(argv: readonly string[], packageJson: URL): Promis
     await runAgentProcess(options);
     return 0;
   } catch (err) {
-    const out = errorOutput(err instanceof Error ? err : new Error(String(err)), false, env['DEBUG'] !== undefined);
+    const out = errorOutput(asError(err), false, env['DEBUG'] !== undefined);
     (out.stream === 'stdout' ? process.stdout : process.stderr).write(out.text);
     return out.exitCode;
   }

@@ -5,7 +5,7 @@ import type { NodeCleanupServiceOptions } from '../core/node-cleanup/service.js'
 import { startNodeCleanup } from '../core/node-cleanup/service.js';
 import { connectCluster } from './cluster-connection.js';
 import type { Product } from './cluster-connection.js';
-import { installSignalHandlers, withDeadline } from './lifecycle.js';
+import { stopWithin, untilStopSignal } from './lifecycle.js';
 import { StderrLogger } from './logger.js';
 
 export interface RunNodeCleanupOptions {
@@ -30,15 +30,7 @@ export async function runNodeCleanupProcess(options: RunNodeCleanupOptions): Pro
     clock: systemClock,
     product: options.product,
   });
-  let stopRequested: (signal: NodeJS.Signals) => void = () => undefined;
-  const stopped = new Promise<NodeJS.Signals>((resolve) => {
-    stopRequested = resolve;
-  });
-  const uninstall = installSignalHandlers({
-    shutdown: (signal) => {
-      stopRequested(signal);
-    },
-  });
+  const { stopped, uninstall } = untilStopSignal();
   try {
     const election = options.service.leaderElection;
     const service = await startNodeCleanup(
@@ -52,8 +44,7 @@ export async function runNodeCleanupProcess(options: RunNodeCleanupOptions): Pro
     );
     const signal = await stopped;
     logger.log('info', 'stopping', { signal });
-    const result = await withDeadline(service.stop(), options.shutdownTimeoutMs);
-    if (result === 'timeout') logger.log('warn', 'graceful stop timed out', { timeoutMs: options.shutdownTimeoutMs });
+    await stopWithin(service.stop(), options.shutdownTimeoutMs, logger);
   } finally {
     uninstall();
     rest.close();

@@ -7,6 +7,7 @@ import { UsageError } from '../core/errors.js';
 import { inClusterAddress, type Product } from './cluster-connection.js';
 import { CONFIG_DIR_ENV } from './config-dir.js';
 import type { RunAgentProcessOptions } from './run-agent.js';
+import { errorMessage } from '../core/unknown-values.js';
 
 /** Where a pod finds its namespace when no MY_NAMESPACE is set (the service account's projected volume). */
 const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -56,14 +57,8 @@ function isLogLevel(v: string): v is RunAgentProcessOptions['logLevel'] {
 }
 
 export async function runAgentOptions(flags: RunFlagValues, context: RunContext): Promise<RunAgentProcessOptions> {
-  const { parseGoDuration } = await import('../core/config/duration.js');
-  const ms = (flag: DurationFlag): number => {
-    const text = flags[flag];
-    const r = parseGoDuration(text);
-    if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
-    if (r.nanos <= 0n) throw new UsageError(`--${flag}: must be positive, found ${text}`);
-    return Number(r.nanos / 1_000_000n);
-  };
+  const { durationFlagMs } = await import('./duration-flag.js');
+  const ms = (flag: DurationFlag): number => durationFlagMs(flag, flags[flag]);
   const env = context.env;
   const sandbox = flags.sandbox;
   if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
@@ -74,7 +69,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
   try {
     parseListenAddress(flags['listen-address']);
   } catch (err) {
-    throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
+    throw new UsageError(`--listen-address: ${errorMessage(err)}`);
   }
   if (flags['publish-status']) {
     const { statusNameProblem } = await import('../core/fleet/applied-state.js');

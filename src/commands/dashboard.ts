@@ -1,7 +1,6 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand, useColor } from '../cli/base-command.js';
-import { UsageError } from '../core/errors.js';
-import { DEFAULT_ADMIN_SOCKET } from './reload.js';
+import { adminSocketFlag, DEFAULT_STATUS_NAME, kubeconfigFlag, STATUS_NAME_ENV } from './flags.js';
 
 /** A reload's answer may take a drain and a cache sync: its client waits at least this long. */
 const MIN_RELOAD_TIMEOUT_MS = 120_000;
@@ -25,11 +24,7 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
   ];
 
   static override flags = {
-    'admin-socket': Flags.string({
-      description: "The agent's admin socket.",
-      default: DEFAULT_ADMIN_SOCKET,
-      env: 'PROVISIONER_ADMIN_SOCKET',
-    }),
+    'admin-socket': adminSocketFlag(),
     once: Flags.boolean({
       description: 'Print one plain-text snapshot and exit (the default when stdout is not a terminal).',
       default: false,
@@ -48,13 +43,10 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
     'fleet-name': Flags.string({
       description:
         'Fleet pane: the provisioner instance (`run --status-name`); desired config <namespace>/<name>-config.',
-      default: 'local-static-provisioner',
-      env: 'PROVISIONER_STATUS_NAME',
+      default: DEFAULT_STATUS_NAME,
+      env: STATUS_NAME_ENV,
     }),
-    kubeconfig: Flags.string({
-      description: 'Fleet pane: kubeconfig (default: in-cluster service account).',
-      env: 'KUBECONFIG',
-    }),
+    kubeconfig: kubeconfigFlag('Fleet pane: kubeconfig (default: in-cluster service account).'),
   };
 
   async run(): Promise<void> {
@@ -69,11 +61,8 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
       ui = import('../ui/dashboard/load.js').then((m) => m.loadDashboard());
       ui.catch(() => undefined);
     }
-    const { parseGoDuration } = await import('../core/config/duration.js');
-    const timeout = parseGoDuration(flags.timeout);
-    if (!timeout.ok) throw new UsageError(`--timeout: ${timeout.message}`);
-    if (timeout.nanos < 1_000_000n) throw new UsageError(`--timeout: must be at least 1ms, found ${flags.timeout}`);
-    const timeoutMs = Number(timeout.nanos / 1_000_000n);
+    const { durationFlagMs } = await import('../cli/duration-flag.js');
+    const timeoutMs = durationFlagMs('timeout', flags.timeout, '1ms');
     const { AdminClient } = await import('../core/agent/admin-client.js');
     const socket = flags['admin-socket'];
     const client = new AdminClient(socket, { timeoutMs });
@@ -96,16 +85,12 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
       stdout: process.stdout,
       stderr: process.stderr,
       fleet: async () => {
-        const { connectCluster, inClusterAddress } = await import('../cli/cluster-connection.js');
+        const { connectCommandCluster } = await import('../cli/cluster-connection.js');
         const { systemClock } = await import('../core/clock.js');
         const { readDesiredConfig, readRollout } = await import('../core/fleet/rollout.js');
-        const rest = await connectCluster({
-          kubeconfig: flags.kubeconfig,
-          inCluster: inClusterAddress(),
-          qps: 50,
-          burst: 100,
-          clock: systemClock,
-          product: { name: this.config.name, version: this.config.version },
+        const rest = await connectCommandCluster(flags.kubeconfig, {
+          name: this.config.name,
+          version: this.config.version,
         });
         try {
           const namespace = flags['fleet-namespace'] ?? process.env['MY_NAMESPACE'] ?? 'default';

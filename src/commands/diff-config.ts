@@ -1,15 +1,9 @@
 import { Flags } from '@oclif/core';
-import {
-  CONFIG_DIR_ENV,
-  DEFAULT_CONFIG_DIR,
-  defaultConfigDir,
-  ProvisionerCommand,
-  useColor,
-} from '../cli/base-command.js';
+import { defaultConfigDir, ProvisionerCommand, useColor } from '../cli/base-command.js';
 import { ConfigSourceError, formatIssue, ProvisionerError, UsageError } from '../core/errors.js';
 import type { AgentConfigSide } from '../core/config/compare.js';
 import type { ImpactClass } from '../core/config/effects.js';
-import { DEFAULT_ADMIN_SOCKET } from './reload.js';
+import { adminSocketFlag, colorFlag, NODE_CONFIG_HELP, outputFlag } from './flags.js';
 
 /** How long diff-config waits for the running agent's config before giving up. */
 const AGENT_TIMEOUT_MS = 5000;
@@ -32,7 +26,7 @@ const FAIL_ON: Readonly<Record<string, readonly ImpactClass[]>> = {
 export default class DiffConfig extends ProvisionerCommand {
   static override summary = 'Show what changes between two provisioner configs and what each change does to PVs.';
 
-  static override description = `Each side is a mounted ConfigMap directory (kubelet's ..data layout), a YAML file of config keys, or a ConfigMap manifest. Without --from, the current config is the one the agent running on this node applies (asked through --admin-socket); when no agent answers there, it is ${DEFAULT_CONFIG_DIR} (or $${CONFIG_DIR_ENV}). Both are normalized (defaults filled in, keys sorted) before comparing, so formatting and layout never show up as changes.
+  static override description = `Each side is a mounted ConfigMap directory (kubelet's ..data layout), a YAML file of config keys, or a ConfigMap manifest. Without --from, the current config is the one the agent running on this node applies (asked through --admin-socket); when no agent answers there, it is ${NODE_CONFIG_HELP}. Both are normalized (defaults filled in, keys sorted) before comparing, so formatting and layout never show up as changes.
 
 Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a listed impact class), 2 usage error, 3 invalid config, 4 config source unreadable.`;
 
@@ -44,18 +38,16 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
 
   static override flags = {
     from: Flags.string({
-      description: `The current config (directory, YAML file or ConfigMap manifest). Default: the running agent's applied config, else ${DEFAULT_CONFIG_DIR} (or $${CONFIG_DIR_ENV}).`,
+      description: `The current config (directory, YAML file or ConfigMap manifest). Default: the running agent's applied config, else ${NODE_CONFIG_HELP}.`,
     }),
-    'admin-socket': Flags.string({
-      description: 'Admin socket of the running agent, asked for the current config when --from is not given.',
-      default: DEFAULT_ADMIN_SOCKET,
-      env: 'PROVISIONER_ADMIN_SOCKET',
-    }),
+    'admin-socket': adminSocketFlag(
+      'Admin socket of the running agent, asked for the current config when --from is not given.',
+    ),
     to: Flags.string({
       description: 'The candidate config (directory, YAML file or ConfigMap manifest).',
       required: true,
     }),
-    output: Flags.string({ char: 'o', description: 'Output format.', options: ['text', 'json'], default: 'text' }),
+    output: outputFlag(),
     'fail-on': Flags.string({
       description: `Exit 1 only when a change of these impact classes exists (comma-separated): ${Object.keys(FAIL_ON).join(', ')}.`,
       multiple: true,
@@ -63,10 +55,7 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
       options: Object.keys(FAIL_ON),
     }),
     context: Flags.integer({ char: 'C', description: 'Lines of context in the unified diff.', default: 3, min: 0 }),
-    color: Flags.boolean({
-      description: 'Colour the output (default: only on a terminal, and not with NO_COLOR).',
-      allowNo: true,
-    }),
+    color: colorFlag(),
   };
 
   async run(): Promise<void> {

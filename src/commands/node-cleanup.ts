@@ -1,16 +1,8 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
-
-type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
-
-function duration(flag: string, text: string, parse: ParseDuration, allowZero = false): number {
-  const r = parse(text);
-  if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
-  if (r.nanos < 0n || (!allowZero && r.nanos === 0n))
-    throw new UsageError(`--${flag}: must be ${allowZero ? 'zero or positive' : 'positive'}, found ${text}`);
-  return Number(r.nanos / 1_000_000n);
-}
+import { errorMessage } from '../core/unknown-values.js';
+import { kubeconfigFlag, logFlags, metricsPathFlag, rateLimitFlags } from './flags.js';
 
 export default class NodeCleanup extends ProvisionerCommand {
   static override summary =
@@ -57,7 +49,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       description: 'Address of the metrics and health server; empty disables it.',
       default: ':8080',
     }),
-    'metrics-path': Flags.string({ description: 'Path of the Prometheus metrics.', default: '/metrics' }),
+    'metrics-path': metricsPathFlag(),
     'leader-elect': Flags.boolean({
       description: 'Elect a leader on a Lease so that only one replica acts (--no-leader-elect: a single replica).',
       default: true,
@@ -86,37 +78,20 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       description: 'Time between two attempts to acquire or renew the Lease (Go duration).',
       default: '2s',
     }),
-    'kube-api-qps': Flags.integer({
-      description: 'Client-side rate limit of API requests per second.',
-      default: 20,
-      min: 1,
-    }),
-    'kube-api-burst': Flags.integer({ description: 'Burst of the client-side rate limit.', default: 40, min: 1 }),
-    kubeconfig: Flags.string({
-      description: 'Kubeconfig file (default: in-cluster service account).',
-      env: 'KUBECONFIG',
-    }),
+    ...rateLimitFlags({ qps: 20, burst: 40 }),
+    kubeconfig: kubeconfigFlag(),
     'shutdown-timeout': Flags.string({
       description: 'Longest graceful stop (the lease is released at its end) before exiting anyway (Go duration).',
       default: '15s',
     }),
-    'log-level': Flags.string({
-      description: 'Least severe level logged.',
-      options: ['debug', 'info', 'warn', 'error'],
-      default: 'info',
-    }),
-    'log-format': Flags.string({
-      description: 'Log line format on stderr.',
-      options: ['text', 'json'],
-      default: 'text',
-    }),
+    ...logFlags(),
   };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(NodeCleanup);
-    const { parseGoDuration } = await import('../core/config/duration.js');
-    const ms = (flag: keyof typeof flags & string, allowZero = false): number =>
-      duration(flag, String(flags[flag]), parseGoDuration, allowZero);
+    const { durationFlagMs } = await import('../cli/duration-flag.js');
+    const ms = (flag: keyof typeof flags & string, floor?: 'zero-or-positive'): number =>
+      durationFlagMs(flag, String(flags[flag]), floor);
     const { dns1123SubdomainErrors } = await import('../core/kube/validation.js');
     const classes = flags['storageclass-names']
       .split(',')
@@ -136,7 +111,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       try {
         parseListenAddress(flags['listen-address']);
       } catch (err) {
-        throw new UsageError(`--listen-address: ${err instanceof Error ? err.message : String(err)}`);
+        throw new UsageError(`--listen-address: ${errorMessage(err)}`);
       }
     }
     const timing = {
@@ -166,9 +141,9 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       service: {
         settings: {
           storageClassNames: new Set(classes),
-          gracePeriodMs: ms('pvc-deletion-delay', true),
+          gracePeriodMs: ms('pvc-deletion-delay', 'zero-or-positive'),
           discoveryIntervalMs: ms('stale-pv-discovery-interval'),
-          resyncMs: ms('resync', true),
+          resyncMs: ms('resync', 'zero-or-positive'),
           dryRun: flags['dry-run'],
         },
         listenAddress: flags['listen-address'],

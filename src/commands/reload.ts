@@ -1,9 +1,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { ALLOW_NAMES } from '../core/config/reload-guard.js';
-import { UsageError } from '../core/errors.js';
-
-export const DEFAULT_ADMIN_SOCKET = '/run/provisioner/admin.sock';
+import { adminSocketFlag, outputFlag } from './flags.js';
 
 export default class Reload extends ProvisionerCommand {
   static override summary = 'Make the running agent reload its config now, and print the outcome.';
@@ -22,11 +20,7 @@ Exit codes: 0 applied or no change, 1 not applied (rejected, refused, rolled bac
   ];
 
   static override flags = {
-    'admin-socket': Flags.string({
-      description: "The agent's admin socket.",
-      default: DEFAULT_ADMIN_SOCKET,
-      env: 'PROVISIONER_ADMIN_SOCKET',
-    }),
+    'admin-socket': adminSocketFlag(),
     allow: Flags.string({
       description: `Apply changes of these guarded impact classes (comma-separated), which a live reload otherwise refuses: ${Object.keys(ALLOW_NAMES).join(', ')}.`,
       multiple: true,
@@ -37,7 +31,7 @@ Exit codes: 0 applied or no change, 1 not applied (rejected, refused, rolled bac
       description: 'Restart the sync loop even when the config is unchanged.',
       default: false,
     }),
-    output: Flags.string({ char: 'o', description: 'Output format.', options: ['text', 'json'], default: 'text' }),
+    output: outputFlag(),
     timeout: Flags.string({
       description: 'Longest wait for the reload to finish (Go duration).',
       default: '30s',
@@ -47,13 +41,11 @@ Exit codes: 0 applied or no change, 1 not applied (rejected, refused, rolled bac
   async run(): Promise<void> {
     const { flags } = await this.parse(Reload);
     this.machineOutput = flags.output === 'json';
-    const { parseGoDuration } = await import('../core/config/duration.js');
-    const timeout = parseGoDuration(flags.timeout);
-    if (!timeout.ok) throw new UsageError(`--timeout: ${timeout.message}`);
-    if (timeout.nanos < 1_000_000n) throw new UsageError(`--timeout: must be at least 1ms, found ${flags.timeout}`);
+    const { durationFlagMs } = await import('../cli/duration-flag.js');
+    const timeoutMs = durationFlagMs('timeout', flags.timeout, '1ms');
     const { AdminClient } = await import('../core/agent/admin-client.js');
     const render = await import('../render/reload.js');
-    const client = new AdminClient(flags['admin-socket'], { timeoutMs: Number(timeout.nanos / 1_000_000n) });
+    const client = new AdminClient(flags['admin-socket'], { timeoutMs });
     const allow = [...new Set((flags.allow ?? []).flatMap((name) => ALLOW_NAMES[name] ?? []))];
     const result = await client.reload({ force: flags.force, allow });
     this.writeOut(

@@ -1,15 +1,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
-
-type ParseDuration = (t: string) => { ok: true; nanos: bigint } | { ok: false; message: string };
-
-function duration(flag: string, text: string, parse: ParseDuration): number {
-  const r = parse(text);
-  if (!r.ok) throw new UsageError(`--${flag}: ${r.message}`);
-  if (r.nanos <= 0n) throw new UsageError(`--${flag}: must be positive, found ${text}`);
-  return Number(r.nanos / 1_000_000n);
-}
+import { DEFAULT_STATUS_NAME, kubeconfigFlag, outputFlag } from './flags.js';
 
 export default class RolloutStatus extends ProvisionerCommand {
   static override summary = "Show which nodes apply the desired config: every agent's published state against it.";
@@ -41,7 +33,7 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
     }),
     name: Flags.string({
       description: 'The provisioner instance (`run --status-name`; the chart sets its full name).',
-      default: 'local-static-provisioner',
+      default: DEFAULT_STATUS_NAME,
     }),
     selector: Flags.string({
       char: 'l',
@@ -53,20 +45,18 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
       dependsOn: ['wait'],
     }),
     'poll-interval': Flags.string({ description: 'With --wait: time between two reads (Go duration).', default: '1s' }),
-    output: Flags.string({ char: 'o', description: 'Output format.', options: ['text', 'json'], default: 'text' }),
-    kubeconfig: Flags.string({
-      description:
-        'Kubeconfig (default: in-cluster service account). Needs list on leases and nodes, get on the ConfigMap.',
-      env: 'KUBECONFIG',
-    }),
+    output: outputFlag(),
+    kubeconfig: kubeconfigFlag(
+      'Kubeconfig (default: in-cluster service account). Needs list on leases and nodes, get on the ConfigMap.',
+    ),
   };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(RolloutStatus);
     this.machineOutput = flags.output === 'json';
-    const { parseGoDuration } = await import('../core/config/duration.js');
-    const timeoutMs = duration('timeout', flags.timeout ?? '5m', parseGoDuration);
-    const intervalMs = duration('poll-interval', flags['poll-interval'], parseGoDuration);
+    const { durationFlagMs } = await import('../cli/duration-flag.js');
+    const timeoutMs = durationFlagMs('timeout', flags.timeout ?? '5m');
+    const intervalMs = durationFlagMs('poll-interval', flags['poll-interval']);
     const { statusNameProblem } = await import('../core/fleet/applied-state.js');
     const nameProblem = statusNameProblem(flags.name);
     if (nameProblem !== undefined) throw new UsageError(`--name: ${nameProblem}`);
@@ -86,15 +76,11 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
         throw err;
       }
     }
-    const { connectCluster, inClusterAddress } = await import('../cli/cluster-connection.js');
+    const { connectCommandCluster } = await import('../cli/cluster-connection.js');
     const { systemClock } = await import('../core/clock.js');
-    const rest = await connectCluster({
-      kubeconfig: flags.kubeconfig,
-      inCluster: inClusterAddress(),
-      qps: 50,
-      burst: 100,
-      clock: systemClock,
-      product: { name: this.config.name, version: this.config.version },
+    const rest = await connectCommandCluster(flags.kubeconfig, {
+      name: this.config.name,
+      version: this.config.version,
     });
     try {
       const namespace = flags.namespace ?? rest.contextNamespace ?? 'default';

@@ -1,12 +1,7 @@
 import { Flags } from '@oclif/core';
-import {
-  CONFIG_DIR_ENV,
-  DEFAULT_CONFIG_DIR,
-  defaultConfigDir,
-  ProvisionerCommand,
-  useColor,
-} from '../cli/base-command.js';
+import { defaultConfigDir, ProvisionerCommand, useColor } from '../cli/base-command.js';
 import { formatIssue, UsageError } from '../core/errors.js';
+import { colorFlag, kubeconfigFlag, NODE_CONFIG_HELP, outputFlag } from './flags.js';
 
 export default class Simulate extends ProvisionerCommand {
   static override summary = 'Show what the agent would do on a node, before it does it; replay scenarios.';
@@ -26,7 +21,7 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
 
   static override flags = {
     config: Flags.string({
-      description: `The config to plan with (ConfigMap directory, YAML file or manifest). Default: ${DEFAULT_CONFIG_DIR} (or $${CONFIG_DIR_ENV}).`,
+      description: `The config to plan with (ConfigMap directory, YAML file or manifest). Default: ${NODE_CONFIG_HELP}.`,
     }),
     from: Flags.string({
       description: 'The config applied now: also show what a reload from it to --config changes on this node.',
@@ -39,24 +34,13 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
       default: 'live',
     }),
     cluster: Flags.string({ description: 'Cluster state from a fixture YAML file instead of a live cluster.' }),
-    kubeconfig: Flags.string({
-      description: 'Kubeconfig of the live cluster, read-only (default: in-cluster service account).',
-      env: 'KUBECONFIG',
-    }),
+    kubeconfig: kubeconfigFlag('Kubeconfig of the live cluster, read-only (default: in-cluster service account).'),
     namespace: Flags.string({ description: 'Namespace of cleanup Jobs (default: MY_NAMESPACE, else "default").' }),
     'job-image': Flags.string({ description: 'Image of cleanup Jobs (default: JOB_CONTAINER_IMAGE).' }),
     scenario: Flags.string({ description: 'Replay a scenario file instead of planning.', exclusive: ['demo'] }),
     demo: Flags.boolean({ description: 'Replay the built-in demo scenario (no cluster, no root).', default: false }),
-    output: Flags.string({
-      char: 'o',
-      description: 'Output format.',
-      options: ['text', 'json', 'yaml'],
-      default: 'text',
-    }),
-    color: Flags.boolean({
-      description: 'Colour the output (default: only on a terminal, and not with NO_COLOR).',
-      allowNo: true,
-    }),
+    output: outputFlag(['text', 'json', 'yaml']),
+    color: colorFlag(),
   };
 
   async run(): Promise<void> {
@@ -106,15 +90,10 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
     if (flags.cluster !== undefined) {
       cluster = { kind: 'fixture', path: flags.cluster };
     } else {
-      const { connectCluster, inClusterAddress } = await import('../cli/cluster-connection.js');
-      const { systemClock } = await import('../core/clock.js');
-      const rest = await connectCluster({
-        product: { name: this.config.name, version: this.config.version },
-        kubeconfig: flags.kubeconfig,
-        inCluster: inClusterAddress(),
-        qps: 50,
-        burst: 100,
-        clock: systemClock,
+      const { connectCommandCluster } = await import('../cli/cluster-connection.js');
+      const rest = await connectCommandCluster(flags.kubeconfig, {
+        name: this.config.name,
+        version: this.config.version,
       });
       close = () => {
         rest.close();

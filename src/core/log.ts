@@ -7,10 +7,6 @@ export interface Logger {
   log(level: LogLevel, message: string, fields?: LogFields): void;
 }
 
-export function logInfo(logger: Logger, message: string, fields?: LogFields): void {
-  logger.log('info', message, fields);
-}
-
 /** A logger that keeps records in memory (tests, simulate). */
 export class MemoryLogger implements Logger {
   readonly records: { level: LogLevel; message: string; fields: LogFields }[] = [];

@@ -11,6 +11,11 @@ export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** A thrown value as an Error: itself, or an Error whose message is the value as text. */
+export function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
 /** The errno code of a Node.js system error (ENOENT, EACCES …), or undefined. */
 export function errnoCode(error: unknown): string | undefined {
   if (error instanceof Error && 'code' in error && typeof error.code === 'string') return error.code;

@@ -27,6 +27,7 @@ import {
 } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { setTimeout as delay } from 'node:timers/promises';
+import { isRecord } from '../../src/core/unknown-values.js';
 
 /** HTTP status of a failed API call, or undefined when `error` is not an API error. */
 export function apiStatusCode(error: unknown): number | undefined {
@@ -160,10 +161,6 @@ export async function markJob(kc: KubeConfig, namespace: string, name: string, o
 
 /** A Role or ClusterRole as found in a deployment manifest. */
 export type RbacRole = (V1Role & { kind: 'Role' }) | (V1ClusterRole & { kind: 'ClusterRole' });
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** Parses multi-document YAML and returns its Role and ClusterRole objects (other kinds are ignored). */
 export function rbacRolesFromManifests(yamlText: string): RbacRole[] {

@@ -16,6 +16,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { errorMessage } from '../../src/core/unknown-values.js';
 
 export interface ControlPlane {
   /** https://127.0.0.1:<port> */
@@ -367,7 +368,7 @@ async function waitUntil(
     try {
       if (await check()) return;
     } catch (error) {
-      lastError = error instanceof Error ? error.message : String(error);
+      lastError = errorMessage(error);
     }
     if (Date.now() > deadline) {
       throw new StartAttemptError(
@@ -725,9 +726,7 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
     const pids = started.map((c) => c.pid ?? -1);
     await cleanupAfterFailure();
     const aborted = signal?.aborted === true;
-    const message = aborted
-      ? 'control plane start aborted'
-      : `control plane failed to start: ${error instanceof Error ? error.message : String(error)}`;
+    const message = aborted ? 'control plane start aborted' : `control plane failed to start: ${errorMessage(error)}`;
     throw new ControlPlaneStartError(message, { aborted, dir, pids, cause: aborted ? signal.reason : error });
   }
 }

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { REPO_ROOT } from './cli.js';
+import { isRecord } from '../../src/core/unknown-values.js';
 
 export const CHART_DIR = join(REPO_ROOT, 'helm/provisioner');
 
@@ -108,10 +109,6 @@ export interface Rendered {
   /** The one object of this kind (and name, if given); throws when there is not exactly one. */
   one(kind: string, name?: string): RenderedObject;
   all(kind: string): RenderedObject[];
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Parses multi-document manifests into objects (empty documents skipped). */

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
+import { errorMessage, isRecord } from '../../src/core/unknown-values.js';
 
 export const CONTROL_PLANE_ENV = 'LVP_TEST_CONTROL_PLANE';
 
@@ -19,10 +20,6 @@ export interface TestControlPlane {
   readonly binDir?: string;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** Parses LVP_TEST_CONTROL_PLANE; null when it is not set. Throws when it is set but malformed. */
 export function getTestControlPlane(env: NodeJS.ProcessEnv = process.env): TestControlPlane | null {
   const raw = env[CONTROL_PLANE_ENV];
@@ -31,10 +28,7 @@ export function getTestControlPlane(env: NodeJS.ProcessEnv = process.env): TestC
   try {
     parsed = JSON.parse(raw);
   } catch (error) {
-    throw new Error(
-      `${CONTROL_PLANE_ENV} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
+    throw new Error(`${CONTROL_PLANE_ENV} is not valid JSON: ${errorMessage(error)}`, { cause: error });
   }
   if (!isRecord(parsed)) throw new Error(`${CONTROL_PLANE_ENV} must be a JSON object`);
   const field = (name: keyof TestControlPlane): string => {

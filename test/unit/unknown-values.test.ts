@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { errnoCode, errorMessage, isRecord } from '../../src/core/unknown-values.js';
+import { asError, errnoCode, errorMessage, isRecord } from '../../src/core/unknown-values.js';
 
 describe('unknown values', () => {
   it('isRecord takes mappings only: not null, arrays or scalars', () => {
@@ -22,6 +22,15 @@ describe('unknown values', () => {
     assert.equal(errorMessage('plain'), 'plain');
     assert.equal(errorMessage(42), '42');
     assert.equal(errorMessage(undefined), 'undefined');
+  });
+
+  it('asError keeps an Error and wraps anything else', () => {
+    const error = new RangeError('out of range');
+    assert.equal(asError(error), error);
+    const wrapped = asError('plain');
+    assert.ok(wrapped instanceof Error);
+    assert.equal(wrapped.message, 'plain');
+    assert.equal(asError(undefined).message, 'undefined');
   });
 
   it('errnoCode reads the code of system errors only', () => {

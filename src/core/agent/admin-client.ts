@@ -7,6 +7,7 @@ import { request } from '../node-http.js';
 import { RELOAD_OUTCOMES } from './reload-types.js';
 import type { AgentEvent, AgentStatusJson, AppliedConfigJson, ReloadResult } from './reload-types.js';
 import type { GuardedImpact } from '../config/reload-guard.js';
+import { errnoCode, errorMessage, isRecord } from '../unknown-values.js';
 
 /** Why the socket could not be used: it does not exist, nobody listens on it, or we may not connect. */
 export type UnreachableReason = 'missing' | 'refused' | 'denied';
@@ -75,10 +76,6 @@ function formatMs(ms: number): string {
   return formatGoDuration(BigInt(Math.round(ms)) * 1_000_000n);
 }
 
-function errnoOf(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
-
 function unreachableReason(code: string | undefined): UnreachableReason | undefined {
   switch (code) {
     case 'ENOENT':
@@ -93,10 +90,6 @@ function unreachableReason(code: string | undefined): UnreachableReason | undefi
     default:
       return undefined;
   }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function isReloadResult(value: unknown): value is ReloadResult {
@@ -211,7 +204,7 @@ export class AdminClient {
       if (err instanceof ProvisionerError) throw err;
       throw new AgentResponseError(
         this.socketPath,
-        `the event stream from ${this.socketPath} broke: ${err instanceof Error ? err.message : String(err)}`,
+        `the event stream from ${this.socketPath} broke: ${errorMessage(err)}`,
       );
     } finally {
       res.destroy();
@@ -302,11 +295,11 @@ export class AdminClient {
 
   private mapError(err: unknown): ProvisionerError {
     if (err instanceof ProvisionerError) return err;
-    const reason = unreachableReason(errnoOf(err));
+    const reason = unreachableReason(errnoCode(err));
     if (reason !== undefined) return new AgentUnreachableError(this.socketPath, reason);
     return new AgentResponseError(
       this.socketPath,
-      `the connection to the agent at ${this.socketPath} failed: ${err instanceof Error ? err.message : String(err)}`,
+      `the connection to the agent at ${this.socketPath} failed: ${errorMessage(err)}`,
     );
   }
 }
@@ -361,7 +354,7 @@ function parseJson(text: string, socketPath: string): unknown {
   } catch (err) {
     throw new AgentResponseError(
       socketPath,
-      `the agent at ${socketPath} answered with something that is not JSON: ${err instanceof Error ? err.message : String(err)}`,
+      `the agent at ${socketPath} answered with something that is not JSON: ${errorMessage(err)}`,
       undefined,
       { cause: err },
     );

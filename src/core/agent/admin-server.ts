@@ -10,6 +10,9 @@ import type { Logger } from '../log.js';
 import { GUARDED_IMPACTS, isGuardedImpact } from '../config/reload-guard.js';
 import type { GuardedImpact } from '../config/reload-guard.js';
 import type { AdminTarget, AgentEvent } from './reload-types.js';
+import { nodeProcessHost } from '../process-host.js';
+import type { ProcessHost } from '../process-host.js';
+import { errnoCode, errorMessage } from '../unknown-values.js';
 
 export interface AdminServerOptions {
   readonly socketPath: string;
@@ -17,6 +20,8 @@ export interface AdminServerOptions {
   readonly logger: Logger;
   /** Interval of the status event that keeps /v1/events streams alive; default 15 s. */
   readonly keepAliveMs?: number;
+  /** Its umask is narrowed around the bind; default the real process. */
+  readonly host?: Pick<ProcessHost, 'umask'>;
 }
 
 export interface RunningAdminServer {
@@ -33,14 +38,6 @@ const SOCKET_MODE = 0o600;
 
 type Method = 'GET' | 'POST';
 type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
-
-function errnoOf(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
@@ -85,7 +82,7 @@ export function parseReloadBody(text: string): { force: boolean; allow: readonly
   try {
     value = JSON.parse(text) as unknown;
   } catch (err) {
-    return { error: `the body is not JSON: ${messageOf(err)}` };
+    return { error: `the body is not JSON: ${errorMessage(err)}` };
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { error: 'the body must be a JSON object such as {"force": true}' };
@@ -116,17 +113,17 @@ function probeSocket(path: string): Promise<'live' | 'stale' | 'gone' | { error:
     });
     socket.once('error', (err) => {
       socket.destroy();
-      const code = errnoOf(err);
+      const code = errnoCode(err);
       if (code === 'ECONNREFUSED') resolve('stale');
       else if (code === 'ENOENT') resolve('gone');
       else if (code === 'EAGAIN')
         resolve('live'); // the listen backlog is full: someone listens
-      else resolve({ error: messageOf(err) });
+      else resolve({ error: errorMessage(err) });
     });
   });
 }
 
-function listenOn(server: Server, path: string): Promise<void> {
+function listenOn(server: Server, path: string, host: Pick<ProcessHost, 'umask'>): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => {
       reject(err);
@@ -140,14 +137,14 @@ function listenOn(server: Server, path: string): Promise<void> {
     // never, even briefly, connectable by other users. (process.umask cannot be set in a worker.)
     let previous: number | undefined;
     try {
-      previous = process.umask(0o177);
+      previous = host.umask(0o177);
     } catch {
       previous = undefined;
     }
     try {
       server.listen(path);
     } finally {
-      if (previous !== undefined) process.umask(previous);
+      if (previous !== undefined) host.umask(previous);
     }
   });
 }
@@ -155,7 +152,7 @@ function listenOn(server: Server, path: string): Promise<void> {
 /** Deals with a file already at the socket path: a stale socket is removed, anything else refuses start-up. */
 async function clearStaleSocket(path: string, logger: Logger): Promise<void> {
   const stat = await lstat(path).catch((err: unknown) => {
-    if (errnoOf(err) === 'ENOENT') return undefined;
+    if (errnoCode(err) === 'ENOENT') return undefined;
     throw err;
   });
   if (stat === undefined) return;
@@ -174,12 +171,14 @@ async function clearStaleSocket(path: string, logger: Logger): Promise<void> {
   }
   logger.log('warn', 'replacing a stale admin socket left by an agent that is not running', { socket: path });
   await unlink(path).catch((err: unknown) => {
-    if (errnoOf(err) !== 'ENOENT') throw err;
+    if (errnoCode(err) !== 'ENOENT') throw err;
   });
 }
 
 export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
   const { socketPath, target, logger } = options;
+  // TODO(lead): required once agent.ts passes its deps' host (see src/core/process-host.ts).
+  const host = options.host ?? nodeProcessHost;
   const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
   /** Open event streams: how to stop each one (unsubscribe) and its response. */
   const streams = new Map<() => void, ServerResponse>();
@@ -223,7 +222,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       try {
         send(make());
       } catch (err) {
-        logger.log('warn', 'admin event not sent', { error: messageOf(err) });
+        logger.log('warn', 'admin event not sent', { error: errorMessage(err) });
       }
     };
     streams.set(stop, res);
@@ -235,7 +234,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
         sendSafely(() => event);
       });
     } catch (err) {
-      logger.log('error', 'admin event subscription failed', { error: messageOf(err) });
+      logger.log('error', 'admin event subscription failed', { error: errorMessage(err) });
       stop();
       res.end();
       return;
@@ -300,8 +299,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
     try {
       await handler(req, res);
     } catch (err) {
-      logger.log('error', 'admin request failed', { method: req.method, path, error: messageOf(err) });
-      sendJson(res, 500, { error: messageOf(err) });
+      logger.log('error', 'admin request failed', { method: req.method, path, error: errorMessage(err) });
+      sendJson(res, 500, { error: errorMessage(err) });
     }
   };
 
@@ -314,21 +313,21 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
   // them: a mistyped --admin-socket fails here instead of growing directories.
   const socketDir = dirname(socketPath);
   await mkdir(socketDir, { mode: 0o700 }).catch((err: unknown) => {
-    if (errnoOf(err) === 'EEXIST') return;
-    const hint = errnoOf(err) === 'ENOENT' ? ' (only the last directory is created, not its parents)' : '';
-    throw new StartupError(`cannot create the directory of admin socket ${socketPath}: ${messageOf(err)}${hint}`);
+    if (errnoCode(err) === 'EEXIST') return;
+    const hint = errnoCode(err) === 'ENOENT' ? ' (only the last directory is created, not its parents)' : '';
+    throw new StartupError(`cannot create the directory of admin socket ${socketPath}: ${errorMessage(err)}${hint}`);
   });
   let server = create();
   try {
-    await listenOn(server, socketPath);
+    await listenOn(server, socketPath, host);
   } catch (err) {
-    if (errnoOf(err) !== 'EADDRINUSE') {
-      throw new StartupError(`cannot listen on admin socket ${socketPath}: ${messageOf(err)}`);
+    if (errnoCode(err) !== 'EADDRINUSE') {
+      throw new StartupError(`cannot listen on admin socket ${socketPath}: ${errorMessage(err)}`);
     }
     await clearStaleSocket(socketPath, logger);
     server = create();
-    await listenOn(server, socketPath).catch((again: unknown) => {
-      throw new StartupError(`cannot listen on admin socket ${socketPath}: ${messageOf(again)}`);
+    await listenOn(server, socketPath, host).catch((again: unknown) => {
+      throw new StartupError(`cannot listen on admin socket ${socketPath}: ${errorMessage(again)}`);
     });
   }
   const listening = server;
@@ -351,7 +350,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
     inode = stat.ino;
   } catch (err) {
     await shutdown();
-    throw new StartupError(`cannot restrict admin socket ${socketPath} to its owner: ${messageOf(err)}`);
+    throw new StartupError(`cannot restrict admin socket ${socketPath} to its owner: ${errorMessage(err)}`);
   }
   logger.log('info', 'admin endpoint listening', { socket: socketPath });
 

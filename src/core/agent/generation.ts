@@ -3,43 +3,37 @@
 // (run issue) stops one generation and starts the next.
 import { createHash } from 'node:crypto';
 import { isAborted } from '../clock.js';
-import type { Clock } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { durationToMilliseconds } from '../config/duration.js';
 import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
-import type { ClassProblem, SkippedEntry } from '../discovery/plan.js';
+import type { ClassProblem, DiscoveryPlan, SkippedEntry } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
-import type { Cluster } from '../kube/cluster.js';
-import type { EventSink } from '../kube/events.js';
 import type { Node, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
-import type { Logger } from '../log.js';
-import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import { parseQuantity } from '../kube/quantity.js';
-import type { NodeVolumes } from '../node/volumes.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { removeStartupTaint } from './taint.js';
 import { adoptNodeVolume } from './adoption.js';
 import { Reclaimer } from '../cleanup/reclaim.js';
-import type { JobLookup, ReclaimSummary } from '../cleanup/reclaim.js';
-import type { CleanupTable } from '../cleanup/table.js';
+import type { JobLookup, ReclaimDeps, ReclaimSummary } from '../cleanup/reclaim.js';
 import { HOSTNAME_LABEL } from '../pv/naming.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
 import type { Job } from '../kube/objects.js';
+import { nodeProcessHost } from '../process-host.js';
+import type { ProcessHost } from '../process-host.js';
+import { errorMessage } from '../unknown-values.js';
 
-export interface GenerationDeps {
-  readonly cluster: Cluster;
-  readonly volumes: NodeVolumes;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly metrics: AgentMetrics;
-  readonly events: EventSink;
-  /** The process-level cleanup table: outlives this generation. */
-  readonly table: CleanupTable;
+/** What the reclaimer needs (its cleanup table is the process-level one: it outlives this generation), and more. */
+export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
   readonly random?: () => number;
   /** Told about every completed pass (the agent's event stream). */
   readonly onPass?: (generation: number, summary: PassSummary) => void;
+  /**
+   * Measures each pass's CPU time; default the real process.
+   * TODO(lead): required once agent.ts passes its deps' host (see src/core/process-host.ts).
+   */
+  readonly host?: Pick<ProcessHost, 'cpuUsage'>;
 }
 
 export interface GenerationSettings {
@@ -56,14 +50,12 @@ export interface GenerationSettings {
   readonly jobImage: string | undefined;
 }
 
-export interface PassSummary {
+/** One discovery pass: its plan's counts and problems (routine skips left out), what it published, what it reclaimed. */
+export interface PassSummary extends Pick<DiscoveryPlan, 'entries' | 'skipped' | 'classProblems'> {
   readonly at: number;
   readonly durationMs: number;
-  readonly entries: number;
   readonly created: readonly string[];
   readonly failed: readonly { readonly name: string; readonly path: string; readonly error: string }[];
-  readonly skipped: readonly SkippedEntry[];
-  readonly classProblems: readonly ClassProblem[];
   readonly reclaim: ReclaimSummary;
 }
 
@@ -280,7 +272,7 @@ export class Generation {
         if (isAborted(signal)) break;
         this.deps.metrics.discoveryPasses.inc({ result: 'error' });
         this.deps.logger.log('error', 'discovery pass failed', {
-          error: err instanceof Error ? err.message : String(err),
+          error: errorMessage(err),
         });
       }
       if (!this.ready && !isAborted(signal)) {
@@ -307,7 +299,8 @@ export class Generation {
   private async pass(signal: AbortSignal): Promise<void> {
     const { clock, metrics, logger } = this.deps;
     const started = clock.now();
-    const cpuStart = process.cpuUsage();
+    const host = this.deps.host ?? nodeProcessHost;
+    const cpuStart = host.cpuUsage();
     // Upstream's order: reclaim released volumes, then discover.
     const reclaim = await this.reclaimer.pass(this.persistentVolumes.list());
     const plan = await planDiscovery({
@@ -357,7 +350,7 @@ export class Generation {
     });
     this.report(plan.skipped, plan.classProblems);
     this.updateVolumeGauges();
-    const cpu = process.cpuUsage(cpuStart);
+    const cpu = host.cpuUsage(cpuStart);
     logger.log('debug', 'discovery pass', {
       entries: plan.entries,
       created: published.created.length,
@@ -483,7 +476,7 @@ export class Generation {
         previous = digest;
       } catch (err) {
         this.deps.logger.log('debug', 'change detector failed', {
-          error: err instanceof Error ? err.message : String(err),
+          error: errorMessage(err),
         });
       }
       try {

@@ -1,9 +1,10 @@
-// Startup-taint removal (removeNodeNotReadyTaint). Upstream's call site is inverted so the taint
-// is never removed (reference §6.4); here it is removed once discovery is ready.
+// Startup-taint removal (removeNodeNotReadyTaint). Upstream's call site (pkg/node-taint, v2.9) is
+// inverted, so there the taint is never removed; here it is removed once discovery is ready.
 import type { Clock } from '../clock.js';
 import { isConflict } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Logger } from '../log.js';
+import { errorMessage } from '../unknown-values.js';
 
 export async function removeStartupTaint(
   deps: { readonly cluster: Cluster; readonly clock: Clock; readonly logger: Logger },
@@ -26,7 +27,7 @@ export async function removeStartupTaint(
         deps.logger.log('error', 'could not remove startup taint', {
           node: nodeName,
           taint: taintKey,
-          error: err instanceof Error ? err.message : String(err),
+          error: errorMessage(err),
         });
         return false;
       }

@@ -4,6 +4,9 @@
 import { spawn } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { deleteVolumeContents } from './filesystem.js';
+import { nodeProcessHost } from '../process-host.js';
+import type { ProcessHost } from '../process-host.js';
+import { errnoCode } from '../unknown-values.js';
 
 export interface CleanOptions {
   readonly signal: AbortSignal;
@@ -38,19 +41,23 @@ function lines(onLine: (line: string) => void): (chunk: Buffer) => void {
 export interface ProcessCleanerOptions {
   /** After SIGTERM to the cleaner's process group, how long before SIGKILL (default 5 s). */
   readonly killGraceMs?: number;
+  /** Signals the cleaner's process group; default the real process. */
+  readonly host?: Pick<ProcessHost, 'kill'>;
 }
+
+type Kill = ProcessHost['kill'];
 
 /**
  * Whether any process of group `pgid` still runs. A zombie does not count: it has ended, and is
  * waiting for its parent (PID 1 once the leader has exited) to reap it; kill(-pgid, 0) would still
  * find it. Linux: read from /proc; without /proc, kill(-pgid, 0) decides.
  */
-async function groupRunning(pgid: number): Promise<boolean> {
+async function groupRunning(kill: Kill, pgid: number): Promise<boolean> {
   try {
-    process.kill(-pgid, 0);
+    kill(-pgid, 0);
   } catch (err) {
     // EPERM: a member exists but changed its credentials; still running.
-    if (!(err instanceof Error && 'code' in err && err.code === 'EPERM')) return false;
+    if (!(errnoCode(err) === 'EPERM')) return false;
   }
   let pids: string[];
   try {
@@ -67,9 +74,9 @@ async function groupRunning(pgid: number): Promise<boolean> {
   return false;
 }
 
-function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+function signalGroup(kill: Kill, pgid: number, signal: NodeJS.Signals): void {
   try {
-    process.kill(-pgid, signal);
+    kill(-pgid, signal);
   } catch {
     // ESRCH: the group is already gone.
   }
@@ -84,17 +91,17 @@ const sleep = (ms: number): Promise<void> =>
  * Ends every process of group `pgid`: SIGTERM, then SIGKILL after `graceMs` if any is left, then
  * waits a little for the kernel to end them. Bounded: returns after about graceMs + 2 s at most.
  */
-async function endGroup(pgid: number, graceMs: number): Promise<void> {
-  if (!(await groupRunning(pgid))) return;
-  signalGroup(pgid, 'SIGTERM');
+async function endGroup(kill: Kill, pgid: number, graceMs: number): Promise<void> {
+  if (!(await groupRunning(kill, pgid))) return;
+  signalGroup(kill, pgid, 'SIGTERM');
   const deadline = Date.now() + graceMs;
   while (Date.now() < deadline) {
     await sleep(25);
-    if (!(await groupRunning(pgid))) return;
+    if (!(await groupRunning(kill, pgid))) return;
   }
-  signalGroup(pgid, 'SIGKILL');
+  signalGroup(kill, pgid, 'SIGKILL');
   const killed = Date.now() + 2_000;
-  while (Date.now() < killed && (await groupRunning(pgid))) await sleep(25);
+  while (Date.now() < killed && (await groupRunning(kill, pgid))) await sleep(25);
 }
 
 /**
@@ -119,6 +126,11 @@ export class ProcessCleaner implements VolumeCleaner {
     if (file === undefined || file === '') return Promise.reject(new CleanerFailedError('empty block cleaner command'));
     if (options.signal.aborted) return Promise.reject(new CleanerFailedError(`${command.join(' ')}: aborted`));
     const graceMs = this.options.killGraceMs ?? 5_000;
+    // TODO(lead): required once run-agent.ts passes the host (see src/core/process-host.ts).
+    const host = this.options.host ?? nodeProcessHost;
+    const kill: Kill = (pid, signal) => {
+      host.kill(pid, signal);
+    };
     return new Promise((resolve, reject) => {
       const child = spawn(file, args, {
         env: { ...this.environment, LOCAL_PV_BLKDEVICE: device },
@@ -128,7 +140,8 @@ export class ProcessCleaner implements VolumeCleaner {
       const pgid = child.pid;
       let aborted = false;
       let ending: Promise<void> | undefined;
-      const end = (): Promise<void> => (ending ??= pgid === undefined ? Promise.resolve() : endGroup(pgid, graceMs));
+      const end = (): Promise<void> =>
+        (ending ??= pgid === undefined ? Promise.resolve() : endGroup(kill, pgid, graceMs));
       const onAbort = (): void => {
         aborted = true;
         void end();

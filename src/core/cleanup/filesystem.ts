@@ -26,7 +26,7 @@ import { chmod, lstat, open, readFile, readdir, realpath, rmdir, unlink, type Fi
 import { isAbsolute, resolve } from 'node:path';
 
 import { parseMountInfo } from '../node/mountinfo.js';
-import { errnoCode } from '../unknown-values.js';
+import { errnoCode, errorMessage } from '../unknown-values.js';
 
 export interface FilesystemCleanupError {
   /** The entry's path (decoded as UTF-8 for display). */
@@ -100,7 +100,7 @@ function childPath(parent: Buffer, name: Buffer): Buffer {
 
 function describe(operation: string, error: unknown): string {
   const code = errnoCode(error);
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   // Node's messages read "EACCES: permission denied, unlink '/proc/self/fd/23/x'": keep the
   // middle, since the path in it is our fd path, not the caller's.
   const detail = code !== undefined ? (new RegExp(`^${code}: ([^,]*)`).exec(message)?.[1] ?? message) : message;

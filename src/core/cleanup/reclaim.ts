@@ -1,7 +1,7 @@
-// The reclaim half of a sync-loop pass (upstream's DeletePVs, reference §3): Released PVs with
+// The reclaim half of a sync-loop pass (upstream's DeletePVs, pkg/deleter): Released PVs with
 // reclaim policy Delete are cleaned — in-process or by a Job — and deleted only after their cleanup
 // completed. A cleanup in flight is always finished by the method it started with, whatever the
-// config says now, so a reload never cleans a volume twice (the seed's four transitions).
+// config says now, so a reload never cleans a volume twice (the four cases in docs/cleanup.md).
 import type { Clock } from '../clock.js';
 import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
 import { isAlreadyExists, isNotFound } from '../kube/cluster.js';
@@ -15,6 +15,7 @@ import type { NodeVolumes } from '../node/volumes.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { buildCleanupJob, cleanupJobName, jobFailureMessage, jobOutcome } from './jobs.js';
 import type { CleanupEntry, CleanupMethod, CleanupSpec, CleanupTable } from './table.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface JobLookup {
   /** The cleanup Job of this name in the agent's namespace, if any. */
@@ -50,10 +51,6 @@ const GiB = 2 ** 30;
 /** Upstream's CapacityBreakDown label: 500G buckets. */
 function capacityBucket(bytes: number): string {
   return `${Math.floor(bytes / (500 * GiB)) * 500}G`;
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function pvRef(pv: PersistentVolume): ObjectReference {
@@ -156,7 +153,7 @@ export class Reclaimer {
         else if (outcome === 'started') started.push(pv.metadata.name);
         else if (outcome !== 'waiting') orphaned.push({ pv: pv.metadata.name, reason: outcome.orphan });
       } catch (err) {
-        this.deps.logger.log('error', 'reclaiming a PV failed', { pv: pv.metadata.name, error: message(err) });
+        this.deps.logger.log('error', 'reclaiming a PV failed', { pv: pv.metadata.name, error: errorMessage(err) });
       }
     }
     return { deleted, started, orphaned };
@@ -281,7 +278,7 @@ export class Reclaimer {
       } catch (err) {
         // The Job name is a mutex between duplicate agents: someone else is cleaning it.
         if (isAlreadyExists(err)) return 'waiting';
-        this.failure(pv, withMode, 'job', `could not create cleanup Job: ${message(err)}`);
+        this.failure(pv, withMode, 'job', `could not create cleanup Job: ${errorMessage(err)}`);
         return 'waiting';
       }
       this.deps.table.trackJob(withMode, clock.now());
@@ -322,7 +319,7 @@ export class Reclaimer {
           pvRef(pv),
           'Warning',
           'VolumeFailedDelete',
-          `Error deleting PV "${name}": ${message(err)}`,
+          `Error deleting PV "${name}": ${errorMessage(err)}`,
         );
         return false;
       }
@@ -347,7 +344,7 @@ export class Reclaimer {
           if (!isNotFound(err))
             logger.log('warn', 'could not delete finished cleanup Job', {
               job: cleanupJobName(name),
-              error: message(err),
+              error: errorMessage(err),
             });
         });
     }

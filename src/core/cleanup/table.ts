@@ -6,6 +6,7 @@ import type { Clock } from '../clock.js';
 import type { VolumeMode } from '../config/model.js';
 import type { Logger } from '../log.js';
 import type { VolumeCleaner } from './cleaner.js';
+import { errorMessage } from '../unknown-values.js';
 
 export type CleanupMethod = 'process' | 'job';
 export type CleanupState = 'queued' | 'running' | 'succeeded' | 'failed';
@@ -198,7 +199,7 @@ export class CleanupTable {
       this.finish(entry, { ok: true });
     } catch (err) {
       if (this.abort.signal.aborted) return;
-      const error = err instanceof Error ? err.message : String(err);
+      const error = errorMessage(err);
       logger.log('error', 'cleanup failed', { pv: entry.pvName, error, attempt: entry.attempts });
       this.finish(entry, { ok: false, error });
     }

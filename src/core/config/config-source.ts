@@ -13,7 +13,7 @@ import { basename, join } from 'node:path';
 import { systemClock } from '../clock.js';
 import { ConfigSourceError, formatIssue, InvalidConfigError, ProvisionerError } from '../errors.js';
 import { dns1123SubdomainErrors } from '../kube/validation.js';
-import { errnoCode } from '../unknown-values.js';
+import { errnoCode, errorMessage } from '../unknown-values.js';
 import { readSourceBytes } from './read.js';
 import type { SourceBytes } from './read.js';
 import { snapshotFromSourceBytes } from './source.js';
@@ -140,7 +140,7 @@ export async function fingerprintConfigSource(path: string): Promise<string> {
 export function unreadableReason(error: unknown): string {
   if (error instanceof InvalidConfigError) return error.issues.map(formatIssue).join('; ');
   if (error instanceof ProvisionerError) return error.message;
-  return errnoCode(error) ?? (error instanceof Error ? error.message : String(error));
+  return errnoCode(error) ?? errorMessage(error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ async function readPathWithKeys(
       error:
         error instanceof ConfigSourceError || error instanceof InvalidConfigError
           ? error
-          : new ConfigSourceError(path, `${path}: ${error instanceof Error ? error.message : String(error)}`),
+          : new ConfigSourceError(path, `${path}: ${errorMessage(error)}`),
     };
     return { read, keys: undefined };
   }

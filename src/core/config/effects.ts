@@ -310,7 +310,3 @@ export const EFFECT_TABLE: readonly EffectRow[] = [
 export function findEffect(field: EffectField, action: ChangeAction): EffectRow | undefined {
   return EFFECT_TABLE.find((r) => r.field === field && r.action === action);
 }
-
-export function impactRank(impact: ImpactClass): number {
-  return IMPACT_CLASSES.indexOf(impact);
-}

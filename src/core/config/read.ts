@@ -16,7 +16,7 @@ import { lstat, open, opendir, readlink, realpath, stat } from 'node:fs/promises
 import { join } from 'node:path';
 import { ConfigSourceError, InvalidConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
-import { errnoCode } from '../unknown-values.js';
+import { errnoCode, errorMessage } from '../unknown-values.js';
 
 /** The most one key file may hold: a whole ConfigMap holds at most 1 MiB of data. */
 export const MAX_KEY_FILE_BYTES = 1024 * 1024;
@@ -63,7 +63,7 @@ export function describeFsError(err: unknown, path: string): string {
     case 'ELOOP':
       return `${path}: too many levels of symbolic links`;
     default:
-      return `${path}: ${err instanceof Error ? err.message : String(err)}`;
+      return `${path}: ${errorMessage(err)}`;
   }
 }
 

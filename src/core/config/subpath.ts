@@ -1,4 +1,4 @@
-// Detects a config mounted with `subPath`, which never updates (reload-and-ux.md §4.4): kubelet
+// Detects a config mounted with `subPath`, which never updates (docs/reload.md): kubelet
 // bind-mounts the single file, pinning its inode, while updates go to a new `..data` directory
 // the container never sees. The signature: the config directory has no `..data` entry, and the
 // config path (the file, or a key file in the directory) is itself a mount point.
@@ -8,6 +8,7 @@
 
 import { lstat, readFile, readdir, realpath } from 'node:fs/promises';
 import { parseMountInfo } from '../node/mountinfo.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface SubPathDetection {
   /** True when the config is a bind-mounted file (subPath): it will never see a ConfigMap update. */
@@ -84,7 +85,7 @@ export async function detectSubPathMountOnHost(
   } catch (error) {
     return {
       subPath: false,
-      reason: `could not check for a subPath mount: ${error instanceof Error ? error.message : String(error)}`,
+      reason: `could not check for a subPath mount: ${errorMessage(error)}`,
     };
   }
 }

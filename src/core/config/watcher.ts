@@ -1,5 +1,5 @@
 // The config watcher: every way the config source can change becomes one coalesced stream of
-// "check now" calls for the reload state machine (reference: reload-and-ux.md §3, §4.5).
+// "check now" calls for the reload state machine (the triggers table of docs/reload.md).
 //
 // Triggers, all funnelled into one single-flight check queue:
 //   - fs: chokidar on the DIRECTORY (depth 0, followSymlinks off, atomic off), debounced. For a
@@ -47,7 +47,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import { errnoCode } from '../unknown-values.js';
+import { asError, errnoCode, errorMessage } from '../unknown-values.js';
 import { DirectoryConfigSource, sourceLabel } from './config-source.js';
 import type { ConfigSource, SourceRead } from './config-source.js';
 
@@ -137,10 +137,6 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 const DEFAULT_BACKOFF = { initial: 100, max: 30_000 } as const;
 const DEFAULT_READY_TIMEOUT_MS = 10_000;
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 // ---------------------------------------------------------------------------------------------
 // What chokidar watches
@@ -466,7 +462,7 @@ export class ConfigWatcher {
     this.draining = true;
     // Not tracked for stop(): it may be awaiting onChange, which may itself be what calls stop().
     this.drain().catch((error: unknown) => {
-      this.logger.log('error', 'config watcher check failed', { path: this.path, error: message(error) });
+      this.logger.log('error', 'config watcher check failed', { path: this.path, error: errorMessage(error) });
     });
   }
 
@@ -536,7 +532,7 @@ export class ConfigWatcher {
       this.logger.log('error', 'config change handler failed; the next poll retries', {
         path: this.path,
         source,
-        error: message(error),
+        error: errorMessage(error),
       });
     }
   }
@@ -594,7 +590,7 @@ export class ConfigWatcher {
       } catch (error) {
         if (this.isStopped()) break;
         this.counters.watcherErrors++;
-        retry = { reason: message(error), error: true };
+        retry = { reason: errorMessage(error), error: true };
       }
       if (first) {
         first = false;
@@ -675,10 +671,10 @@ export class ConfigWatcher {
         watcher.on('error', (error: unknown) => {
           if (this.fsw !== watcher) return;
           if (!isReady) {
-            fail(error instanceof Error ? error : new Error(String(error)));
+            fail(asError(error));
             return;
           }
-          this.requestRestart({ reason: `chokidar error: ${message(error)}`, error: true });
+          this.requestRestart({ reason: `chokidar error: ${errorMessage(error)}`, error: true });
         });
         watcher.once('ready', () => {
           isReady = true;
@@ -707,7 +703,7 @@ export class ConfigWatcher {
       watcher.on('error', () => undefined);
       await closing;
     } catch (error) {
-      this.logger.log('warn', 'closing the config fs watcher failed', { path: this.path, error: message(error) });
+      this.logger.log('warn', 'closing the config fs watcher failed', { path: this.path, error: errorMessage(error) });
     }
   }
 
@@ -719,7 +715,7 @@ export class ConfigWatcher {
     try {
       target = await resolveWatchTarget(this.path);
     } catch (error) {
-      this.requestRestart({ reason: `cannot resolve what to watch: ${message(error)}`, error: true });
+      this.requestRestart({ reason: `cannot resolve what to watch: ${errorMessage(error)}`, error: true });
       return;
     }
     if (this.fswTarget !== current) return; // replaced meanwhile

@@ -1,7 +1,7 @@
 // One discovery pass, as a plan: read the node (through the NodeVolumes port) and the cached
 // cluster state, decide which PVs to create and why every other entry is skipped. Writes nothing;
 // `publish.ts` carries the plan out and `simulate` prints it. Rules follow upstream's
-// discoverVolumesAtPath (reference §2.2) step by step.
+// discoverVolumesAtPath (pkg/discovery/discovery.go) step by step.
 import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
 import { goFilepathMatch, splitNamePattern } from '../config/glob.js';
 import type { PersistentVolume, StorageClass } from '../kube/objects.js';
@@ -10,6 +10,7 @@ import type { MountPoint, NodeVolumes } from '../node/volumes.js';
 import { buildPersistentVolume, joinHostPath } from '../pv/build.js';
 import { persistentVolumeName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
+import { errorMessage } from '../unknown-values.js';
 
 export type SkipReason =
   | 'name-pattern'
@@ -73,10 +74,6 @@ export interface DiscoveryInput {
   readonly cleanupInProgress?: (pvName: string) => boolean;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /** Control characters would make paths ambiguous in logs, mount tables and kubelet; U+FFFD marks a name that was not valid UTF-8. */
 function isUnsafeName(name: string): boolean {
   for (const ch of name) {
@@ -135,7 +132,7 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
     } catch (err) {
       classProblems.push({
         className,
-        message: `cannot read discovery directory ${classConfig.mountDir}: ${message(err)} (is hostDir ${classConfig.hostDir} mounted into the pod?)`,
+        message: `cannot read discovery directory ${classConfig.mountDir}: ${errorMessage(err)} (is hostDir ${classConfig.hostDir} mounted into the pod?)`,
       });
       continue;
     }
@@ -233,7 +230,7 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
         // Two entries can never claim one path in the same pass.
         byPath.set(hostPath, pvName);
       } catch (err) {
-        skip('error', message(err));
+        skip('error', errorMessage(err));
       }
     }
   }

@@ -8,6 +8,7 @@ import type { PersistentVolume } from '../kube/objects.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import type { PlannedVolume } from './plan.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface PublishDeps {
   readonly cluster: Cluster;
@@ -63,7 +64,7 @@ export async function publishVolumes(
       } catch (err) {
         deps.metrics.apiRequestsFailed.inc({ method: 'create' });
         if (isAlreadyExists(err) && (await deps.onExisting?.(pv.metadata.name).catch(() => false)) === true) continue;
-        const error = err instanceof Error ? err.message : String(err);
+        const error = errorMessage(err);
         failed.push({ name: pv.metadata.name, path: item.path, error });
         deps.logger.log(isAlreadyExists(err) ? 'warn' : 'error', 'could not create PersistentVolume', {
           pv: pv.metadata.name,

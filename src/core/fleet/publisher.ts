@@ -11,6 +11,7 @@ import type { Lease } from '../kube/objects.js';
 import type { Logger } from '../log.js';
 import { sameState, statusLease } from './applied-state.js';
 import type { AppliedState, StatusLeaseTarget } from './applied-state.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface StatePublisherOptions {
   readonly leases: ResourceClient<Lease>;
@@ -28,10 +29,6 @@ export const DEFAULT_HEARTBEAT_MS = 60_000;
 /** A reader calls the state stale after this many heartbeat periods without one. */
 export const STALE_HEARTBEATS = 3;
 const DEFAULT_MAX_ATTEMPTS = 5;
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 export class StatePublisher {
   private readonly heartbeatMs: number;
@@ -107,7 +104,7 @@ export class StatePublisher {
         logger.log(last ? 'warn' : 'debug', 'could not publish the applied state', {
           lease: `${target.namespace}/${target.name}`,
           attempt,
-          error: message(err),
+          error: errorMessage(err),
         });
         if (last) return false;
         await clock.sleep(this.backoff.next(), this.stopped.signal).catch(() => undefined);

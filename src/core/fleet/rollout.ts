@@ -10,6 +10,7 @@ import type { ListOptions, ResourceClient } from '../kube/cluster.js';
 import type { ConfigMap, Lease, Node, ObjectList, ObjectMeta } from '../kube/objects.js';
 import type { AppliedResult, PublishedState } from './applied-state.js';
 import { stateFromLease, statusSelector } from './applied-state.js';
+import { errorMessage } from '../unknown-values.js';
 
 export const NODE_ROLLOUT_STATES = ['in-sync', 'pending', 'rejected', 'stale', 'missing'] as const;
 export type NodeRolloutState = (typeof NODE_ROLLOUT_STATES)[number];
@@ -130,14 +131,10 @@ const PAGE = 500;
 /** Bounds a list to 200 pages (100,000 objects): a cluster larger than that is not a fleet we read. */
 const MAX_PAGES = 200;
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 function clusterError(what: string, err: unknown): StartupError {
   const hint =
     err instanceof KubeApiError && err.status === 403 ? ' (see docs/rollout-status.md for the permissions needed)' : '';
-  return new StartupError(`cannot ${what}: ${message(err)}${hint}`);
+  return new StartupError(`cannot ${what}: ${errorMessage(err)}${hint}`);
 }
 
 async function listAll<T>(

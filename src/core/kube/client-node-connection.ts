@@ -9,6 +9,7 @@ import type { RequestOptions } from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node/dist/config.js';
 import type { CredentialSource, RequestCredentials } from './exec-credential.js';
 import { KubeconfigError } from './kubeconfig-error.js';
+import { errorMessage, isRecord } from '../unknown-values.js';
 
 export interface ClientNodeInput {
   readonly server: string;
@@ -36,14 +37,6 @@ export interface ClientNodeConnection {
 const b64 = (text: string | undefined): string | undefined =>
   text === undefined ? undefined : Buffer.from(text).toString('base64');
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 async function bounded<T>(work: Promise<T>, timeoutMs: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -55,7 +48,7 @@ async function bounded<T>(work: Promise<T>, timeoutMs: number, what: string): Pr
     return await Promise.race([work, timeout]);
   } catch (error) {
     if (error instanceof KubeconfigError) throw error;
-    throw new KubeconfigError(`${what}: ${message(error)}`, { cause: error });
+    throw new KubeconfigError(`${what}: ${errorMessage(error)}`, { cause: error });
   } finally {
     clearTimeout(timer);
   }

@@ -12,6 +12,7 @@ import type { Logger } from '../log.js';
 import type { Counter } from '../metrics/registry.js';
 import type { Cluster } from './cluster.js';
 import type { CoreEvent, ObjectReference } from './objects.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface EventSink {
   record(object: ObjectReference, type: 'Normal' | 'Warning', reason: string, message: string): void;
@@ -105,7 +106,7 @@ export class EventRecorder implements EventSink {
         } catch (err) {
           logger.log('warn', 'could not record event', {
             reason: event.reason,
-            error: err instanceof Error ? err.message : String(err),
+            error: errorMessage(err),
           });
         }
       }

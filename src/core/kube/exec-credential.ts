@@ -6,6 +6,9 @@
 // inherits is passed in by the caller.
 import { spawn } from 'node:child_process';
 import { KubeconfigError } from './kubeconfig-error.js';
+import { nodeProcessHost } from '../process-host.js';
+import type { ProcessHost } from '../process-host.js';
+import { isRecord } from '../unknown-values.js';
 
 export const EXEC_API_VERSIONS = ['client.authentication.k8s.io/v1', 'client.authentication.k8s.io/v1beta1'] as const;
 export type ExecApiVersion = (typeof EXEC_API_VERSIONS)[number];
@@ -55,10 +58,6 @@ export interface CredentialSource {
   invalidate(): void;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 export interface ExecCredentialOptions {
   readonly exec: ExecConfig;
   /** `kubeconfig FILE: user "NAME"`: where the plugin is configured, for messages. */
@@ -68,6 +67,8 @@ export interface ExecCredentialOptions {
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly timeoutMs?: number;
   readonly now?: () => number;
+  /** Kills the plugin's process group on a timeout; default the real process. */
+  readonly host?: Pick<ProcessHost, 'kill'>;
 }
 
 /** Runs an exec plugin and caches its ExecCredential until status.expirationTimestamp. */
@@ -194,7 +195,7 @@ function runPlugin(options: ExecCredentialOptions): Promise<string> {
     let failure: KubeconfigError | undefined;
     const kill = (): void => {
       try {
-        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+        if (child.pid !== undefined) (options.host ?? nodeProcessHost).kill(-child.pid, 'SIGKILL');
       } catch {
         child.kill('SIGKILL');
       }

@@ -18,6 +18,8 @@ import {
   type ExecConfig,
 } from './exec-credential.js';
 import { KubeconfigError } from './kubeconfig-error.js';
+import type { ProcessHost } from '../process-host.js';
+import { errnoCode, errorMessage, isRecord } from '../unknown-values.js';
 
 export { KubeconfigError } from './kubeconfig-error.js';
 export type { CredentialSource, RequestCredentials } from './exec-credential.js';
@@ -80,10 +82,6 @@ const defaultReadFile = readCredentialFile;
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 interface Named {
   readonly name: string;
   readonly body: Record<string, unknown>;
@@ -116,7 +114,7 @@ function parseKubeconfigText(text: string, path: string): ParsedFile {
   try {
     config = parseYaml(text);
   } catch (error) {
-    throw new KubeconfigError(`${path}: not valid YAML: ${error instanceof Error ? error.message : String(error)}`, {
+    throw new KubeconfigError(`${path}: not valid YAML: ${errorMessage(error)}`, {
       cause: error,
     });
   }
@@ -140,6 +138,8 @@ export interface KubeconfigOptions {
   readonly environment?: Readonly<Record<string, string | undefined>>;
   /** How long an exec plugin or an OIDC refresh may take (default 15 s). */
   readonly credentialTimeoutMs?: number;
+  /** Kills an exec plugin's process group on a timeout; default the real process. */
+  readonly host?: Pick<ProcessHost, 'kill'>;
 }
 
 function str(body: Record<string, unknown>, key: string): string | undefined {
@@ -171,11 +171,8 @@ export async function loadKubeconfig(
     try {
       text = await readFile(path);
     } catch (error) {
-      if (list.length > 1 && (error as NodeJS.ErrnoException).code === 'ENOENT') continue; // kubectl skips them
-      throw new KubeconfigError(
-        `cannot read kubeconfig ${path}: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      );
+      if (list.length > 1 && errnoCode(error) === 'ENOENT') continue; // kubectl skips them
+      throw new KubeconfigError(`cannot read kubeconfig ${path}: ${errorMessage(error)}`, { cause: error });
     }
     files.push(parseKubeconfigText(text, path));
   }
@@ -208,15 +205,18 @@ export async function loadKubeconfig(
 
   const c = cluster.entry.body;
   const clusterFile = cluster.file.path;
-  const fromFile = async (file: ParsedFile, value: string, what: string): Promise<string> => {
-    const path = isAbsolute(value) ? value : resolve(dirname(file.path), value);
+  /** A PEM given inline as `<field>-data` (base64), else as the file `<field>` (relative to its kubeconfig). */
+  const pem = async (found: { entry: Named; file: ParsedFile }, field: string): Promise<string | undefined> => {
+    const file = found.file.path;
+    const data = str(found.entry.body, `${field}-data`);
+    if (data !== undefined) return decodeData(data, `${field}-data`, file);
+    const value = str(found.entry.body, field);
+    if (value === undefined) return undefined;
+    const path = isAbsolute(value) ? value : resolve(dirname(file), value);
     try {
       return await readFile(path);
     } catch (error) {
-      throw new KubeconfigError(
-        `${file.path}: cannot read ${what} ${path}: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      );
+      throw new KubeconfigError(`${file}: cannot read ${field} ${path}: ${errorMessage(error)}`, { cause: error });
     }
   };
   const server = str(c, 'server');
@@ -227,14 +227,7 @@ export async function loadKubeconfig(
       `${clusterFile}: cluster "${clusterName}" proxy-url ${JSON.stringify(proxyUrl)} must be an http://, https:// or socks5:// URL`,
     );
   }
-  const caData = str(c, 'certificate-authority-data');
-  const caFile = str(c, 'certificate-authority');
-  const ca =
-    caData !== undefined
-      ? decodeData(caData, 'certificate-authority-data', clusterFile)
-      : caFile !== undefined
-        ? await fromFile(cluster.file, caFile, 'certificate-authority')
-        : undefined;
+  const ca = await pem(cluster, 'certificate-authority');
   const tlsServerName = str(c, 'tls-server-name');
   const insecureSkipTLSVerify = c['insecure-skip-tls-verify'] === true;
 
@@ -280,22 +273,8 @@ export async function loadKubeconfig(
     if (token === undefined && tokenPath !== undefined) {
       tokenFile = isAbsolute(tokenPath) ? tokenPath : resolve(dirname(userFile), tokenPath);
     }
-    const certData = str(u, 'client-certificate-data');
-    const certFile = str(u, 'client-certificate');
-    const keyData = str(u, 'client-key-data');
-    const keyFile = str(u, 'client-key');
-    clientCert =
-      certData !== undefined
-        ? decodeData(certData, 'client-certificate-data', userFile)
-        : certFile !== undefined
-          ? await fromFile(user.file, certFile, 'client-certificate')
-          : undefined;
-    clientKey =
-      keyData !== undefined
-        ? decodeData(keyData, 'client-key-data', userFile)
-        : keyFile !== undefined
-          ? await fromFile(user.file, keyFile, 'client-key')
-          : undefined;
+    clientCert = await pem(user, 'client-certificate');
+    clientKey = await pem(user, 'client-key');
     if ((clientCert === undefined) !== (clientKey === undefined)) {
       throw new KubeconfigError(`user "${name}" needs both a client certificate and a client key (${userFile})`);
     }
@@ -316,6 +295,7 @@ export async function loadKubeconfig(
         cluster: clusterInfo,
         environment: options.environment ?? {},
         timeoutMs,
+        ...(options.host === undefined ? {} : { host: options.host }),
       });
     }
   }
@@ -457,10 +437,9 @@ export async function inClusterSettings(options: InClusterOptions): Promise<Conn
     await readFile(tokenFile);
     ca = await readFile(resolve(dir, 'ca.crt'));
   } catch (error) {
-    throw new KubeconfigError(
-      `in-cluster service account files missing in ${dir}: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
+    throw new KubeconfigError(`in-cluster service account files missing in ${dir}: ${errorMessage(error)}`, {
+      cause: error,
+    });
   }
   let namespace: string | undefined;
   try {

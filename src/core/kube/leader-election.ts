@@ -17,6 +17,7 @@ import type { Logger } from '../log.js';
 import { isAlreadyExists, isConflict, isNotFound } from './cluster.js';
 import type { ResourceClient } from './cluster.js';
 import type { Lease } from './objects.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface LeaderElectionTiming {
   /** How long a lease record that stops changing keeps others away (client-go default 15 s). */
@@ -187,10 +188,6 @@ export interface LeaderElectorOptions {
   readonly onStoppedLeading?: (reason: string) => void;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 type TryResult =
   | { readonly kind: 'held'; readonly acquiring: boolean }
   | { readonly kind: 'other'; readonly holder: string }
@@ -331,7 +328,7 @@ export class LeaderElector {
       current = observe(this.observation, lease, clock.now());
       this.observation = current;
     } catch (err) {
-      if (!isNotFound(err)) return { kind: 'error', error: message(err) };
+      if (!isNotFound(err)) return { kind: 'error', error: errorMessage(err) };
       current = undefined;
     }
     const step = electionStep(
@@ -351,7 +348,7 @@ export class LeaderElector {
     } catch (err) {
       // AlreadyExists (a create raced) and Conflict (an update raced): another replica wrote first.
       if (isConflict(err) || isAlreadyExists(err)) return { kind: 'conflict' };
-      return { kind: 'error', error: message(err) };
+      return { kind: 'error', error: errorMessage(err) };
     }
   }
 
@@ -371,7 +368,7 @@ export class LeaderElector {
       return true;
     } catch (err) {
       logger.log('warn', 'leader election: could not release the lease; it expires on its own', {
-        error: message(err),
+        error: errorMessage(err),
       });
       return false;
     }

@@ -3,6 +3,8 @@
 import type { Counter, Gauge, Histogram } from './registry.js';
 import { registerProcessMetrics } from './process-metrics.js';
 import { MetricsRegistry } from './registry.js';
+import { nodeProcessHost } from '../process-host.js';
+import type { ProcessHost } from '../process-host.js';
 
 const P = 'local_volume_provisioner';
 
@@ -29,7 +31,8 @@ export interface AgentMetrics {
 
 export function createAgentMetrics(
   registry = new MetricsRegistry(),
-  options: { startTimeSeconds?: number } = {},
+  // TODO(lead): `host` required once agent.ts passes its deps' host (see src/core/process-host.ts).
+  options: { startTimeSeconds?: number; host?: ProcessHost } = {},
 ): AgentMetrics {
   const start = options.startTimeSeconds ?? Date.now() / 1000;
   const holder: { metrics?: AgentMetrics } = {};
@@ -54,7 +57,7 @@ export function createAgentMetrics(
       g.set({}, stats().failed);
     },
   );
-  registerProcessMetrics(registry, { startTimeSeconds: start });
+  registerProcessMetrics(registry, { startTimeSeconds: start, host: options.host ?? nodeProcessHost });
   const metrics: AgentMetrics = {
     registry,
     discoveryTotal: registry.counter(

@@ -6,6 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, PerformanceObserver, type ELDHistogram } from 'node:perf_hooks';
 import type { Gauge, Histogram, MetricsRegistry } from './registry.js';
+import type { ProcessHost } from '../process-host.js';
 
 /** Event-loop delay sampling: one timer every 100 ms (prom-client's 10 ms costs ~5 ms of CPU a second idle). */
 const EVENT_LOOP_RESOLUTION_MS = 100;
@@ -72,23 +73,27 @@ function startSampling(): NonNullable<typeof sampling> {
   return sampling;
 }
 
-export function registerProcessMetrics(registry: MetricsRegistry, options: { startTimeSeconds: number }): void {
+export function registerProcessMetrics(
+  registry: MetricsRegistry,
+  options: { readonly startTimeSeconds: number; readonly host: ProcessHost },
+): void {
+  const { host } = options;
   const { delay, gc } = startSampling();
   registry.counterFunc('process_cpu_user_seconds_total', 'Total user CPU time spent in seconds.', () => {
-    return process.cpuUsage().user / 1e6;
+    return host.cpuUsage().user / 1e6;
   });
   registry.counterFunc('process_cpu_system_seconds_total', 'Total system CPU time spent in seconds.', () => {
-    return process.cpuUsage().system / 1e6;
+    return host.cpuUsage().system / 1e6;
   });
   registry.counterFunc('process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.', () => {
-    const u = process.cpuUsage();
+    const u = host.cpuUsage();
     return (u.user + u.system) / 1e6;
   });
   registry.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', [], (g) => {
     g.set({}, options.startTimeSeconds);
   });
   registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', [], (g) => {
-    g.set({}, process.memoryUsage.rss());
+    g.set({}, host.residentBytes());
   });
   const status = (field: string) => (g: Gauge) => {
     const value = procStatus().get(field);
@@ -106,7 +111,7 @@ export function registerProcessMetrics(registry: MetricsRegistry, options: { sta
   });
 
   const memory = (read: (m: NodeJS.MemoryUsage) => number) => (g: Gauge) => {
-    g.set({}, read(process.memoryUsage()));
+    g.set({}, read(host.memoryUsage()));
   };
   registry.gauge(
     'nodejs_heap_size_total_bytes',
@@ -186,15 +191,15 @@ export function registerProcessMetrics(registry: MetricsRegistry, options: { sta
     (g) => {
       g.reset();
       const counts = new Map<string, number>();
-      for (const type of process.getActiveResourcesInfo()) counts.set(type, (counts.get(type) ?? 0) + 1);
+      for (const type of host.activeResources()) counts.set(type, (counts.get(type) ?? 0) + 1);
       for (const [type, n] of counts) g.set({ type }, n);
     },
   );
   registry.gauge('nodejs_active_resources_total', 'Total number of active resources.', [], (g) => {
-    g.set({}, process.getActiveResourcesInfo().length);
+    g.set({}, host.activeResources().length);
   });
-  const [major = '', minor = '', patch = ''] = process.versions.node.split('.');
+  const [major = '', minor = '', patch = ''] = host.nodeVersion.replace(/^v/u, '').split('.');
   registry.gauge('nodejs_version_info', 'Node.js version info.', ['version', 'major', 'minor', 'patch'], (g) => {
-    g.set({ version: process.version, major, minor, patch }, 1);
+    g.set({ version: host.nodeVersion, major, minor, patch }, 1);
   });
 }

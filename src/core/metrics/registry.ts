@@ -66,6 +66,12 @@ abstract class Metric {
   protected key(labels: Labels): string {
     return labelKey(this.name, this.labelNames, labels);
   }
+  /** One `name{labels} value` line per series of a counter's or gauge's values (keyed by key()). */
+  protected valueLines(values: ReadonlyMap<string, number>): string[] {
+    return [...values].map(
+      ([k, v]) => `${this.name}${renderLabels(this.labelNames, JSON.parse(k) as string[])} ${num(v)}`,
+    );
+  }
   render(): string {
     return [`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.type}`, ...this.samples()].join(
       '\n',
@@ -97,9 +103,7 @@ export class Counter extends Metric {
   }
   samples(): string[] {
     if (this.collect !== undefined) return [`${this.name} ${num(this.collect())}`];
-    return [...this.values].map(
-      ([k, v]) => `${this.name}${renderLabels(this.labelNames, JSON.parse(k) as string[])} ${num(v)}`,
-    );
+    return this.valueLines(this.values);
   }
 }
 
@@ -126,9 +130,7 @@ export class Gauge extends Metric {
   }
   samples(): string[] {
     this.collect?.(this);
-    return [...this.values].map(
-      ([k, v]) => `${this.name}${renderLabels(this.labelNames, JSON.parse(k) as string[])} ${num(v)}`,
-    );
+    return this.valueLines(this.values);
   }
 }
 

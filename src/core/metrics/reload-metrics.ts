@@ -1,4 +1,4 @@
-// Reload metrics (reference §7.3; names follow Prometheus/Alertmanager's config_* series).
+// Reload metrics (docs/reload.md; names follow Prometheus/Alertmanager's config_* series).
 import type { Counter, Gauge, Histogram } from './registry.js';
 import type { MetricsRegistry } from './registry.js';
 

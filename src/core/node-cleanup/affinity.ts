@@ -4,6 +4,7 @@ import type { NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume } from
 import { requirementMatches } from '../kube/label-selector.js';
 import type { SelectorOperator } from '../kube/label-selector.js';
 import { ALPHA_NODE_AFFINITY_ANNOTATION, HOSTNAME_LABEL } from '../pv/naming.js';
+import { isRecord } from '../unknown-values.js';
 
 /** What the cleanup needs of a Node: its name and labels. */
 export interface NodeFacts {
@@ -43,10 +44,6 @@ function termsOfAlphaAnnotation(value: unknown): VolumeAffinity | undefined {
   const terms = required['nodeSelectorTerms'];
   if (!Array.isArray(terms) || !terms.every(isTerm)) return undefined;
   return { kind: 'terms', terms };
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function isRequirement(value: unknown): value is NodeSelectorRequirement {

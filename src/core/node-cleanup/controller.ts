@@ -23,6 +23,7 @@ import { volumeAffinity, volumeHasNode } from './affinity.js';
 import type { NodeFacts } from './affinity.js';
 import { decideVolume, inScope, planStranded } from './plan.js';
 import type { ClaimFacts, PodFacts, StrandedSince, StrandStep, VolumeRef } from './plan.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface NodeCleanupSettings {
   /** Only local PVs of these classes are looked at; empty: nothing is (as upstream). */
@@ -64,10 +65,6 @@ const DEFAULT_MAX_DUE_PER_PASS = 25;
 const LIST_PAGE = 500;
 /** Pages of one list at most (a Node list, the pods of a namespace): 100,000 objects. */
 const MAX_PAGES = 200;
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /** Go's Duration.String() of milliseconds, as upstream's messages print durations. */
 function goDuration(ms: number): string {
@@ -195,7 +192,7 @@ export class NodeCleanupController {
           await this.pass();
         } catch (err) {
           // A bug in a pass must not end the controller; the next pass starts from the caches again.
-          logger.log('error', 'node cleanup pass failed', { error: message(err) });
+          logger.log('error', 'node cleanup pass failed', { error: errorMessage(err) });
         }
         const woken = this.wake.signal;
         const stop = (): void => {
@@ -284,7 +281,7 @@ export class NodeCleanupController {
         this.retries.set(step.volume.uid, entry);
         logger.log('warn', 'node cleanup: could not check or delete a volume of a deleted node; retrying', {
           pv: step.volume.name,
-          error: message(err),
+          error: errorMessage(err),
           retryInMs: delay,
         });
       }
@@ -459,11 +456,11 @@ export class NodeCleanupController {
     } catch (err) {
       if (isNotFound(err) || isConflict(err)) {
         // Gone, or replaced by an object of the same name (the UID precondition): nothing to do.
-        logger.log('info', 'already deleted or replaced: nothing deleted', { object: what, error: message(err) });
+        logger.log('info', 'already deleted or replaced: nothing deleted', { object: what, error: errorMessage(err) });
         return false;
       }
       counters.failed?.inc(counters.labels);
-      events.record(target, 'Warning', EVENT_REASONS.deleteFailed, `Could not delete ${what}: ${message(err)}`);
+      events.record(target, 'Warning', EVENT_REASONS.deleteFailed, `Could not delete ${what}: ${errorMessage(err)}`);
       throw err;
     }
     const reason = kind === 'claim' ? EVENT_REASONS.deletedClaim : EVENT_REASONS.deletedVolume;

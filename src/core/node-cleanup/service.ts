@@ -14,6 +14,7 @@ import { createNodeCleanupMetrics } from '../metrics/node-cleanup-metrics.js';
 import type { NodeCleanupMetrics } from '../metrics/node-cleanup-metrics.js';
 import { NodeCleanupController } from './controller.js';
 import type { NodeCleanupSettings } from './controller.js';
+import { errorMessage } from '../unknown-values.js';
 
 export const NODE_CLEANUP_COMPONENT = 'local-volume-node-cleanup';
 
@@ -44,10 +45,6 @@ export interface RunningNodeCleanup {
   stop(): Promise<void>;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 export async function startNodeCleanup(
   options: NodeCleanupServiceOptions,
   deps: NodeCleanupServiceDeps,
@@ -56,7 +53,7 @@ export async function startNodeCleanup(
   try {
     await cluster.nodes.listMetadata({ limit: 1 });
   } catch (err) {
-    throw new StartupError(`cannot list Nodes: ${message(err)}`);
+    throw new StartupError(`cannot list Nodes: ${errorMessage(err)}`);
   }
   const metrics = createNodeCleanupMetrics();
   const events = new EventRecorder({
@@ -118,7 +115,7 @@ export async function startNodeCleanup(
             : { ok: false, reason: 'the Node and PersistentVolume caches have not synced yet' },
       });
     } catch (err) {
-      throw new StartupError(`cannot listen on ${options.listenAddress}: ${message(err)}`);
+      throw new StartupError(`cannot listen on ${options.listenAddress}: ${errorMessage(err)}`);
     }
   }
   logger.log('info', 'node cleanup started', {

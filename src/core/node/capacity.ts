@@ -6,7 +6,6 @@ export const MiB = 1024 * KiB;
 export const GiB = 1024 * MiB;
 export const TiB = 1024 * GiB;
 export const PiB = 1024 * TiB;
-export const EiB = 1024 * PiB;
 
 function assertBytes(bytes: number): void {
   if (!Number.isSafeInteger(bytes) || bytes < 0) {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 import { PROC_MOUNTINFO, watchLinuxChanges } from './linux-change-watch.js';
 import { parseMountInfo, type MountInfoEntry } from './mountinfo.js';
-import { errnoCode } from '../unknown-values.js';
+import { errnoCode, errorMessage } from '../unknown-values.js';
 import { NodeVolumeError, wrapSystemError } from './volume-error.js';
 import type { ChangeWatch, ChangeWatchOptions, EntryInfo, EntryKind, NodeVolumes } from './volumes.js';
 
@@ -81,7 +81,7 @@ export class LinuxVolumes implements NodeVolumes {
       this.lastMountTable = { text, entries };
       return entries;
     } catch (error) {
-      const detail = error instanceof Error ? error.message : String(error);
+      const detail = errorMessage(error);
       throw new NodeVolumeError('mountPoints', this.mountInfoPath, 'EINVAL', detail, { cause: error });
     }
   }

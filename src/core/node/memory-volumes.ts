@@ -18,6 +18,7 @@ import { posix } from 'node:path';
 import { encodeMountInfoField } from './mountinfo.js';
 import { NodeVolumeError, type NodeVolumeOperation } from './volume-error.js';
 import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
+import { asError } from '../unknown-values.js';
 
 interface DirectoryNode {
   readonly type: 'directory';
@@ -432,7 +433,7 @@ function settle<T>(query: () => T): Promise<T> {
   try {
     return Promise.resolve(query());
   } catch (error) {
-    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    return Promise.reject(asError(error));
   }
 }
 

@@ -1,7 +1,7 @@
 // The one error type of the NodeVolumes port, shared by the Linux and in-memory implementations so
 // callers (and the shared contract tests) can rely on the same shape from both.
 
-import { errnoCode } from '../unknown-values.js';
+import { errnoCode, errorMessage } from '../unknown-values.js';
 
 export type NodeVolumeOperation =
   | 'mountPoints'
@@ -35,7 +35,7 @@ export class NodeVolumeError extends Error {
 export function wrapSystemError(operation: NodeVolumeOperation, path: string, error: unknown): NodeVolumeError {
   if (error instanceof NodeVolumeError) return error;
   const code = errnoCode(error) ?? 'EIO';
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   // Node's messages start with the code ("ENOENT: no such file or directory, scandir '/x'").
   const detail = message.startsWith(`${code}: `) ? message.slice(code.length + 2) : message;
   return new NodeVolumeError(operation, path, code, detail, { cause: error });

@@ -41,14 +41,11 @@ import { runPvProtectionController } from '../../support/pv-protection.js';
 import type { Rendered } from '../../support/helm.js';
 import { attachLoopDevice, Cleanup, makeTempDir, skipUnlessRoot } from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
+import { isRecord } from '../../../src/core/unknown-values.js';
 
 const MiB = 2 ** 20;
 const suffix = Math.random().toString(36).slice(2, 8);
 const NAMESPACE = 'default';
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 describe("the agent with exactly the chart's RBAC", { skip: skipUnlessRoot() }, () => {
   const cleanup = new Cleanup();

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { parseMountInfo } from '../../../src/core/node/mountinfo.js';
 import { NodeVolumeError } from '../../../src/core/node/volume-error.js';
+import { asError } from '../../../src/core/unknown-values.js';
 import { nodeVolumesContract, type NodeVolumesFixture } from '../../contract/node-volumes-contract.js';
 
 /** Adapts a synchronous mutation to the fixture's promise-returning shape (throwing → rejecting). */
@@ -13,7 +14,7 @@ function promised<A extends unknown[]>(mutate: (...args: A) => unknown): (...arg
       mutate(...args);
       return Promise.resolve();
     } catch (error) {
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      return Promise.reject(asError(error));
     }
   };
 }

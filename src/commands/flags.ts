@@ -1,0 +1,54 @@
+// Flags that several commands declare alike, built here so their names, defaults and environment
+// variables cannot drift apart (the shared-flags module of oclif plugins). Each command keeps its
+// own description where what the flag means to it differs.
+import { Flags } from '@oclif/core';
+import { CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR } from '../cli/config-dir.js';
+import { RUN_FLAGS } from '../cli/run-flags.js';
+
+/** How help texts name the config a command reads when given none (defaultConfigDir). */
+export const NODE_CONFIG_HELP = `${DEFAULT_CONFIG_DIR} (or $${CONFIG_DIR_ENV})`;
+
+/** Where `run` serves its admin endpoint by default, and so where its clients look for it. */
+export const DEFAULT_ADMIN_SOCKET = RUN_FLAGS['admin-socket'].default;
+
+/** --admin-socket of a command that talks to the agent on this node. */
+export function adminSocketFlag(description = "The agent's admin socket.") {
+  return Flags.string({ description, default: DEFAULT_ADMIN_SOCKET, env: RUN_FLAGS['admin-socket'].env });
+}
+
+/** -o/--output: text for people, the others for programs. */
+export function outputFlag(formats: readonly string[] = ['text', 'json']) {
+  return Flags.string({ char: 'o', description: 'Output format.', options: [...formats], default: 'text' });
+}
+
+/** --color/--no-color; unset, the command decides from the terminal (useColor). */
+export function colorFlag(description = 'Colour the output (default: only on a terminal, and not with NO_COLOR).') {
+  return Flags.boolean({ description, allowNo: true });
+}
+
+/** --kubeconfig, also read from KUBECONFIG. */
+export function kubeconfigFlag(description: string = RUN_FLAGS.kubeconfig.description) {
+  return Flags.string({ description, env: RUN_FLAGS.kubeconfig.env });
+}
+
+/** The instance name `run --status-name` publishes under, by default; its readers look for the same. */
+export const DEFAULT_STATUS_NAME = RUN_FLAGS['status-name'].default;
+export const STATUS_NAME_ENV = RUN_FLAGS['status-name'].env;
+
+/** --metrics-path, as `run` has it. */
+export function metricsPathFlag() {
+  return Flags.string(RUN_FLAGS['metrics-path']);
+}
+
+/** --kube-api-qps and --kube-api-burst: the client-side rate limit, with this command's defaults. */
+export function rateLimitFlags(defaults: { readonly qps: number; readonly burst: number }) {
+  return {
+    'kube-api-qps': Flags.integer({ ...RUN_FLAGS['kube-api-qps'], default: defaults.qps }),
+    'kube-api-burst': Flags.integer({ ...RUN_FLAGS['kube-api-burst'], default: defaults.burst }),
+  };
+}
+
+/** --log-level and --log-format, as `run` has them (logs go to stderr). */
+export function logFlags() {
+  return { 'log-level': Flags.string(RUN_FLAGS['log-level']), 'log-format': Flags.string(RUN_FLAGS['log-format']) };
+}
