@@ -62,13 +62,6 @@ export default tseslint.config(
     },
   },
   {
-    // TODO(lead, after merging 18a): agent.ts still reads process.pid, process.memoryUsage and
-    // process.getActiveResourcesInfo (its status view); give AgentDeps a `host: ProcessHost`, read
-    // those through it, and delete this exception (src/core/process-host.ts says what else follows).
-    files: ['src/core/agent/agent.ts'],
-    rules: { 'no-restricted-globals': 'off' },
-  },
-  {
     files: ['test/**/*.ts'],
     rules: {
       '@typescript-eslint/no-floating-promises': [

@@ -59,13 +59,3 @@ export async function stopWithin(stop: Promise<void>, ms: number, logger: Logger
   const result = await within(systemClock, stop, ms);
   if (!result.ok) logger.log('warn', 'graceful stop timed out', { timeoutMs: ms });
 }
-
-/**
- * The first of the promise or the deadline.
- * TODO(lead, after merging 18c): src/cli/run-agent.ts still calls this; switch it to
- * untilStopSignal/stopWithin (or `within`) and delete this wrapper.
- */
-export async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
-  const result = await within(systemClock, promise, ms);
-  return result.ok ? result.value : 'timeout';
-}

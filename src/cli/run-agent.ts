@@ -3,12 +3,13 @@
 import { Agent } from '../core/agent/agent.js';
 import type { AgentOptions } from '../core/agent/agent.js';
 import { ProcessCleaner } from '../core/cleanup/cleaner.js';
-import { systemClock } from '../core/clock.js';
+import { systemClock, within } from '../core/clock.js';
 import type { Cluster, LeaseCluster } from '../core/kube/cluster.js';
 import { LinuxVolumes } from '../core/node/linux-volumes.js';
 import type { NodeVolumes } from '../core/node/volumes.js';
+import { nodeProcessHost } from '../core/process-host.js';
 import type { Sandbox } from '../core/sandbox/sandbox.js';
-import { installSignalHandlers, withDeadline } from './lifecycle.js';
+import { stopWithin, untilStopSignal } from './lifecycle.js';
 import { connectCluster, type Product } from './cluster-connection.js';
 import { StderrLogger } from './logger.js';
 
@@ -75,26 +76,18 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
       rest.close();
     };
   }
-  let stopRequested: (signal: NodeJS.Signals) => void = () => undefined;
-  const stopped = new Promise<NodeJS.Signals>((resolve) => {
-    stopRequested = resolve;
-  });
   // Signals are handled from before start-up, so a SIGTERM while starting still stops cleanly.
-  const uninstall = installSignalHandlers({
-    shutdown: (signal) => {
-      stopRequested(signal);
-    },
-    reload: () => {
-      void holder.agent?.reload({ trigger: 'signal' });
-    },
+  const { stopped, uninstall } = untilStopSignal(() => {
+    void holder.agent?.reload({ trigger: 'signal' });
   });
   try {
     const agent = await Agent.start(agentOptions, {
       cluster,
       volumes,
-      cleaner: new ProcessCleaner(options.environment),
+      cleaner: new ProcessCleaner(options.environment, { host: nodeProcessHost }),
       clock: systemClock,
       logger,
+      host: nodeProcessHost,
     });
     holder.agent = agent;
     sandbox?.attach(agent);
@@ -105,9 +98,8 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
     const signal = await stopped;
     logger.log('info', 'stopping', { signal });
     // A write in flight to an unreachable API must not hold up the stop: its request would time out only after 30 s.
-    if (publishing !== undefined) await withDeadline(publishing.stop(), 2000);
-    const result = await withDeadline(agent.stop(), options.shutdownTimeoutMs);
-    if (result === 'timeout') logger.log('warn', 'graceful stop timed out', { timeoutMs: options.shutdownTimeoutMs });
+    if (publishing !== undefined) await within(systemClock, publishing.stop(), 2000);
+    await stopWithin(agent.stop(), options.shutdownTimeoutMs, logger);
   } finally {
     uninstall();
     close();

@@ -113,7 +113,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       listenAddress: flags['listen-address'],
       metricsPath: flags['metrics-path'],
       discoveryPeriodMs: ms('discovery-period'),
-      changePollMs: ms('change-poll-interval'),
+      changePollMs: durationFlagMs('change-poll-interval', flags['change-poll-interval'], 'zero-or-positive'),
       createConcurrency: flags['create-concurrency'],
       cleanupConcurrency: flags['cleanup-concurrency'],
       jobImage: env['JOB_CONTAINER_IMAGE'],

@@ -21,11 +21,10 @@ export interface ProcessHost {
   kill(pid: number, signal: NodeJS.Signals | 0): void;
 }
 
-// TODO(lead, after merging 18a and 18c): move this value to src/cli (it is the real side of the
-// port, like systemClock's use of Date), pass it from run-agent.ts into Agent.start's deps and on
-// to createAgentMetrics, Generation, startAdminServer and ProcessCleaner, make their `host`
-// options required, and drop this module's entry from the eslint exceptions.
-/* eslint-disable no-restricted-globals -- the real process, until the command layer passes it everywhere */
+// The real side of the port lives here, beside it, as systemClock beside Clock: the one place in core
+// that touches `process`. The command layer passes it in (run-agent.ts); the modules that take a
+// host default to it so tests and benches that do not care about the process need not build one.
+/* eslint-disable no-restricted-globals -- the real process: the one implementation of the port */
 export const nodeProcessHost: ProcessHost = {
   pid: process.pid,
   nodeVersion: process.version,

@@ -177,7 +177,6 @@ async function clearStaleSocket(path: string, logger: Logger): Promise<void> {
 
 export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
   const { socketPath, target, logger } = options;
-  // TODO(lead): required once agent.ts passes its deps' host (see src/core/process-host.ts).
   const host = options.host ?? nodeProcessHost;
   const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
   /** Open event streams: how to stop each one (unsubscribe) and its response. */

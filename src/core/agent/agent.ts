@@ -18,6 +18,8 @@ import { EventRecorder } from '../kube/events.js';
 import type { Node } from '../kube/objects.js';
 import type { Logger } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
+import { nodeProcessHost } from '../process-host.js';
+import type { ProcessHost } from '../process-host.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import { createReloadMetrics } from '../metrics/reload-metrics.js';
 import type { ReloadMetrics } from '../metrics/reload-metrics.js';
@@ -106,6 +108,8 @@ export interface AgentDeps {
   readonly metrics?: AgentMetrics;
   /** The config source; default from the options (the directory, or the ConfigMap with the directory as fallback). */
   readonly configSource?: ConfigSource;
+  /** The process (pid, CPU and memory, umask, kill); default the real one. */
+  readonly host?: ProcessHost;
 }
 
 async function fetchNode(cluster: Cluster, clock: Clock, logger: Logger, name: string): Promise<Node> {
@@ -137,6 +141,7 @@ export class Agent implements AdminTarget {
   private recording = false;
   private subPath = false;
   private current!: Generation;
+  private readonly host: ProcessHost;
   private node!: NodeIdentity;
   private generations = 0;
   private startedAt = 0;
@@ -150,7 +155,8 @@ export class Agent implements AdminTarget {
     private readonly deps: AgentDeps,
   ) {
     this.logger = new TeeLogger(deps.logger, this.stream, deps.clock);
-    this.metrics = deps.metrics ?? createAgentMetrics();
+    this.host = deps.host ?? nodeProcessHost;
+    this.metrics = deps.metrics ?? createAgentMetrics(undefined, { host: this.host });
     this.reloadMetrics = createReloadMetrics(this.metrics.registry);
     this.source =
       deps.configSource ??
@@ -298,7 +304,12 @@ export class Agent implements AdminTarget {
     // Bound before the generation starts, like the listen address: a taken socket fails start-up at
     // once, before any volume is published.
     if (options.adminSocket !== undefined) {
-      this.admin = await startAdminServer({ socketPath: options.adminSocket, target: this, logger: this.logger });
+      this.admin = await startAdminServer({
+        socketPath: options.adminSocket,
+        target: this,
+        logger: this.logger,
+        host: this.host,
+      });
     }
     this.current.start();
     recordApplied(this.reloadMetrics, this.current.number, loaded.hash);
@@ -334,6 +345,7 @@ export class Agent implements AdminTarget {
         metrics: this.metrics,
         events: this.events,
         table: this.cleanups,
+        host: this.host,
         onPass: (generation, pass) => {
           this.stream.emit(passEvent(generation, pass));
         },
@@ -476,6 +488,7 @@ export class Agent implements AdminTarget {
       rejected: reloads.rejected,
       reloadPending: reloads.pending,
       cleanups: this.cleanups.list(),
+      host: this.host,
     });
   }
 

@@ -30,9 +30,7 @@ export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
   /** Told about every completed pass (the agent's event stream). */
   readonly onPass?: (generation: number, summary: PassSummary) => void;
   /**
-   * Measures each pass's CPU time; default the real process.
-   * TODO(lead): required once agent.ts passes its deps' host (see src/core/process-host.ts).
-   */
+   * Measures each pass's CPU time; default the real process (the agent passes its own). */
   readonly host?: Pick<ProcessHost, 'cpuUsage'>;
 }
 

@@ -8,6 +8,7 @@ import type { LoadedConfig } from '../config/source.js';
 import type { CleanupEntry } from '../cleanup/table.js';
 import type { PersistentVolume } from '../kube/objects.js';
 import type { LogFields, Logger, LogLevel } from '../log.js';
+import type { ProcessHost } from '../process-host.js';
 import type { GenerationStatus, PassSummary } from './generation.js';
 import type {
   AgentEvent,
@@ -82,6 +83,7 @@ export interface StatusInputs {
   readonly rejected: ReloadResult | undefined;
   readonly reloadPending: boolean;
   readonly cleanups: readonly CleanupEntry[];
+  readonly host: Pick<ProcessHost, 'pid' | 'activeResources' | 'memoryUsage'>;
 }
 
 export function statusJson(s: StatusInputs): AgentStatusJson {
@@ -90,7 +92,7 @@ export function statusJson(s: StatusInputs): AgentStatusJson {
     formatVersion: 1,
     node: s.node,
     version: s.version,
-    pid: process.pid,
+    pid: s.host.pid,
     startedAt: s.startedAt,
     now: s.now,
     generation: s.generation.number,
@@ -117,7 +119,7 @@ export function statusJson(s: StatusInputs): AgentStatusJson {
           },
         }
       : {}),
-    diagnostics: diagnostics(),
+    diagnostics: diagnostics(s.host),
   };
 }
 
@@ -187,9 +189,11 @@ export function cleanupStatus(e: CleanupEntry): CleanupStatus {
   };
 }
 
-function diagnostics(): NonNullable<AgentStatusJson['diagnostics']> {
+function diagnostics(
+  host: Pick<ProcessHost, 'activeResources' | 'memoryUsage'>,
+): NonNullable<AgentStatusJson['diagnostics']> {
   const activeResources: Record<string, number> = {};
-  for (const type of process.getActiveResourcesInfo()) activeResources[type] = (activeResources[type] ?? 0) + 1;
-  const memory = process.memoryUsage();
+  for (const type of host.activeResources()) activeResources[type] = (activeResources[type] ?? 0) + 1;
+  const memory = host.memoryUsage();
   return { activeResources, rssBytes: memory.rss, heapUsedBytes: memory.heapUsed };
 }

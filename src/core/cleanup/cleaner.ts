@@ -126,7 +126,6 @@ export class ProcessCleaner implements VolumeCleaner {
     if (file === undefined || file === '') return Promise.reject(new CleanerFailedError('empty block cleaner command'));
     if (options.signal.aborted) return Promise.reject(new CleanerFailedError(`${command.join(' ')}: aborted`));
     const graceMs = this.options.killGraceMs ?? 5_000;
-    // TODO(lead): required once run-agent.ts passes the host (see src/core/process-host.ts).
     const host = this.options.host ?? nodeProcessHost;
     const kill: Kill = (pid, signal) => {
       host.kill(pid, signal);

@@ -2,6 +2,7 @@
 // agent restarts with backoff, plus status refreshes. The stream carries a status only on connect
 // and every keep-alive (15 s), so the feed also asks for one shortly after every other event (a
 // reload, pass or cleanup changes what the status shows) and every refreshMs while connected.
+import { isAborted } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { AgentEvent, AgentStatusJson } from '../agent/reload-types.js';
 
@@ -52,10 +53,6 @@ export function disconnectReason(err: unknown): string {
     return typeof detail === 'string' ? detail : err.message;
   }
   return String(err);
-}
-
-function isAborted(signal: AbortSignal): boolean {
-  return signal.aborted;
 }
 
 /** Sleeps until `ms` passed, `wake` is called, or `signal` aborts; never rejects. */

@@ -31,7 +31,6 @@ export interface AgentMetrics {
 
 export function createAgentMetrics(
   registry = new MetricsRegistry(),
-  // TODO(lead): `host` required once agent.ts passes its deps' host (see src/core/process-host.ts).
   options: { startTimeSeconds?: number; host?: ProcessHost } = {},
 ): AgentMetrics {
   const start = options.startTimeSeconds ?? Date.now() / 1000;

@@ -25,7 +25,6 @@ import type { ConfigIssue } from '../errors.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Job, PersistentVolume, StorageClass } from '../kube/objects.js';
-import { parseQuantity } from '../kube/quantity.js';
 import { ReadOnlyCluster } from '../kube/read-only-cluster.js';
 import { MemoryLogger } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
@@ -638,10 +637,4 @@ export async function simulatePlan(options: PlanOptions): Promise<SimulationPlan
       : {}),
     warnings,
   };
-}
-
-/** Bytes of a PV's capacity, for totals. */
-export function capacityBytesOf(capacity: string): number {
-  const n = parseQuantity(capacity);
-  return Number.isFinite(n) ? n : 0;
 }

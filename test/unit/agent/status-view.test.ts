@@ -99,6 +99,11 @@ function inputs(extra: Partial<StatusInputs> = {}): StatusInputs {
     rejected: undefined,
     reloadPending: true,
     cleanups: [cleanup],
+    host: {
+      pid: 4242,
+      activeResources: () => ['TCPServerWrap', 'Timeout', 'Timeout'],
+      memoryUsage: () => ({ rss: 50e6, heapTotal: 20e6, heapUsed: 12e6, external: 1e6, arrayBuffers: 0 }),
+    },
     ...extra,
   };
 }
@@ -107,6 +112,12 @@ describe('the status view', () => {
   it('builds /v1/status from the supervisor’s and the reload machine’s state', () => {
     const s = statusJson(inputs());
     assert.equal(s.node, 'node-a');
+    assert.equal(s.pid, 4242, 'the pid comes from the injected process host');
+    assert.deepEqual(s.diagnostics, {
+      activeResources: { TCPServerWrap: 1, Timeout: 2 },
+      rssBytes: 50e6,
+      heapUsedBytes: 12e6,
+    });
     assert.equal(s.generation, 3);
     assert.equal(s.ready, true);
     assert.deepEqual(s.config, { source: DIR, appliedHash: applied.hash, onDiskHash: 'sha256:other', subPath: false });

@@ -3,6 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { durationFlagMs } from '../../../src/cli/duration-flag.js';
+import { parseRunArgs } from '../../../src/cli/run-lean.js';
+import { runAgentOptions } from '../../../src/cli/run-options.js';
 import { UsageError } from '../../../src/core/errors.js';
 import { runCli } from '../../support/cli.js';
 
@@ -62,4 +64,19 @@ describe('duration flags', () => {
       assert.doesNotMatch(r.stderr, /\n\s+at /u, 'no stack trace');
     });
   }
+});
+
+describe('run --change-poll-interval', () => {
+  const product = { name: 'local-volume-provisioner-ts', version: '0.0.0-test' };
+  const options = async (value: string): Promise<number> => {
+    const flags = parseRunArgs([`--change-poll-interval=${value}`], {});
+    assert.ok(flags !== undefined);
+    return (await runAgentOptions(flags, { argv: [], env: { MY_NODE_NAME: 'node-a' }, product })).agent.changePollMs;
+  };
+
+  it('takes 0, which turns change detection off as its help says', async () => {
+    assert.equal(await options('0'), 0);
+    assert.equal(await options('250ms'), 250);
+    await assert.rejects(options('-1s'), /--change-poll-interval: must be zero or positive, found -1s/u);
+  });
 });

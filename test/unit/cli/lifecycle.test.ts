@@ -1,7 +1,7 @@
 // The process lifecycle helpers the long-running commands share: the stop signal and the bounded stop.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { stopWithin, untilStopSignal, withDeadline } from '../../../src/cli/lifecycle.js';
+import { stopWithin, untilStopSignal } from '../../../src/cli/lifecycle.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 
 describe('process lifecycle', () => {
@@ -36,11 +36,5 @@ describe('process lifecycle', () => {
     assert.deepEqual(logger.records, [
       { level: 'warn', message: 'graceful stop timed out', fields: { timeoutMs: 20 } },
     ]);
-  });
-
-  it('withDeadline is the value, "timeout" at the deadline, and a rejection as thrown', async () => {
-    assert.equal(await withDeadline(Promise.resolve(7), 1000), 7);
-    assert.equal(await withDeadline(new Promise<number>(() => undefined), 10), 'timeout');
-    await assert.rejects(withDeadline(Promise.reject(new Error('stop failed')), 1000), /stop failed/u);
   });
 });

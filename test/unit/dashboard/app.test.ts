@@ -10,6 +10,7 @@ import type { Size } from '../../../src/core/dashboard/model.js';
 import { DashboardApp } from '../../../src/ui/dashboard/app.js';
 import type { DashboardServices, DiffContent } from '../../../src/ui/dashboard/app.js';
 import { eventually } from '../../support/fake-admin.js';
+import { errorMessage } from '../../../src/core/unknown-values.js';
 import {
   APPLIED,
   cleanup as cleanupStatus,
@@ -102,7 +103,7 @@ function mount(
   const waitFor = async (text: string | RegExp, what?: string): Promise<string> => {
     const ok = (): boolean => (typeof text === 'string' ? frame().includes(text) : text.test(frame()));
     await eventually(ok, what ?? `the frame to show ${String(text)}`, 3000).catch((err: unknown) => {
-      throw new Error(`${err instanceof Error ? err.message : String(err)}; last frame:\n${frame()}`);
+      throw new Error(`${errorMessage(err)}; last frame:\n${frame()}`);
     });
     return frame();
   };
