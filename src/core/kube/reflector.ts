@@ -40,6 +40,20 @@ const MAX_TOMBSTONES = 10_000;
 /** A watch that ends sooner than this without an event counts as a failure. */
 const SHORT_WATCH_MS = 1_000;
 
+/**
+ * What the store keeps of an object: all of it but `metadata.managedFields` (which writer owns
+ * which field: about half the JSON of a PV the agent wrote, more once controllers touched it).
+ * No reader of a cache uses it; client-go's informers drop it with a transform for the same
+ * reason. An update built from a cached object leaves the server's managedFields as they were (an
+ * update without the field keeps the live object's).
+ */
+function cacheable<T extends { metadata: ObjectMeta }>(object: T): T {
+  if (object.metadata.managedFields === undefined) return object;
+  const metadata = { ...object.metadata };
+  delete metadata.managedFields;
+  return { ...object, metadata };
+}
+
 export class Reflector<T extends { metadata: ObjectMeta }> {
   private readonly store = new Map<string, T>();
   /** Sequence number of the last list or watch update of each name (deleted ones too, bounded). */
@@ -108,7 +122,8 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
    * agent knows. client-go keeps its own writes out of the informer store for the same reason;
    * its MutationCache overlays them but orders them by parsing the version as an etcd integer.
    */
-  upsert(object: T, since: number): void {
+  upsert(written: T, since: number): void {
+    const object = cacheable(written);
     const name = this.key(object);
     const old = this.store.get(name);
     if (old !== undefined && old.metadata.resourceVersion === object.metadata.resourceVersion) return;
@@ -163,7 +178,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
         ...(continueToken !== undefined ? { continue: continueToken } : {}),
         signal,
       });
-      for (const item of page.items) seen.set(this.key(item), item);
+      for (const item of page.items) seen.set(this.key(item), cacheable(item));
       continueToken =
         page.metadata.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined;
       resourceVersion = page.metadata.resourceVersion ?? resourceVersion;
@@ -244,7 +259,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
                 resourceVersion = event.resourceVersion;
                 continue;
               }
-              const object = event.object;
+              const object = cacheable(event.object);
               resourceVersion = object.metadata.resourceVersion ?? resourceVersion;
               const name = this.key(object);
               if (event.type === 'DELETED') {

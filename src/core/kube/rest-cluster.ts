@@ -456,7 +456,11 @@ export class RestCluster extends ClusterClients {
   }
 
   private async readBody(res: IncomingMessage): Promise<string> {
-    const chunks: Buffer[] = [];
+    // Decoded chunk by chunk: one Buffer.concat(...).toString() of a body over ~1 MB (a LIST of
+    // 1,000 PVs) makes an external string that outlives the parse until a full GC, beside the
+    // chunks and their concatenation (docs/benchmarks.md, footprint).
+    const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+    let text = '';
     let size = 0;
     for await (const chunk of decoded(res)) {
       const buffer = chunk as Buffer;
@@ -469,9 +473,9 @@ export class RestCluster extends ClusterClients {
           `response body larger than ${String(this.maxResponseBytes)} bytes (decompressed)`,
         );
       }
-      chunks.push(buffer);
+      text += decoder.decode(buffer, { stream: true });
     }
-    return Buffer.concat(chunks, size).toString('utf8');
+    return text + decoder.decode();
   }
 
   private retryDelayMs(res: IncomingMessage): number | undefined {

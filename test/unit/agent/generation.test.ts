@@ -365,4 +365,23 @@ describe('adoption of upstream PVs', () => {
       (err) => err instanceof KubeApiError && err.status === 410,
     );
   });
+
+  it('scans in pages of at most 500 PVs by default: the heap a page grows stays small', async () => {
+    const t = await setup();
+    const uid = t.nodeObject.metadata.uid ?? '';
+    for (let i = 0; i < 1200; i++)
+      await t.cluster.persistentVolumes.create(upstreamPv(`other-${String(i)}`, 'local-volume-provisioner-node-b'));
+    await t.cluster.persistentVolumes.create(upstreamPv('mine', `local-volume-provisioner-node-a-${uid}`));
+    const pvs = t.cluster.persistentVolumes;
+    const listMetadata = pvs.listMetadata.bind(pvs);
+    const pageSizes: number[] = [];
+    pvs.listMetadata = async (options) => {
+      const page = await listMetadata(options);
+      pageSizes.push(page.items.length);
+      return page;
+    };
+    const result = await adoptNodeVolumes({ cluster: t.cluster, logger: t.logger }, nodeIdentity(t.nodeObject));
+    assert.deepEqual(pageSizes, [500, 500, 201]);
+    assert.deepEqual(result, { scanned: 1201, pages: 3, adopted: ['mine'] });
+  });
 });

@@ -335,3 +335,61 @@ describe('Reflector.upsert (the agent’s own writes, resourceVersions opaque)',
     await stop();
   });
 });
+
+describe('Reflector store: what it keeps of an object', () => {
+  /** A PV as the apiserver returns it: with the managedFields of its writer. */
+  function written(name: string, resourceVersion: string): PersistentVolume {
+    const object = pv(name, resourceVersion);
+    return {
+      ...object,
+      metadata: {
+        ...object.metadata,
+        labels: { 'local-static-provisioner/node': 'n1' },
+        managedFields: [
+          { manager: 'local-volume-provisioner-ts/0.1.0', operation: 'Update', time: '2026-12-01T00:00:00Z' },
+        ],
+      },
+    };
+  }
+  function withoutManagedFields(object: PersistentVolume): PersistentVolume {
+    const metadata = { ...object.metadata };
+    delete metadata.managedFields;
+    return { ...object, metadata };
+  }
+
+  it('drops metadata.managedFields from listed, watched and written objects, and keeps every other field', async () => {
+    const server = scriptedServer([written('listed', 'v1')]);
+    const changed: PersistentVolume[] = [];
+    const reflector = new Reflector<PersistentVolume>({
+      client: server.client,
+      clock: new ManualClock(),
+      logger: silentLogger,
+      resource: 'persistentvolumes',
+      onChange: (_type, object) => changed.push(object),
+    });
+    const abort = new AbortController();
+    const running = reflector.run(abort.signal);
+    await reflector.synced;
+    server.send({ type: 'ADDED', object: written('watched', 'v2') });
+    await settle();
+    const mine = written('mine', 'v3');
+    reflector.upsert(mine, reflector.position());
+    for (const name of ['listed', 'watched', 'mine']) {
+      const cached = reflector.get(name);
+      assert.ok(cached, name);
+      assert.equal(cached.metadata.managedFields, undefined, `${name}: managedFields cached`);
+      assert.deepEqual(cached, withoutManagedFields(written(name, cached.metadata.resourceVersion ?? '')));
+    }
+    assert.deepEqual(
+      changed.map((o) => [o.metadata.name, o.metadata.managedFields]),
+      [
+        ['listed', undefined],
+        ['watched', undefined],
+        ['mine', undefined],
+      ],
+    );
+    assert.equal(mine.metadata.managedFields?.length, 1, 'the written object itself is left as it was');
+    abort.abort();
+    await running;
+  });
+});

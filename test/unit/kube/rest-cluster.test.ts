@@ -737,6 +737,25 @@ void describe('RestCluster over HTTP (local fake server)', () => {
     }
   });
 
+  void it('decodes a LIST body whose multi-byte characters are split between chunks', async () => {
+    // The body is decoded chunk by chunk (no concatenated copy): a character across a chunk
+    // boundary must still come out whole.
+    const body = Buffer.from(JSON.stringify({ metadata: {}, items: [{ metadata: { name: 'pv-é€😀' } }] }));
+    const cut = body.indexOf(Buffer.from('€')) + 1;
+    handler = (_req, _body, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write(body.subarray(0, cut));
+      setTimeout(() => res.end(body.subarray(cut)), 20);
+    };
+    const c = cluster();
+    try {
+      const list = await c.persistentVolumes.list();
+      assert.equal(list.items[0]?.metadata.name, 'pv-é€😀');
+    } finally {
+      c.close();
+    }
+  });
+
   void it('streams a gzip watch, events split across compressed chunks', async () => {
     handler = (_req, _body, res) => {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' });
