@@ -13,6 +13,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { isGone } from './cluster.js';
 import type { ResourceClient } from './cluster.js';
+import { errorMessage } from '../unknown-values.js';
 import type { ObjectMeta } from './objects.js';
 
 export interface ReflectorOptions<T> {
@@ -65,7 +66,6 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   /** Resolves after the first complete list. */
   readonly synced: Promise<void>;
   private lastSyncAt = 0;
-  relists = 0;
   /** Watches opened (for tests and diagnostics). */
   watches = 0;
   private error: string | undefined;
@@ -133,14 +133,6 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
     this.options.onChange?.(old ? 'MODIFIED' : 'ADDED', object);
   }
 
-  forget(name: string): void {
-    const old = this.store.get(name);
-    if (old) {
-      this.store.delete(name);
-      this.options.onChange?.('DELETED', old);
-    }
-  }
-
   private key(object: T): string {
     return object.metadata.name;
   }
@@ -196,7 +188,6 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
       else if (old.metadata.resourceVersion !== item.metadata.resourceVersion)
         this.options.onChange?.('MODIFIED', item);
     }
-    this.relists += 1;
     this.lastError = undefined;
     this.lastSyncAt = this.options.clock.now();
     this.syncedResolve?.();
@@ -289,7 +280,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
         }
       } catch (err) {
         if (isAborted(signal)) break;
-        this.lastError = err instanceof Error ? err.message : String(err);
+        this.lastError = errorMessage(err);
         // 410 Gone is routine (the watch's resourceVersion was compacted): relist at once, unless
         // it keeps happening.
         const routine = isGone(err) && backoff.fresh;
