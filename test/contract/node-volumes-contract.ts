@@ -353,13 +353,23 @@ export function nodeVolumesContract(
         };
       }
 
-      it('reports mounting and unmounting, also outside the watched directories', async () => {
+      it('reports mounting and unmounting in, on and above a watched directory, not elsewhere', async () => {
         const { fx, volumes, dir } = await fresh();
-        const w = await watching(volumes, []);
+        const watched = posix.join(dir, 'discovery');
+        await fx.makeDirectory(watched);
+        await fx.makeDirectory(posix.join(dir, 'elsewhere'));
+        const mnt = posix.join(watched, 'disk 1');
+        await fx.makeDirectory(mnt);
+        const w = await watching(volumes, [watched]);
         try {
-          const mnt = posix.join(dir, 'disk 1');
-          await w.reported('a mount', () => fx.mountFilesystem(mnt, FS_BYTES));
+          // Kubelet mounts every pod's volumes outside the discovery directories: not news. The
+          // report that follows is the next mount's, and the only one.
+          await fx.mountFilesystem(posix.join(dir, 'elsewhere'), FS_BYTES);
+          await w.reported('a mount in the directory', () => fx.mountFilesystem(mnt, FS_BYTES));
+          assert.equal(w.reports(), 1, 'the mount elsewhere was not reported');
           await w.reported('an unmount', () => fx.unmount(mnt));
+          await w.reported('a mount above the directory (it hides it)', () => fx.mountFilesystem(dir, FS_BYTES));
+          await w.reported('its unmount', () => fx.unmount(dir));
         } finally {
           w.abort();
           assert.deepEqual(await w.watch.done, { ok: true });

@@ -6,9 +6,10 @@
 // directories, symlinks included. Without findmnt the caller falls back to polling.
 import { spawn } from 'node:child_process';
 import { watch, type FSWatcher } from 'node:fs';
-import { readdir, readlink } from 'node:fs/promises';
+import { readdir, readlink, realpath } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 
+import { mountChangeConcerns } from './volumes.js';
 import type { ChangeWatch, ChangeWatchOptions, ChangeWatchOutcome } from './volumes.js';
 
 export interface LinuxChangeWatchOptions extends ChangeWatchOptions {
@@ -23,6 +24,8 @@ export const PROC_MOUNTINFO = '/proc/self/mountinfo';
 const STDERR_KEPT = 2048;
 /** How long ready waits for findmnt to open the mount table before trusting it anyway. */
 const OPEN_WAIT_MS = 2000;
+/** A line of findmnt longer than this is not a mount change (paths are at most 4 KiB, escaped 16). */
+const LINE_LIMIT = 64 * 1024;
 
 export function watchLinuxChanges(options: LinuxChangeWatchOptions): ChangeWatch {
   const { signal } = options;
@@ -36,6 +39,12 @@ export function watchLinuxChanges(options: LinuxChangeWatchOptions): ChangeWatch
   const notify = (): void => {
     if (!signal.aborted) options.onChange();
   };
+  // The directories as given and as the kernel names them (a symlink in the path is resolved in
+  // the mount table); until realpath answers, as given.
+  let watched: readonly string[] = options.directories;
+  void Promise.all(options.directories.map((dir) => realpath(dir).catch(() => dir))).then((real) => {
+    watched = [...new Set([...options.directories, ...real])];
+  });
   const directories = new Map<string, FSWatcher>();
   // (Re)watches every directory: a mount on a directory itself hides the inode inotify watched.
   const watchDirectories = (): void => {
@@ -70,10 +79,15 @@ export function watchLinuxChanges(options: LinuxChangeWatchOptions): ChangeWatch
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     stderr = (stderr + chunk).slice(-STDERR_KEPT);
   });
-  // Each chunk is one or more changes; the lines' content does not matter (nothing is buffered).
-  child.stdout.on('data', () => {
-    watchDirectories();
-    notify();
+  // One line per change: `ACTION TARGET [OLD-TARGET]`. Only changes at, above or below a watched
+  // directory are news; on a node kubelet mounts every pod's volumes elsewhere, and each of those
+  // would otherwise cost a discovery pass.
+  const lines = new MountChangeLines();
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    if (lines.push(chunk).some((targets) => mountChangeConcerns(targets, watched))) {
+      watchDirectories();
+      notify();
+    }
   });
   const stop = (): void => {
     child.kill('SIGTERM');
@@ -127,4 +141,46 @@ async function opened(pid: number, signal: AbortSignal): Promise<void> {
     }
     await delay(2, undefined, { signal }).catch(() => undefined);
   }
+}
+
+/**
+ * Splits findmnt's output into changes, each the paths it names (target, and old target of a move
+ * or unmount), decoded from `--raw`'s `\xHH` escapes. A line that cannot be read is an empty list,
+ * which concerns every directory: when in doubt, a pass.
+ */
+export class MountChangeLines {
+  private partial = '';
+
+  push(chunk: string): (readonly string[])[] {
+    const text = this.partial + chunk;
+    const parts = text.split('\n');
+    this.partial = parts.pop() ?? '';
+    const changes = parts.filter((line) => line !== '').map(changedPaths);
+    if (this.partial.length > LINE_LIMIT) {
+      this.partial = '';
+      changes.push([]);
+    }
+    return changes;
+  }
+}
+
+function changedPaths(line: string): readonly string[] {
+  const [action, ...paths] = line.split(' ');
+  if (action === undefined || !/^[a-z]+$/u.test(action)) return [];
+  const decoded = paths.filter((p) => p !== '').map(decodeRaw);
+  return decoded.every((p) => p.startsWith('/')) ? decoded : [];
+}
+
+/** findmnt --raw writes unsafe bytes (space, newline, backslash, non-ASCII in the C locale) as \xHH. */
+function decodeRaw(text: string): string {
+  if (!text.includes('\\')) return text;
+  const bytes: number[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const hex = text[i] === '\\' ? /^x([0-9a-fA-F]{2})/u.exec(text.slice(i + 1, i + 4)) : null;
+    if (hex?.[1] !== undefined) {
+      bytes.push(Number.parseInt(hex[1], 16));
+      i += 3;
+    } else bytes.push(...Buffer.from(text[i] ?? '', 'utf8'));
+  }
+  return Buffer.from(bytes).toString('utf8');
 }

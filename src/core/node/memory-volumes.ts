@@ -8,8 +8,9 @@
 //   compared as exact strings; the table lists mounts in mount order;
 // - filesystemCapacity answers for the filesystem on top at the path (the last mounted one
 //   whose mount point contains it).
-// - watchChanges reports every mount-table change and entries created or removed directly in a
-//   watched directory (not capacity or size changes), on a microtask after the mutation.
+// - watchChanges reports mount-table changes at, below or above a watched directory (as the
+//   kernel names it, symlinks resolved) and entries created or removed directly in a watched
+//   directory (not capacity or size changes), on a microtask after the mutation.
 // What it does not model: a mount does not hide or alias directory contents (a bind mount's target
 // is its own directory tree), permissions, and file contents.
 
@@ -17,6 +18,7 @@ import { posix } from 'node:path';
 
 import { encodeMountInfoField } from './mountinfo.js';
 import { NodeVolumeError, type NodeVolumeOperation } from './volume-error.js';
+import { mountChangeConcerns } from './volumes.js';
 import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
 import { asError } from '../unknown-values.js';
 
@@ -57,9 +59,6 @@ export interface MemoryVolumesOptions {
   /** Whether `/` is mounted (as on every real node); default true. */
   readonly rootMount?: boolean;
 }
-
-/** notify's concern for a mount-table change: every watcher. */
-const ALL_DIRECTORIES = (): boolean => true;
 
 /** The most symlinks one lookup follows before ELOOP (Linux's MAXSYMLINKS). */
 const MAX_SYMLINKS = 40;
@@ -214,7 +213,7 @@ export class MemoryVolumes implements NodeVolumes {
       this.capacities.set(device, options.capacity ?? this.defaultCapacity);
     }
     this.mounts.push({ mountPoint, root: options.root ?? '/', fsType, source: options.source ?? fsType, device });
-    this.notify(ALL_DIRECTORIES);
+    this.mountChanged(mountPoint);
     return this;
   }
 
@@ -239,7 +238,7 @@ export class MemoryVolumes implements NodeVolumes {
     const index = this.mounts.findLastIndex((m) => m.mountPoint === mountPoint);
     if (index < 0) throw this.error('mutate', path, 'EINVAL', 'not a mount point');
     this.mounts.splice(index, 1);
-    this.notify(ALL_DIRECTORIES);
+    this.mountChanged(mountPoint);
     return this;
   }
 
@@ -398,11 +397,18 @@ export class MemoryVolumes implements NodeVolumes {
     });
   }
 
-  /** Tells the watchers that watch a directory matching `concerns` (or the mount table), after the mutation. */
+  /** A mount or unmount at mountPoint: news for the watchers of a directory at, above or below it. */
+  private mountChanged(mountPoint: string): void {
+    this.notify((watched) => {
+      const found = this.lookup('mutate', watched, true);
+      return mountChangeConcerns([mountPoint], found.ok ? [watched, found.path] : [watched]);
+    });
+  }
+
+  /** Tells the watchers that watch a directory matching `concerns`, after the mutation. */
   private notify(concerns: (directory: string) => boolean): void {
     for (const watcher of this.watchers) {
-      const mountTable = concerns === ALL_DIRECTORIES;
-      if (mountTable || watcher.directories.some(concerns)) {
+      if (watcher.directories.some(concerns)) {
         queueMicrotask(() => {
           if (!watcher.signal.aborted) watcher.onChange();
         });

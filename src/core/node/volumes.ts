@@ -28,8 +28,9 @@ export interface ChangeWatchOptions {
   /** Directories whose first-level entries are watched (new entries, symlinks, removals). */
   readonly directories: readonly string[];
   /**
-   * Called when the mount table or a watched directory may have changed. May be spurious and may
-   * come in bursts: the caller coalesces. Never called after the signal aborted.
+   * Called when a watched directory's entries or the mounts at, below or above a watched directory
+   * (mountChangeConcerns) may have changed; mounts elsewhere are not reported. May be spurious and
+   * may come in bursts: the caller coalesces. Never called after the signal aborted.
    */
   readonly onChange: () => void;
   /** Ends the watch and releases everything it holds (child process, inotify watches). */
@@ -59,4 +60,18 @@ export interface NodeVolumes {
   blockDeviceCapacity(path: string): Promise<number>;
   /** Reports changes of the mount table and of directories' entries as they happen, until the signal aborts. */
   watchChanges(options: ChangeWatchOptions): ChangeWatch;
+}
+
+/**
+ * Whether a mount-table change naming `paths` can change what discovery sees in `directories`: a
+ * mount at, below or above one of them (a mount over a parent hides it). No paths: unknown, so yes.
+ */
+export function mountChangeConcerns(paths: readonly string[], directories: readonly string[]): boolean {
+  if (paths.length === 0) return true;
+  return paths.some((path) => directories.some((dir) => isSameOrBelow(path, dir) || isSameOrBelow(dir, path)));
+}
+
+function isSameOrBelow(path: string, dir: string): boolean {
+  if (path === dir) return true;
+  return path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }

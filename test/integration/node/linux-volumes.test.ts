@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 
 import { LinuxVolumes, decodeDeviceNumber } from '../../../src/core/node/linux-volumes.js';
 import { NodeVolumeError } from '../../../src/core/node/volume-error.js';
@@ -107,11 +108,13 @@ describe('LinuxVolumes on a real node', { skip }, () => {
     cleanup.run();
   });
 
-  it('reports mount-table changes through one findmnt child, which is gone once the watch is done', async () => {
+  it('reports mount-table changes at its directories through one findmnt child, which is gone once the watch is done', async () => {
     const abort = new AbortController();
     let reports = 0;
+    const discovery = join(dir, 'discovery dir');
+    mkdirSync(discovery);
     const watch = volumes.watchChanges({
-      directories: [],
+      directories: [discovery],
       signal: abort.signal,
       onChange: () => {
         reports++;
@@ -120,8 +123,13 @@ describe('LinuxVolumes on a real node', { skip }, () => {
     assert.deepEqual(await watch.ready, { ok: true });
     const children = findmntChildren();
     assert.equal(children.length, 1, `one findmnt child: ${children.join(',')}`);
-    mountTmpfs(cleanup, join(dir, 'watched'), FS_BYTES);
-    await waitFor(() => reports > 0, 'the mount reported');
+    // A mount elsewhere (kubelet mounting a pod's volumes) is not news for discovery. Unfiltered,
+    // findmnt's line arrives within milliseconds; half a second of silence says it was dropped.
+    mountTmpfs(cleanup, join(dir, 'elsewhere'), FS_BYTES);
+    await delay(500);
+    assert.equal(reports, 0, 'a mount outside the directories is not reported');
+    mountTmpfs(cleanup, join(discovery, 'disk 1'), FS_BYTES);
+    await waitFor(() => reports > 0, 'the mount in the discovery directory reported');
     abort.abort();
     assert.deepEqual(await watch.done, { ok: true });
     assert.deepEqual(findmntChildren(), [], 'the findmnt child was stopped');
