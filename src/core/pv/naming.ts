@@ -1,18 +1,39 @@
 // Names and identities exactly as upstream computes them (pkg/common, pkg/discovery).
 
+const utf8 = new TextEncoder();
+
 /** FNV-1a 32-bit over the UTF-8 bytes, as Go's hash/fnv New32a. */
 export function fnv1a32(text: string): number {
   let hash = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) {
-    hash ^= byte;
-    hash = Math.imul(hash, 0x01000193) >>> 0;
+  // ASCII (nearly every path) is its own UTF-8: no encoding, no copy.
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code >= 0x80) return fnv1a32Bytes(utf8.encode(text));
+    hash = Math.imul(hash ^ code, 0x01000193) >>> 0;
   }
   return hash >>> 0;
 }
 
+function fnv1a32Bytes(bytes: Uint8Array): number {
+  let hash = 0x811c9dc5;
+  for (const byte of bytes) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash >>> 0;
+}
+
+/** Names already computed: every pass names every entry again (bounded: cleared when full). */
+const names = new Map<string, string>();
+const NAMES_KEPT = 16_384;
+
 /** `local-pv-` + lowercase hex of FNV-1a-32(entry + node + class), no zero padding. */
 export function persistentVolumeName(entryName: string, nodeName: string, className: string): string {
-  return `local-pv-${fnv1a32(entryName + nodeName + className).toString(16)}`;
+  const key = `${entryName}\u0000${nodeName}\u0000${className}`;
+  let name = names.get(key);
+  if (name === undefined) {
+    if (names.size >= NAMES_KEPT) names.clear();
+    name = `local-pv-${fnv1a32(entryName + nodeName + className).toString(16)}`;
+    names.set(key, name);
+  }
+  return name;
 }
 
 export const PROVISIONED_BY_ANNOTATION = 'pv.kubernetes.io/provisioned-by';

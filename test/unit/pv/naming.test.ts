@@ -35,6 +35,24 @@ describe('PV names and provisioner identity (upstream golden values)', () => {
 
   it('hashes UTF-8 bytes, as Go does', () => {
     assert.equal(fnv1a32('é'), fnv1a32Bytes([0xc3, 0xa9]));
+    // The ASCII fast path and the encoded path agree with the byte-wise reference on any text.
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), (text) => {
+        assert.equal(fnv1a32(text), fnv1a32Bytes([...new TextEncoder().encode(text)]));
+      }),
+    );
+  });
+
+  it('names stay the same however often and however many are asked (the cache is bounded)', () => {
+    const first = persistentVolumeName('disk1', 'node-a', 'fast');
+    for (let i = 0; i < 20_000; i++) persistentVolumeName(`v${String(i)}`, 'node-a', 'fast');
+    assert.equal(persistentVolumeName('disk1', 'node-a', 'fast'), first);
+    assert.equal(
+      persistentVolumeName('disk1', 'node-a', 'fast'),
+      `local-pv-${fnv1a32('disk1node-afast').toString(16)}`,
+    );
+    // The parts are kept apart in the cache key: another split of the same text is the same name, as upstream's.
+    assert.equal(persistentVolumeName('disk1n', 'ode-a', 'fast'), first);
   });
 
   it('names the provisioner with or without the node UID', () => {
