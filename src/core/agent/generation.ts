@@ -91,8 +91,6 @@ export class Generation {
   private pendingTrigger = false;
   private passes = 0;
   private lastPass: PassSummary | undefined;
-  /** parseQuantity of the capacities seen, for the gauges every pass sums. */
-  private readonly capacities = new Map<string, number>();
   private synced = false;
   private ready = false;
   private taintRemoved = false;
@@ -399,17 +397,6 @@ export class Generation {
     for (const k of current) this.reported.add(k);
   }
 
-  /** parseQuantity of a PV's capacity; the few distinct values are kept (the gauges sum them every pass). */
-  private capacityBytes(quantity: string): number {
-    let bytes = this.capacities.get(quantity);
-    if (bytes === undefined) {
-      if (this.capacities.size >= 1024) this.capacities.clear();
-      bytes = parseQuantity(quantity);
-      this.capacities.set(quantity, bytes);
-    }
-    return bytes;
-  }
-
   private updateVolumeGauges(): void {
     const { metrics } = this.deps;
     metrics.capacityBytes.reset();
@@ -420,7 +407,7 @@ export class Generation {
       const storageclass = pv.spec.storageClassName ?? '';
       const mode = pv.spec.volumeMode ?? 'Filesystem';
       const key = JSON.stringify([storageclass, mode]);
-      capacity.set(key, (capacity.get(key) ?? 0) + this.capacityBytes(pv.spec.capacity?.['storage'] ?? '0'));
+      capacity.set(key, (capacity.get(key) ?? 0) + parseQuantity(pv.spec.capacity?.['storage'] ?? '0'));
       const phaseKey = JSON.stringify([storageclass, pv.status?.phase ?? 'Pending']);
       phases.set(phaseKey, (phases.get(phaseKey) ?? 0) + 1);
     }
