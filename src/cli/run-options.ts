@@ -8,6 +8,7 @@ import { inClusterAddress, type Product } from './cluster-connection.js';
 import { CONFIG_DIR_ENV } from './config-dir.js';
 import type { RunAgentProcessOptions } from './run-agent.js';
 import { errorMessage } from '../core/unknown-values.js';
+import type { DurationFloor } from './duration-flag.js';
 
 /** Where a pod finds its namespace when no MY_NAMESPACE is set (the service account's projected volume). */
 const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -58,7 +59,7 @@ function isLogLevel(v: string): v is RunAgentProcessOptions['logLevel'] {
 
 export async function runAgentOptions(flags: RunFlagValues, context: RunContext): Promise<RunAgentProcessOptions> {
   const { durationFlagMs } = await import('./duration-flag.js');
-  const ms = (flag: DurationFlag): number => durationFlagMs(flag, flags[flag]);
+  const ms = (flag: DurationFlag, floor?: DurationFloor): number => durationFlagMs(flag, flags[flag], floor);
   const env = context.env;
   const sandbox = flags.sandbox;
   if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
@@ -113,7 +114,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       listenAddress: flags['listen-address'],
       metricsPath: flags['metrics-path'],
       discoveryPeriodMs: ms('discovery-period'),
-      changePollMs: durationFlagMs('change-poll-interval', flags['change-poll-interval'], 'zero-or-positive'),
+      changePollMs: ms('change-poll-interval', 'zero-or-positive'),
       createConcurrency: flags['create-concurrency'],
       cleanupConcurrency: flags['cleanup-concurrency'],
       jobImage: env['JOB_CONTAINER_IMAGE'],

@@ -20,20 +20,9 @@ function fnv1a32Bytes(bytes: Uint8Array): number {
   return hash >>> 0;
 }
 
-/** Names already computed: every pass names every entry again (bounded: cleared when full). */
-const names = new Map<string, string>();
-const NAMES_KEPT = 16_384;
-
 /** `local-pv-` + lowercase hex of FNV-1a-32(entry + node + class), no zero padding. */
 export function persistentVolumeName(entryName: string, nodeName: string, className: string): string {
-  const key = `${entryName}\u0000${nodeName}\u0000${className}`;
-  let name = names.get(key);
-  if (name === undefined) {
-    if (names.size >= NAMES_KEPT) names.clear();
-    name = `local-pv-${fnv1a32(entryName + nodeName + className).toString(16)}`;
-    names.set(key, name);
-  }
-  return name;
+  return `local-pv-${fnv1a32(entryName + nodeName + className).toString(16)}`;
 }
 
 export const PROVISIONED_BY_ANNOTATION = 'pv.kubernetes.io/provisioned-by';
