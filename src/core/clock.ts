@@ -97,6 +97,12 @@ export class ManualClock implements Clock {
   }
 }
 
+/**
+ * The reason to abort a timer that nobody waits for any more. `abort()` without a reason builds a
+ * DOMException with its stack every time: on an idle agent, every pass and config check did.
+ */
+export const TIMER_NOT_NEEDED: Error = new Error('the timer is no longer needed');
+
 /** Waits for `promise` at most `ms` on `clock` (or until `abandon` aborts): its value, or `{ ok: false }` when time ran out first. */
 export async function within<T>(
   clock: Clock,
@@ -106,9 +112,9 @@ export async function within<T>(
 ): Promise<{ ok: true; value: T } | { ok: false }> {
   const timer = new AbortController();
   const onAbandon = (): void => {
-    timer.abort();
+    timer.abort(TIMER_NOT_NEEDED);
   };
-  if (abandon?.aborted) timer.abort();
+  if (abandon?.aborted) timer.abort(TIMER_NOT_NEEDED);
   abandon?.addEventListener('abort', onAbandon, { once: true });
   try {
     return await Promise.race([
@@ -120,6 +126,6 @@ export async function within<T>(
     ]);
   } finally {
     abandon?.removeEventListener('abort', onAbandon);
-    timer.abort();
+    timer.abort(TIMER_NOT_NEEDED);
   }
 }

@@ -183,6 +183,7 @@ export class Agent implements AdminTarget {
         if (entry.state === 'succeeded' || entry.state === 'failed') this.current.trigger();
       },
     });
+    this.metrics.managedPersistentVolumes = () => (this.generations > 0 ? this.current.persistentVolumes.list() : []);
     this.metrics.cleanupStats = () => ({
       running: this.cleanups.count('running'),
       succeeded: this.cleanups.succeededTotal,

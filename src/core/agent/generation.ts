@@ -2,7 +2,7 @@
 // loop and its change detector. Everything it starts is stopped by its AbortSignal; a reload
 // (run issue) stops one generation and starts the next.
 import { createHash } from 'node:crypto';
-import { isAborted } from '../clock.js';
+import { isAborted, TIMER_NOT_NEEDED } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { durationToMilliseconds } from '../config/duration.js';
 import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
@@ -10,7 +10,6 @@ import type { ClassProblem, DiscoveryPlan, SkippedEntry } from '../discovery/pla
 import { publishVolumes } from '../discovery/publish.js';
 import type { Node, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
-import { parseQuantity } from '../kube/quantity.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { removeStartupTaint } from './taint.js';
@@ -235,7 +234,7 @@ export class Generation {
     if (this.pendingTrigger || signal.aborted) return;
     const timer = new AbortController();
     const stop = (): void => {
-      timer.abort();
+      timer.abort(TIMER_NOT_NEEDED);
     };
     signal.addEventListener('abort', stop, { once: true });
     try {
@@ -248,7 +247,7 @@ export class Generation {
     } finally {
       this.wake = undefined;
       signal.removeEventListener('abort', stop);
-      timer.abort();
+      timer.abort(TIMER_NOT_NEEDED);
     }
   }
 
@@ -347,7 +346,6 @@ export class Generation {
       result: plan.classProblems.length > 0 || published.failed.length > 0 ? 'problems' : 'ok',
     });
     this.report(plan.skipped, plan.classProblems);
-    this.updateVolumeGauges();
     const cpu = host.cpuUsage(cpuStart);
     logger.log('debug', 'discovery pass', {
       entries: plan.entries,
@@ -395,30 +393,6 @@ export class Generation {
     }
     this.reported.clear();
     for (const k of current) this.reported.add(k);
-  }
-
-  private updateVolumeGauges(): void {
-    const { metrics } = this.deps;
-    metrics.capacityBytes.reset();
-    metrics.managedVolumes.reset();
-    const capacity = new Map<string, number>();
-    const phases = new Map<string, number>();
-    for (const pv of this.persistentVolumes.list()) {
-      const storageclass = pv.spec.storageClassName ?? '';
-      const mode = pv.spec.volumeMode ?? 'Filesystem';
-      const key = JSON.stringify([storageclass, mode]);
-      capacity.set(key, (capacity.get(key) ?? 0) + parseQuantity(pv.spec.capacity?.['storage'] ?? '0'));
-      const phaseKey = JSON.stringify([storageclass, pv.status?.phase ?? 'Pending']);
-      phases.set(phaseKey, (phases.get(phaseKey) ?? 0) + 1);
-    }
-    for (const [key, bytes] of capacity) {
-      const [storageclass = '', mode = ''] = JSON.parse(key) as string[];
-      metrics.capacityBytes.set({ storageclass, mode }, bytes);
-    }
-    for (const [key, n] of phases) {
-      const [storageclass = '', phase = ''] = JSON.parse(key) as string[];
-      metrics.managedVolumes.set({ storageclass, phase }, n);
-    }
   }
 
   /**

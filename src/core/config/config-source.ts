@@ -185,7 +185,8 @@ export async function statFingerprint(
     return `${name}\0${String(info.dev)}:${String(info.ino)}:${String(info.mode)}:${String(info.size)}:${String(info.mtimeNs)}:${String(info.ctimeNs)}`;
   });
   if (racy) return `racy:${String(++racyProbes)}`;
-  return `stat:${createHash('sha256').update(parts.join('\n')).digest('hex')}`;
+  // Compared for equality only, and with the last probe only: the stats themselves, unhashed.
+  return `stat:${parts.join('\n')}`;
 }
 
 /** Reads a directory or file (readSourceBytes) into a SourceRead. */

@@ -45,7 +45,7 @@ import type { Stats } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
-import type { Clock } from '../clock.js';
+import { TIMER_NOT_NEEDED, type Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { asError, errnoCode, errorMessage } from '../unknown-values.js';
 import { DirectoryConfigSource, sourceLabel } from './config-source.js';
@@ -686,7 +686,7 @@ export class ConfigWatcher {
         });
       });
     } finally {
-      timeout.abort();
+      timeout.abort(TIMER_NOT_NEEDED);
     }
   }
 

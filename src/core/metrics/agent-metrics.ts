@@ -1,5 +1,7 @@
 // The agent's metrics. Names and labels of upstream's series are kept (sig-storage-local-static-
 // provisioner pkg/metrics); the capacity gauge's meaning is fixed (docs/migration-from-upstream.md).
+import type { PersistentVolume } from '../kube/objects.js';
+import { parseQuantity } from '../kube/quantity.js';
 import type { Counter, Gauge, Histogram } from './registry.js';
 import { registerProcessMetrics } from './process-metrics.js';
 import { MetricsRegistry } from './registry.js';
@@ -27,6 +29,28 @@ export interface AgentMetrics {
   readonly eventsDropped: Counter;
   /** Where the proctable gauges read their values (the process-level cleanup table). */
   cleanupStats: () => { running: number; succeeded: number; failed: number };
+  /**
+   * Where the capacity and managed-volume gauges read this node's PVs at scrape time (the serving
+   * generation's cache): an idle pass computes nothing for an agent nobody scrapes.
+   */
+  managedPersistentVolumes: () => Iterable<PersistentVolume>;
+}
+
+/** Sums per (storage class, second label) of this node's PVs, for the two volume gauges. */
+function volumeTotals(
+  pvs: Iterable<PersistentVolume>,
+  second: (pv: PersistentVolume) => string,
+  value: (pv: PersistentVolume) => number,
+): Map<string, Map<string, number>> {
+  const totals = new Map<string, Map<string, number>>();
+  for (const pv of pvs) {
+    const storageclass = pv.spec.storageClassName ?? '';
+    let row = totals.get(storageclass);
+    if (row === undefined) totals.set(storageclass, (row = new Map<string, number>()));
+    const key = second(pv);
+    row.set(key, (row.get(key) ?? 0) + value(pv));
+  }
+  return totals;
 }
 
 export function createAgentMetrics(
@@ -37,6 +61,7 @@ export function createAgentMetrics(
   const holder: { metrics?: AgentMetrics } = {};
   const stats = (): { running: number; succeeded: number; failed: number } =>
     holder.metrics?.cleanupStats() ?? { running: 0, succeeded: 0, failed: 0 };
+  const managed = (): Iterable<PersistentVolume> => holder.metrics?.managedPersistentVolumes() ?? [];
   registry.gauge('local_volume_provisioner_proctable_running', 'In-process cleanups running.', [], (g) => {
     g.set({}, stats().running);
   });
@@ -73,6 +98,15 @@ export function createAgentMetrics(
       `${P}_persistentvolume_capacity_bytes`,
       'Capacity of the PersistentVolumes this agent manages, per storage class and volume mode.',
       ['storageclass', 'mode'],
+      (g) => {
+        g.reset();
+        const totals = volumeTotals(
+          managed(),
+          (pv) => pv.spec.volumeMode ?? 'Filesystem',
+          (pv) => parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
+        );
+        for (const [storageclass, row] of totals) for (const [mode, bytes] of row) g.set({ storageclass, mode }, bytes);
+      },
     ),
     apiRequests: registry.counter(`${P}_apiserver_requests_total`, 'PersistentVolume API requests.', ['method']),
     apiRequestsFailed: registry.counter(
@@ -100,6 +134,15 @@ export function createAgentMetrics(
       `${P}_managed_persistentvolumes`,
       'PersistentVolumes of this node, by storage class and phase.',
       ['storageclass', 'phase'],
+      (g) => {
+        g.reset();
+        const totals = volumeTotals(
+          managed(),
+          (pv) => pv.status?.phase ?? 'Pending',
+          () => 1,
+        );
+        for (const [storageclass, row] of totals) for (const [phase, n] of row) g.set({ storageclass, phase }, n);
+      },
     ),
     deleteTotal: registry.counter(
       `${P}_persistentvolume_delete_total`,
@@ -122,6 +165,7 @@ export function createAgentMetrics(
       [],
     ),
     cleanupStats: () => ({ running: 0, succeeded: 0, failed: 0 }),
+    managedPersistentVolumes: () => [],
     adoptedVolumes: registry.counter(
       `${P}_adopted_persistentvolumes_total`,
       'Upstream-created PersistentVolumes labelled for this agent.',

@@ -8,8 +8,12 @@ import { monitorEventLoopDelay, PerformanceObserver, type ELDHistogram } from 'n
 import type { Gauge, Histogram, MetricsRegistry } from './registry.js';
 import type { ProcessHost } from '../process-host.js';
 
-/** Event-loop delay sampling: one timer every 100 ms (prom-client's 10 ms costs ~5 ms of CPU a second idle). */
-const EVENT_LOOP_RESOLUTION_MS = 100;
+/**
+ * Event-loop delay sampling: one timer a second, started by the first scrape. Every wake-up of an
+ * idle agent costs CPU on every node: prom-client's 10 ms timer ~5 ms of CPU a second, 100 ms
+ * about a quarter of the idle agent's CPU (docs/benchmarks.md); an agent nobody scrapes pays none.
+ */
+const EVENT_LOOP_RESOLUTION_MS = 1000;
 /** prom-client's GC buckets. */
 const GC_BUCKETS = [0.001, 0.01, 0.1, 1, 2, 5];
 
@@ -48,12 +52,20 @@ function maxFds(): number | undefined {
 }
 
 /** Samplers shared by every registry of the process (they measure the process, not a registry). */
-let sampling: { readonly delay: ELDHistogram; readonly gc: Set<WeakRef<Histogram>> } | undefined;
+let gcSampling: Set<WeakRef<Histogram>> | undefined;
+let delaySampling: ELDHistogram | undefined;
 
-function startSampling(): NonNullable<typeof sampling> {
-  if (sampling !== undefined) return sampling;
-  const delay = monitorEventLoopDelay({ resolution: EVENT_LOOP_RESOLUTION_MS });
-  delay.enable();
+/** The event-loop delay sampler, started on first use (the first scrape). */
+function eventLoopDelay(): ELDHistogram {
+  if (delaySampling === undefined) {
+    delaySampling = monitorEventLoopDelay({ resolution: EVENT_LOOP_RESOLUTION_MS });
+    delaySampling.enable();
+  }
+  return delaySampling;
+}
+
+function startGcSampling(): Set<WeakRef<Histogram>> {
+  if (gcSampling !== undefined) return gcSampling;
   // Weak: a registry that is gone (a test's agent) takes its histogram with it.
   const gc = new Set<WeakRef<Histogram>>();
   const observer = new PerformanceObserver((list) => {
@@ -69,8 +81,8 @@ function startSampling(): NonNullable<typeof sampling> {
     }
   });
   observer.observe({ entryTypes: ['gc'] });
-  sampling = { delay, gc };
-  return sampling;
+  gcSampling = gc;
+  return gc;
 }
 
 export function registerProcessMetrics(
@@ -78,7 +90,7 @@ export function registerProcessMetrics(
   options: { readonly startTimeSeconds: number; readonly host: ProcessHost },
 ): void {
   const { host } = options;
-  const { delay, gc } = startSampling();
+  const gc = startGcSampling();
   registry.counterFunc('process_cpu_user_seconds_total', 'Total user CPU time spent in seconds.', () => {
     return host.cpuUsage().user / 1e6;
   });
@@ -133,7 +145,8 @@ export function registerProcessMetrics(
   );
   // No nodejs_heap_space_*: they need node:v8, whose import alone costs ~2 MiB and ~50 ms.
 
-  // Event-loop delay since the previous scrape (the sampler is reset after each, as prom-client does).
+  // Event-loop delay since the previous scrape (the sampler is reset after each, as prom-client
+  // does); the first scrape starts the sampler and reports zeros.
   let window: { min: number; max: number; mean: number; stddev: number; p50: number; p90: number; p99: number } = {
     min: 0,
     max: 0,
@@ -149,6 +162,7 @@ export function registerProcessMetrics(
     'Lag of event loop in seconds (mean since the last scrape).',
     [],
     (g) => {
+      const delay = eventLoopDelay();
       window = {
         min: seconds(delay.min),
         max: seconds(delay.max),

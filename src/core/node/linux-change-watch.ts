@@ -17,6 +17,8 @@ export interface LinuxChangeWatchOptions extends ChangeWatchOptions {
   readonly findmnt: string;
   /** The mount table discovery reads; only /proc/self/mountinfo has change events. */
   readonly mountInfoPath: string;
+  /** Any output of findmnt (a mount-table change, whether or not it concerns the directories). */
+  readonly onMountTableChange?: () => void;
 }
 
 export const PROC_MOUNTINFO = '/proc/self/mountinfo';
@@ -84,6 +86,7 @@ export function watchLinuxChanges(options: LinuxChangeWatchOptions): ChangeWatch
   // would otherwise cost a discovery pass.
   const lines = new MountChangeLines();
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    options.onMountTableChange?.();
     if (lines.push(chunk).some((targets) => mountChangeConcerns(targets, watched))) {
       watchDirectories();
       notify();

@@ -2,6 +2,7 @@
 // entries, statfs for filesystem sizes and sysfs for block device sizes. Nothing here spawns a
 // process (upstream runs `blockdev --getsize64` once per block device; we read sysfs instead).
 
+import { readFileSync } from 'node:fs';
 import { lstat, readFile, readdir, realpath, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -18,7 +19,18 @@ export interface LinuxVolumesOptions {
   readonly sysRoot?: string;
   /** The util-linux findmnt that reports mount-table changes; default `findmnt` from PATH. */
   readonly findmnt?: string;
+  /** Reads the mount table's text; default a synchronous read (tests count the reads). */
+  readonly readMountTable?: (path: string) => string;
+  /** Longest time an unchanged mount table is answered from memory while a change watch runs; default 60 s. */
+  readonly mountTableMaxAgeMs?: number;
 }
+
+/**
+ * procfs makes a page of text per read(2): an asynchronous read of a table of 1,000 mounts is 50
+ * threadpool round trips, each a wake-up of the event loop; a synchronous one is the same 50 reads
+ * in one go. procfs answers from memory, so the loop waits for no device.
+ */
+const readMountTableSync = (path: string): string => readFileSync(path, 'utf8');
 
 /** sysfs reports block device sizes in 512-byte sectors whatever the device's block size. */
 export const SECTOR_BYTES = 512;
@@ -54,35 +66,84 @@ export class LinuxVolumes implements NodeVolumes {
   readonly mountInfoPath: string;
   readonly sysRoot: string;
   readonly findmnt: string;
-  /** The last mount table read and its parse: an unchanged table (every idle pass) is not parsed again. */
-  private lastMountTable: { readonly text: string; readonly entries: readonly MountInfoEntry[] } | undefined;
+  private readonly readMountTable: (path: string) => string;
+  private readonly mountTableMaxAgeMs: number;
+  /**
+   * The last mount table read, its parse, and the mount-table epoch it was read in. The epoch
+   * moves on every change a running findmnt reports (anywhere, not only the changes that start a
+   * pass) and whenever a watch starts or ends: while a watch runs and the epoch has not moved, the
+   * table is the one the kernel has, and an idle pass does not read it again.
+   */
+  private lastMountTable:
+    | {
+        readonly text: string;
+        readonly entries: readonly MountInfoEntry[];
+        readonly epoch: number;
+        readonly at: number;
+      }
+    | undefined;
+  private mountTableEpoch = 0;
+  private runningMountWatches = 0;
 
   constructor(options: LinuxVolumesOptions = {}) {
     this.mountInfoPath = options.mountInfoPath ?? PROC_MOUNTINFO;
     this.sysRoot = options.sysRoot ?? '/sys';
     this.findmnt = options.findmnt ?? 'findmnt';
+    this.readMountTable = options.readMountTable ?? readMountTableSync;
+    this.mountTableMaxAgeMs = options.mountTableMaxAgeMs ?? 60_000;
   }
 
   /** A long-lived `findmnt --poll` child for the mount table, inotify for the directories. */
   watchChanges(options: ChangeWatchOptions): ChangeWatch {
-    return watchLinuxChanges({ ...options, findmnt: this.findmnt, mountInfoPath: this.mountInfoPath });
+    const watch = watchLinuxChanges({
+      ...options,
+      findmnt: this.findmnt,
+      mountInfoPath: this.mountInfoPath,
+      onMountTableChange: () => {
+        this.mountTableEpoch++;
+      },
+    });
+    void watch.ready.then((outcome) => {
+      if (!outcome.ok) return;
+      this.runningMountWatches++;
+      this.mountTableEpoch++;
+      void watch.done.then(() => {
+        this.runningMountWatches--;
+        this.mountTableEpoch++;
+      });
+    });
+    return watch;
   }
 
-  async mountPoints(): Promise<readonly MountInfoEntry[]> {
+  mountPoints(): Promise<readonly MountInfoEntry[]> {
+    const epoch = this.mountTableEpoch;
+    const now = performance.now();
+    const last = this.lastMountTable;
+    if (
+      last !== undefined &&
+      this.runningMountWatches > 0 &&
+      last.epoch === epoch &&
+      now - last.at < this.mountTableMaxAgeMs
+    ) {
+      return Promise.resolve(last.entries);
+    }
     let text: string;
     try {
-      text = await readFile(this.mountInfoPath, 'utf8');
+      text = this.readMountTable(this.mountInfoPath);
     } catch (error) {
-      throw wrapSystemError('mountPoints', this.mountInfoPath, error);
+      return Promise.reject(wrapSystemError('mountPoints', this.mountInfoPath, error));
     }
-    if (this.lastMountTable?.text === text) return this.lastMountTable.entries;
+    if (last?.text === text) {
+      this.lastMountTable = { ...last, epoch, at: now };
+      return Promise.resolve(last.entries);
+    }
     try {
       const entries = parseMountInfo(text);
-      this.lastMountTable = { text, entries };
-      return entries;
+      this.lastMountTable = { text, entries, epoch, at: now };
+      return Promise.resolve(entries);
     } catch (error) {
       const detail = errorMessage(error);
-      throw new NodeVolumeError('mountPoints', this.mountInfoPath, 'EINVAL', detail, { cause: error });
+      return Promise.reject(new NodeVolumeError('mountPoints', this.mountInfoPath, 'EINVAL', detail, { cause: error }));
     }
   }
 

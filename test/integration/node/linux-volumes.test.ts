@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -133,6 +133,70 @@ describe('LinuxVolumes on a real node', { skip }, () => {
     abort.abort();
     assert.deepEqual(await watch.done, { ok: true });
     assert.deepEqual(findmntChildren(), [], 'the findmnt child was stopped');
+  });
+
+  it('reads the mount table again only after findmnt reported a change, any change, while a watch runs', async () => {
+    const table = { reads: 0 };
+    // Read through a function: the assertions below would otherwise narrow the count to a constant.
+    const readsSoFar = (): number => table.reads;
+    const counted = new LinuxVolumes({
+      readMountTable: (path) => {
+        table.reads++;
+        return readFileSync(path, 'utf8');
+      },
+    });
+    const mounted = async (path: string): Promise<boolean> =>
+      (await counted.mountPoints()).some((m) => m.mountPoint === path);
+    await counted.mountPoints();
+    await counted.mountPoints();
+    assert.equal(table.reads, 2, 'without a watch, every call reads the table');
+    const abort = new AbortController();
+    const watch = counted.watchChanges({ directories: [dir], signal: abort.signal, onChange: () => undefined });
+    assert.deepEqual(await watch.ready, { ok: true });
+    await delay(50); // the watch's start is an epoch of its own
+    await counted.mountPoints();
+    const settled = table.reads;
+    for (let i = 0; i < 5; i++) await counted.mountPoints();
+    assert.equal(table.reads, settled, 'an unchanged table is answered from memory');
+    // A mount outside the watched directories starts no pass, but the table changed.
+    const elsewhere = join(dir, 'cached-elsewhere');
+    mountTmpfs(cleanup, elsewhere, FS_BYTES);
+    await waitFor(() => mounted(elsewhere), 'the new mount in the table read after findmnt reported it');
+    assert.ok(readsSoFar() > settled, 'read again after the change');
+    abort.abort();
+    await watch.done;
+    await delay(10);
+    const stopped = table.reads;
+    await counted.mountPoints();
+    await counted.mountPoints();
+    assert.equal(table.reads, stopped + 2, 'once the watch ended, every call reads the table again');
+  });
+
+  it('answers from memory no longer than the maximum age while a watch runs', async () => {
+    const table = { reads: 0 };
+    const counted = new LinuxVolumes({
+      mountTableMaxAgeMs: 100,
+      readMountTable: (path) => {
+        table.reads++;
+        return readFileSync(path, 'utf8');
+      },
+    });
+    const abort = new AbortController();
+    const watch = counted.watchChanges({ directories: [dir], signal: abort.signal, onChange: () => undefined });
+    try {
+      assert.deepEqual(await watch.ready, { ok: true });
+      await delay(50);
+      await counted.mountPoints();
+      const first = table.reads;
+      await counted.mountPoints();
+      assert.equal(table.reads, first);
+      await delay(150);
+      await counted.mountPoints();
+      assert.equal(table.reads, first + 1, 'read again after the maximum age');
+    } finally {
+      abort.abort();
+      await watch.done;
+    }
   });
 
   it('says why when findmnt cannot run, so the caller can poll instead', async () => {

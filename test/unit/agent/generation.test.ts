@@ -87,7 +87,6 @@ describe('a sync-loop generation', () => {
       assert.equal(s.ready, true);
       assert.deepEqual(s.lastPass?.created, [pv.metadata.name]);
       assert.equal(t.metrics.discoveryTotal.get({ mode: 'Filesystem' }), 1);
-      assert.equal(t.metrics.capacityBytes.get({ storageclass: 'fast', mode: 'Filesystem' }), 20 * GiB);
     } finally {
       await g.stop();
     }

@@ -44,7 +44,19 @@ describe('/metrics of provisioner run (process)', () => {
         assert.equal(res.status, 200);
         return { type: res.headers.get('content-type'), text: await res.text() };
       };
-      await scrape(); // the event-loop window starts at the first scrape
+      // The event-loop sampler starts at the first scrape (an agent nobody scrapes runs no timer for
+      // it), so the first scrape has nothing recorded.
+      const lag = (text: string, stat: string): number =>
+        parsePrometheusText(text).get(`nodejs_eventloop_lag_${stat}_seconds`)?.samples[0]?.value ?? NaN;
+      assert.equal(lag((await scrape()).text, 'max'), 0);
+      // A stopped process is an event loop blocked for that long: the next scrape sees it. The
+      // sampler's first tick only sets its reference time, so the stop comes after that tick.
+      await new Promise((r) => setTimeout(r, 1500));
+      child.kill('SIGSTOP');
+      await new Promise((r) => setTimeout(r, 2500));
+      child.kill('SIGCONT');
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.ok(lag((await scrape()).text, 'max') >= 1, 'the stop is in the event-loop delay');
       const { type, text } = await scrape();
       assert.equal(type, 'text/plain; version=0.0.4; charset=utf-8');
       const families = parsePrometheusText(text);
