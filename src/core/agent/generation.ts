@@ -5,8 +5,8 @@ import { createHash } from 'node:crypto';
 import { isAborted, TIMER_NOT_NEEDED } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { durationToMilliseconds } from '../config/duration.js';
-import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
-import type { ClassProblem, DiscoveryPlan, SkippedEntry } from '../discovery/plan.js';
+import { NameVerdicts, planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
+import type { ClassProblem, DiscoveryPlan, SkippedEntry, SkipReason } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
 import type { Node, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
@@ -85,6 +85,8 @@ export class Generation {
   private readonly reclaimer: Reclaimer;
   private jobsForbiddenLogged = false;
   private readonly abort = new AbortController();
+  /** Entry names already judged by an earlier pass of this generation (same config, same node). */
+  private readonly nameVerdicts = new NameVerdicts();
   private readonly tasks: Promise<void>[] = [];
   private wake: (() => void) | undefined;
   private pendingTrigger = false;
@@ -307,6 +309,7 @@ export class Generation {
       persistentVolumes: this.persistentVolumes.list(),
       storageClass: (name) => this.storageClasses.get(name),
       cleanupInProgress: (name) => this.deps.table.inProgress(name),
+      nameVerdicts: this.nameVerdicts,
     });
     // Every write below starts after this point of the PV watch (see Reflector.upsert).
     const since = this.persistentVolumes.position();
@@ -360,15 +363,14 @@ export class Generation {
   private report(skipped: readonly SkippedEntry[], problems: readonly ClassProblem[]): void {
     const { metrics, events, logger } = this.deps;
     metrics.skippedEntries.reset();
-    const counts = new Map<string, number>();
+    const counts = new Map<string, Map<SkipReason, number>>();
     for (const s of skipped) {
-      const key = JSON.stringify([s.className, s.reason]);
-      counts.set(key, (counts.get(key) ?? 0) + 1);
+      let row = counts.get(s.className);
+      if (row === undefined) counts.set(s.className, (row = new Map<SkipReason, number>()));
+      row.set(s.reason, (row.get(s.reason) ?? 0) + 1);
     }
-    for (const [key, n] of counts) {
-      const [storageclass = '', reason = ''] = JSON.parse(key) as string[];
-      metrics.skippedEntries.set({ storageclass, reason }, n);
-    }
+    for (const [storageclass, row] of counts)
+      for (const [reason, n] of row) metrics.skippedEntries.set({ storageclass, reason }, n);
     const nodeRef = { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid };
     const current = new Set<string>();
     for (const s of skipped) {

@@ -72,6 +72,40 @@ export interface DiscoveryInput {
   readonly storageClass: (name: string) => StorageClass | undefined;
   /** True while a cleanup of this PV name runs or waits (cleanup issue); false for now. */
   readonly cleanupInProgress?: (pvName: string) => boolean;
+  /** What earlier passes decided from entry names alone (a generation's passes); the plan is the same without it. */
+  readonly nameVerdicts?: NameVerdicts;
+}
+
+/** What an entry's name alone decides, with one config and node: the same on every pass. */
+type NameVerdict =
+  | { readonly kind: 'name-pattern'; readonly path: string }
+  | { readonly kind: 'unsafe-name'; readonly path: string }
+  | { readonly kind: 'candidate'; readonly path: string; readonly hostPath: string; readonly pvName: string };
+
+const NO_VERDICTS: ReadonlyMap<string, NameVerdict> = new Map();
+
+/**
+ * The name verdicts of the last pass, per class, kept by a caller that plans again and again (a
+ * generation): an idle pass over 1,000 published entries then matches no pattern and hashes no
+ * PV name. Only the last listing's names are kept; another config or node starts afresh.
+ */
+export class NameVerdicts {
+  private config: ProvisionerConfig | undefined;
+  private nodeName: string | undefined;
+  private readonly classes = new Map<string, ReadonlyMap<string, NameVerdict>>();
+
+  previous(config: ProvisionerConfig, nodeName: string, className: string): ReadonlyMap<string, NameVerdict> {
+    if (config !== this.config || nodeName !== this.nodeName) {
+      this.config = config;
+      this.nodeName = nodeName;
+      this.classes.clear();
+    }
+    return this.classes.get(className) ?? NO_VERDICTS;
+  }
+
+  keep(className: string, verdicts: ReadonlyMap<string, NameVerdict>): void {
+    this.classes.set(className, verdicts);
+  }
 }
 
 /** Control characters would make paths ambiguous in logs, mount tables and kubelet; U+FFFD marks a name that was not valid UTF-8. */
@@ -137,9 +171,20 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
       continue;
     }
     const patterns = splitNamePattern(classConfig.namePattern);
+    const previous = input.nameVerdicts?.previous(config, node.name, className) ?? NO_VERDICTS;
+    const verdicts = new Map<string, NameVerdict>();
+    const verdictOf = (entry: string): NameVerdict => {
+      const path = joinHostPath(classConfig.mountDir, entry);
+      if (!patterns.some((p) => goFilepathMatch(p, entry))) return { kind: 'name-pattern', path };
+      if (isUnsafeName(entry)) return { kind: 'unsafe-name', path };
+      const hostPath = joinHostPath(classConfig.hostDir, entry);
+      return { kind: 'candidate', path, hostPath, pvName: persistentVolumeName(entry, node.name, className) };
+    };
     for (const entry of names) {
       entries += 1;
-      const path = joinHostPath(classConfig.mountDir, entry);
+      const verdict = previous.get(entry) ?? verdictOf(entry);
+      verdicts.set(entry, verdict);
+      const { path } = verdict;
       const skip = (reason: SkipReason, text: string, persistentVolume?: string): void => {
         skipped.push({
           className,
@@ -150,20 +195,19 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
           ...(persistentVolume !== undefined ? { persistentVolume } : {}),
         });
       };
-      if (!patterns.some((p) => goFilepathMatch(p, entry))) {
+      if (verdict.kind === 'name-pattern') {
         skip('name-pattern', `does not match namePattern "${classConfig.namePattern}"`);
         continue;
       }
-      if (isUnsafeName(entry)) {
+      if (verdict.kind === 'unsafe-name') {
         skip('unsafe-name', `name ${JSON.stringify(entry)} contains control characters or invalid UTF-8; rename it`);
         continue;
       }
-      const pvName = persistentVolumeName(entry, node.name, className);
+      const { pvName, hostPath } = verdict;
       if (byName.has(pvName)) {
         skip('already-published', 'already published', pvName);
         continue;
       }
-      const hostPath = joinHostPath(classConfig.hostDir, entry);
       const holder = byPath.get(hostPath);
       if (holder !== undefined) {
         skip('path-in-use', `path ${hostPath} is already used by PersistentVolume ${holder}`, holder);
@@ -233,6 +277,7 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
         skip('error', errorMessage(err));
       }
     }
+    input.nameVerdicts?.keep(className, verdicts);
   }
   return { create, skipped, classProblems, entries };
 }

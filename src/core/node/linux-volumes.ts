@@ -21,7 +21,7 @@ export interface LinuxVolumesOptions {
   readonly findmnt?: string;
   /** Reads the mount table's text; default a synchronous read (tests count the reads). */
   readonly readMountTable?: (path: string) => string;
-  /** Longest time an unchanged mount table is answered from memory while a change watch runs; default 60 s. */
+  /** Longest time an unchanged mount table is answered from memory while a change watch runs; default 5 min. */
   readonly mountTableMaxAgeMs?: number;
 }
 
@@ -90,7 +90,8 @@ export class LinuxVolumes implements NodeVolumes {
     this.sysRoot = options.sysRoot ?? '/sys';
     this.findmnt = options.findmnt ?? 'findmnt';
     this.readMountTable = options.readMountTable ?? readMountTableSync;
-    this.mountTableMaxAgeMs = options.mountTableMaxAgeMs ?? 60_000;
+    // findmnt reports every change; the re-read is for a findmnt that stopped reporting without exiting.
+    this.mountTableMaxAgeMs = options.mountTableMaxAgeMs ?? 300_000;
   }
 
   /** A long-lived `findmnt --poll` child for the mount table, inotify for the directories. */

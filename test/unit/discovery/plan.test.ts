@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { describe, it } from 'node:test';
 import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
-import { planDiscovery } from '../../../src/core/discovery/plan.js';
+import { NameVerdicts, planDiscovery } from '../../../src/core/discovery/plan.js';
 import type { DiscoveryPlan } from '../../../src/core/discovery/plan.js';
 import type { PersistentVolume, StorageClass } from '../../../src/core/kube/objects.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
@@ -159,5 +160,73 @@ describe('a discovery pass (plan)', () => {
     assert.match(plan.classProblems[0]?.message ?? '', /StorageClass a not found/u);
     assert.match(plan.classProblems[1]?.message ?? '', /reclaimPolicy Recycle/u);
     assert.match(plan.classProblems[2]?.message ?? '', /cannot read discovery directory \/c/u);
+  });
+});
+
+describe('name verdicts kept between passes', () => {
+  it('property: a pass with the verdicts of earlier passes plans exactly what a pass without them plans', async () => {
+    const entryName = fc.constantFrom('disk1', 'disk2', 'nvme-0', 'nvme-1', 'scsi-a', 'sda', 'bad\u0001name', 'x y');
+    // One step: the entries present in each class, and which of their PVs exist.
+    const step = fc.record({
+      fast: fc.uniqueArray(entryName, { maxLength: 6 }),
+      block: fc.uniqueArray(entryName, { maxLength: 6 }),
+      published: fc.uniqueArray(entryName, { maxLength: 4 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 5 }), async (steps) => {
+        const verdicts = new NameVerdicts();
+        for (const s of steps) {
+          const v = new MemoryVolumes();
+          v.addDirectory('/discovery/fast').addDirectory('/discovery/block');
+          v.addBlockDevice('/dev/loop7', 64 * 2 ** 20);
+          for (const e of s.fast) v.addMount(`/discovery/fast/${e}`, { capacity: 20 * GiB });
+          for (const e of s.block) v.addSymlink(`/discovery/block/${e}`, '/dev/loop7');
+          const pvs: PersistentVolume[] = s.published.map((e) => ({
+            metadata: { name: persistentVolumeName(e, NODE.name, 'fast') },
+            spec: { local: { path: `/mnt/fast/${e}` } },
+          }));
+          const input = {
+            config: TWO_CLASSES,
+            node: NODE,
+            volumes: v,
+            persistentVolumes: pvs,
+            storageClass: storageClasses(SC_FAST, SC_BLOCK),
+          };
+          const fresh = await planDiscovery(input);
+          const kept = await planDiscovery({ ...input, nameVerdicts: verdicts });
+          assert.deepEqual(kept, fresh);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('starts afresh for another config or node', async () => {
+    const verdicts = new NameVerdicts();
+    const v = node();
+    const input = {
+      config: TWO_CLASSES,
+      node: NODE,
+      volumes: v,
+      persistentVolumes: [],
+      storageClass: storageClasses(SC_FAST, SC_BLOCK),
+    };
+    await planDiscovery({ ...input, nameVerdicts: verdicts });
+    const other: NodeIdentity = { ...NODE, name: 'node-b' };
+    const kept = await planDiscovery({ ...input, node: other, nameVerdicts: verdicts });
+    const fresh = await planDiscovery({ ...input, node: other });
+    assert.deepEqual(kept, fresh);
+    assert.ok(
+      kept.create.every(
+        (c) => c.persistentVolume.metadata.name !== persistentVolumeName(c.entry, 'node-a', c.className),
+      ),
+    );
+    const narrower = config(
+      'storageClassMap:\n  fast:\n    hostDir: /mnt/fast\n    mountDir: /discovery/fast\n    namePattern: "disk*"\n  block:\n    hostDir: /dev/disk/local\n    mountDir: /discovery/block\n    volumeMode: Block\n    namePattern: "nvme-*,scsi-*"\n',
+    );
+    assert.deepEqual(
+      await planDiscovery({ ...input, config: narrower, nameVerdicts: verdicts }),
+      await planDiscovery({ ...input, config: narrower }),
+    );
   });
 });
