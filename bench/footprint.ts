@@ -130,7 +130,9 @@ function startAgent(
   };
 }
 
-async function ready(agent: Agent): Promise<{ readyMs: number; adoptionScan: { scanned: number; pages: number } }> {
+async function ready(
+  agent: Agent,
+): Promise<{ readyMs: number; port: string; adoptionScan: { scanned: number; pages: number } }> {
   let line: string | undefined;
   while (line === undefined) {
     if (agent.child.exitCode !== null) throw new Error(`agent exited: ${agent.stderr()}`);
@@ -143,7 +145,7 @@ async function ready(agent: Agent): Promise<{ readyMs: number; adoptionScan: { s
   const info = JSON.parse(line) as { listen: string; adoptionScan: { scanned: number; pages: number } };
   const port = info.listen.split(':').pop() ?? '';
   while ((await fetch(`http://127.0.0.1:${port}/ready`)).status !== 200) await delay(20);
-  return { readyMs: performance.now() - agent.spawnedAt, adoptionScan: info.adoptionScan };
+  return { readyMs: performance.now() - agent.spawnedAt, port, adoptionScan: info.adoptionScan };
 }
 
 /** A watch of this node's PVs: when each name was first seen. */
@@ -311,7 +313,9 @@ try {
   );
 
   // 4. The idle window, shared: bare node, 50 PVs (above), 1,000 PVs (restarted), 50 PVs under V8 flags.
-  const variants: { label: string; agent: Agent; pvs: number }[] = [{ label: 'agent, 50 PVs', agent: fifty, pvs: 50 }];
+  const variants: { label: string; agent: Agent; pvs: number; scrapePort?: string }[] = [
+    { label: 'agent, 50 PVs', agent: fifty, pvs: 50 },
+  ];
   const restarted = startAgent('thousand', thousandConfig, plane.kubeconfigPath);
   await ready(restarted);
   variants.push({ label: 'agent, 1,000 PVs (restarted)', agent: restarted, pvs: 1000 });
@@ -332,6 +336,23 @@ try {
     await ready(agent);
     variants.push({ label: `agent, 50 PVs, ${label}`, agent, pvs: 50 });
   }
+  // Scraped as Prometheus would (every 15 s): what a node pays whose agent is monitored (the
+  // event-loop sampler runs from the first scrape on, and each scrape renders every series).
+  {
+    const name = 'scraped';
+    const dir = volumesDir(name, 50);
+    const config = join(work, `${name}.yaml`);
+    writeFileSync(config, classYaml({ 'fp-fs': { dir } }));
+    await node(name);
+    const agent = startAgent(name, config, plane.kubeconfigPath);
+    const { port } = await ready(agent);
+    variants.push({ label: 'agent, 50 PVs, /metrics scraped every 15 s', agent, pvs: 50, scrapePort: port });
+  }
+  const scrapeAll = async (): Promise<void> => {
+    for (const v of variants)
+      if (v.scrapePort !== undefined) await (await fetch(`http://127.0.0.1:${v.scrapePort}/metrics`)).text();
+  };
+  const scraping = setInterval(() => void scrapeAll(), 15_000);
   const bare = spawn(process.execPath, ['-e', 'setInterval(()=>{},1e9)'], { stdio: 'ignore' });
   children.push(bare);
   await delay(SETTLE_SECONDS * 1000); // start-up garbage collected, JIT tiered up, PVs settled
@@ -345,6 +366,7 @@ try {
     bareRss = Math.max(bareRss, rssBytesOf(bare.pid ?? 0));
     variants.forEach((v, i) => (rssMax[i] = Math.max(rssMax[i] ?? 0, rssBytesOf(v.agent.pid))));
   }
+  clearInterval(scraping);
   const bareCpu = cpuSeconds(bare.pid ?? 0) - bareCpu0;
   rows.push(
     `| bare node, idle ${String(IDLE_SECONDS)} s (same window, after ${String(SETTLE_SECONDS)} s to settle) | CPU ${bareCpu.toFixed(2)} s, RSS ${(bareRss / MiB).toFixed(1)} MiB | 1.00 | |`,

@@ -220,6 +220,10 @@ export class Agent implements AdminTarget {
 
   private async init(): Promise<void> {
     const { deps, options } = this;
+    // Start-up round trips overlap where nothing orders them: the Node is fetched while the config
+    // is read (an invalid config still fails start-up first).
+    const nodeFetch = fetchNode(deps.cluster, deps.clock, this.logger, options.nodeName);
+    nodeFetch.catch(() => undefined);
     await this.source.start({
       changed: (by) => {
         this.watcher?.request(by);
@@ -250,26 +254,26 @@ export class Agent implements AdminTarget {
     if (!read.ok) throw read.error;
     const loaded = this.parseChecked(read.snapshot);
     for (const w of loaded.warnings) this.logger.log('warn', 'config warning', { path: w.path, detail: w.message });
-    const nodeObject = await fetchNode(deps.cluster, deps.clock, this.logger, options.nodeName);
+    const nodeObject = await nodeFetch;
     this.node = nodeIdentity(nodeObject);
     if (nodeObject.metadata.labels?.['kubernetes.io/hostname'] === undefined) {
       this.logger.log('warn', 'the Node has no kubernetes.io/hostname label; PV node affinity uses the node name', {
         node: this.node.name,
       });
     }
-    let adoption: Awaited<ReturnType<typeof adoptNodeVolumes>>;
-    try {
-      adoption = await adoptNodeVolumes(
-        { cluster: deps.cluster, logger: this.logger, metrics: this.metrics },
-        this.node,
-      );
-    } catch (err) {
+    // The adoption scan runs beside the generation's first lists and pass: a PV it labels enters
+    // the generation's node-scoped watch as ADDED, and a pass that meets one not labelled yet
+    // adopts it itself (create → AlreadyExists → adoptNodeVolume). Start-up still fails if it does.
+    const adoptionScan = adoptNodeVolumes(
+      { cluster: deps.cluster, logger: this.logger, metrics: this.metrics },
+      this.node,
+    ).catch((err: unknown) => {
       // Typically upstream's ClusterRole still in place (no list/patch of PVs): say what to grant.
       throw new StartupError(
         `cannot label the PersistentVolumes of this node that upstream created (needs list and patch on persistentvolumes): ${errorMessage(err)}`,
       );
-    }
-    this.adopted = adoption.adopted.length;
+    });
+    adoptionScan.catch(() => undefined);
     this.events = new EventRecorder({
       cluster: deps.cluster,
       clock: deps.clock,
@@ -313,6 +317,8 @@ export class Agent implements AdminTarget {
       });
     }
     this.current.start();
+    const adoption = await adoptionScan;
+    this.adopted = adoption.adopted.length;
     recordApplied(this.reloadMetrics, this.current.number, loaded.hash);
     if (this.source.status().inUse.kind === 'directory') {
       const subPath = await detectSubPathMountOnHost(options.configPath);
