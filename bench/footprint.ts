@@ -5,7 +5,7 @@
 //   2. 1,000 new volumes (real bind mounts) → all PVs, by the agent process;
 //   3. a new mount → its PV, and a new block-device symlink → its PV (the change events);
 //   4. idle CPU (utime+stime from /proc) and RSS over one window shared by bare node and agents
-//      with 50 and 1,000 PVs, and 50-PV agents under V8 flags;
+//      with 50 and 1,000 PVs, 50-PV agents under V8 flags, and a 50-PV agent scraped every 15 s;
 //   5. start-up bytes on the wire (a counting TCP proxy on loopback) with 10,000 unlabelled PVs
 //      of other nodes in the cluster, and that agent's idle RSS.
 //   6. idle RSS with --foreign-max (100,000) unlabelled PVs of other nodes.
