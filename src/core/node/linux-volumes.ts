@@ -117,34 +117,36 @@ export class LinuxVolumes implements NodeVolumes {
   }
 
   mountPoints(): Promise<readonly MountInfoEntry[]> {
+    // A throw in the executor is the rejection.
+    return new Promise((resolve) => {
+      resolve(this.currentMountTable());
+    });
+  }
+
+  /** The mount table: the one in memory while it is known unchanged, else read (see readMountTableSync). */
+  private currentMountTable(): readonly MountInfoEntry[] {
     const epoch = this.mountTableEpoch;
     const now = performance.now();
     const last = this.lastMountTable;
-    if (
-      last !== undefined &&
-      this.runningMountWatches > 0 &&
-      last.epoch === epoch &&
-      now - last.at < this.mountTableMaxAgeMs
-    ) {
-      return Promise.resolve(last.entries);
-    }
+    const unchanged = this.runningMountWatches > 0 && last?.epoch === epoch && now - last.at < this.mountTableMaxAgeMs;
+    if (unchanged) return last.entries;
     let text: string;
     try {
       text = this.readMountTable(this.mountInfoPath);
     } catch (error) {
-      return Promise.reject(wrapSystemError('mountPoints', this.mountInfoPath, error));
+      throw wrapSystemError('mountPoints', this.mountInfoPath, error);
     }
     if (last?.text === text) {
       this.lastMountTable = { ...last, epoch, at: now };
-      return Promise.resolve(last.entries);
+      return last.entries;
     }
     try {
       const entries = parseMountInfo(text);
       this.lastMountTable = { text, entries, epoch, at: now };
-      return Promise.resolve(entries);
+      return entries;
     } catch (error) {
       const detail = errorMessage(error);
-      return Promise.reject(new NodeVolumeError('mountPoints', this.mountInfoPath, 'EINVAL', detail, { cause: error }));
+      throw new NodeVolumeError('mountPoints', this.mountInfoPath, 'EINVAL', detail, { cause: error });
     }
   }
 

@@ -3,63 +3,23 @@
 // scan and the pass reaches it first; a scan the apiserver refuses still fails start-up, and
 // leaves nothing running.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { describe, it } from 'node:test';
-import { Agent } from '../../../src/core/agent/agent.js';
-import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
-import { systemClock } from '../../../src/core/clock.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
-import type { Cluster } from '../../../src/core/kube/cluster.js';
-import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
-import { MemoryLogger } from '../../../src/core/log.js';
-import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import type { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
-import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { waitFor } from '../../support/eventually.js';
-
-async function setup(): Promise<{ dir: string; cluster: MemoryCluster; volumes: MemoryVolumes; uid: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'lvp-startup-'));
-  await writeConfigMapVolume(dir, { storageClassMap: 'fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n' });
-  const cluster = new MemoryCluster();
-  await cluster.storageClasses.create({ metadata: { name: 'fast' }, provisioner: 'kubernetes.io/no-provisioner' });
-  const node = await cluster.nodes.create({
-    metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'node-a' } },
-  });
-  const volumes = new MemoryVolumes();
-  volumes.addDirectory('/mnt/fast');
-  for (const d of ['disk1', 'disk2']) volumes.addMount(`/mnt/fast/${d}`);
-  return { dir, cluster, volumes, uid: node.metadata.uid ?? '' };
-}
-
-function start(dir: string, cluster: Cluster, volumes: MemoryVolumes): Promise<Agent> {
-  return Agent.start(
-    {
-      configPath: dir,
-      nodeName: 'node-a',
-      namespace: 'default',
-      listenAddress: '127.0.0.1:0',
-      metricsPath: '/metrics',
-      discoveryPeriodMs: 3_600_000,
-      changePollMs: 0,
-      createConcurrency: 4,
-      cleanupConcurrency: 2,
-      jobImage: 'img',
-      startTimeoutMs: 2000,
-    },
-    { cluster, volumes, cleaner: new MemoryCleaner(), clock: systemClock, logger: new MemoryLogger() },
-  );
-}
+import { memoryAgentFixture, startMemoryAgent } from '../../support/memory-agent.js';
 
 describe('agent start-up', () => {
   it('adopts the upstream PV of a volume and publishes the others, with no duplicate', async () => {
-    const t = await setup();
+    const t = await memoryAgentFixture('lvp-startup-');
+    for (const d of ['disk1', 'disk2']) t.volumes.addMount(`/mnt/fast/${d}`);
     const upstream = persistentVolumeName('disk1', 'node-a', 'fast');
     await t.cluster.persistentVolumes.create({
       metadata: {
         name: upstream,
-        annotations: { 'pv.kubernetes.io/provisioned-by': `local-volume-provisioner-node-a-${t.uid}` },
+        annotations: { 'pv.kubernetes.io/provisioned-by': `local-volume-provisioner-node-a-${t.nodeUid}` },
       },
       spec: {
         capacity: { storage: '100Gi' },
@@ -76,7 +36,7 @@ describe('agent start-up', () => {
         },
       },
     });
-    const agent = await start(t.dir, t.cluster, t.volumes);
+    const agent = await startMemoryAgent(t);
     try {
       // The scan or the first pass labels it, whichever comes first (both, in a tight race: each
       // patch counts).
@@ -88,7 +48,7 @@ describe('agent start-up', () => {
       assert.equal(adopted.metadata.labels?.[NODE_LABEL], 'node-a');
       assert.equal(
         adopted.metadata.annotations?.['pv.kubernetes.io/provisioned-by'],
-        `local-volume-provisioner-node-a-${t.uid}`,
+        `local-volume-provisioner-node-a-${t.nodeUid}`,
       );
       const disk2 = persistentVolumeName('disk2', 'node-a', 'fast');
       await waitFor(
@@ -108,12 +68,14 @@ describe('agent start-up', () => {
   });
 
   it('fails when the apiserver refuses the adoption scan, naming what to grant, and leaves nothing running', async () => {
-    const t = await setup();
+    const t = await memoryAgentFixture('lvp-startup-');
+    for (const d of ['disk1', 'disk2']) t.volumes.addMount(`/mnt/fast/${d}`);
     const refusing = Object.create(t.cluster) as MemoryCluster;
     const pvs = Object.create(t.cluster.persistentVolumes) as MemoryCluster['persistentVolumes'];
     pvs.listMetadata = () => Promise.reject(new KubeApiError(403, 'Forbidden', 'persistentvolumes is forbidden'));
     Object.defineProperty(refusing, 'persistentVolumes', { value: pvs });
-    await assert.rejects(start(t.dir, refusing, t.volumes), (err: Error) => {
+    // Passes every 20 ms: a generation left running after the failure would publish disk3 at once.
+    await assert.rejects(startMemoryAgent(t, { discoveryPeriodMs: 20 }, refusing), (err: Error) => {
       assert.match(err.message, /needs list and patch on persistentvolumes/u);
       return true;
     });
