@@ -323,6 +323,8 @@ try {
   const flagSets: [string, string[], string[]][] = [
     ['node --lite-mode', ['--lite-mode'], []],
     ['node --max-opt=1 (no Maglev/TurboFan)', ['--max-opt=1'], []],
+    ['node --max-opt=2 (no TurboFan)', ['--max-opt=2'], []],
+    ['node --max-opt=2 --optimize-for-size', ['--max-opt=2', '--optimize-for-size'], []],
     ['node --optimize-for-size', ['--optimize-for-size'], []],
     ['--config-sync-period=1h (no config content poll)', [], ['--config-sync-period=1h']],
   ];

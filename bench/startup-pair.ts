@@ -1,0 +1,194 @@
+// Start-up of `provisioner run` under variants of node flags, paired: every round starts each
+// variant once (order alternating) beside bare node's start → first line, each start with a new
+// Node and the same discovery directory of --volumes bind mounts, on one real apiserver. Prints
+// per variant the median spawn → first PV (or → all PVs with --volumes > 1) and the CPU the
+// agent used by then; with --marks, one more start of the first variant under
+// bench/startup-marks.mjs, and its timeline (requests, TLS, spawns, log lines).
+//
+// Usage (as root, after `npm run build`): node dist/bench/startup-pair.js [--rounds 15]
+//   [--volumes 1] [--variant "<node flags>" ...] [--marks]
+// No --variant: the image's command line alone. `--variant ""` is that command line too.
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
+import { RestCluster } from '../src/core/kube/rest-cluster.js';
+import { NODE_LABEL } from '../src/core/pv/naming.js';
+import { startControlPlane } from '../test/support/control-plane.js';
+import { Cleanup, bindMount, mountTmpfs } from '../test/support/real-node.js';
+import { kubeBinDir, REPO_ROOT as root } from './support.js';
+
+const MiB = 2 ** 20;
+function option(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : undefined;
+}
+const ROUNDS = Number(option('rounds') ?? 15);
+const VOLUMES = Number(option('volumes') ?? 1);
+const variants = process.argv.flatMap((a, i) => (a === '--variant' ? [process.argv[i + 1] ?? ''] : []));
+if (variants.length === 0) variants.push('');
+const IMAGE_NODE_OPTIONS = /^ENV NODE_OPTIONS=(.*)$/mu.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1] ?? '';
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? (s[(s.length - 1) / 2] ?? NaN) : ((s[s.length / 2 - 1] ?? 0) + (s[s.length / 2] ?? 0)) / 2;
+};
+/** utime + stime of a live process, in ms (10 ms ticks). */
+function cpuMs(pid: number): number {
+  const fields =
+    readFileSync(`/proc/${String(pid)}/stat`, 'utf8')
+      .split(') ')[1]
+      ?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+const cleanup = new Cleanup();
+const work = mkdtempSync(join(tmpdir(), 'lvp-startup-pair-'));
+cleanup.defer(`remove ${work}`, () => {
+  rmSync(work, { recursive: true, force: true });
+});
+const plane = await startControlPlane({ binDir: kubeBinDir(), etcdCompactionIntervalSeconds: 300 });
+
+/** When each PV of the node first showed up (performance.now()), from a list and a watch. */
+function watchPvs(cluster: RestCluster, node: string, signal: AbortSignal): Map<string, number> {
+  const seen = new Map<string, number>();
+  void (async () => {
+    while (!signal.aborted) {
+      try {
+        const list = await cluster.persistentVolumes.list({ labelSelector: `${NODE_LABEL}=${node}` });
+        for (const pv of list.items) if (!seen.has(pv.metadata.name)) seen.set(pv.metadata.name, performance.now());
+        for await (const e of cluster.persistentVolumes.watch({
+          resourceVersion: list.metadata.resourceVersion ?? '0',
+          labelSelector: `${NODE_LABEL}=${node}`,
+          signal,
+        })) {
+          if (e.type === 'ADDED' && !seen.has(e.object.metadata.name))
+            seen.set(e.object.metadata.name, performance.now());
+        }
+      } catch {
+        await delay(50);
+      }
+    }
+  })();
+  return seen;
+}
+
+try {
+  const cluster = new RestCluster({ connection: await loadKubeconfig(plane.kubeconfigPath), qps: 0 });
+  await cluster.storageClasses.create({
+    metadata: { name: 'sp-fs' },
+    provisioner: 'kubernetes.io/no-provisioner',
+    reclaimPolicy: 'Delete',
+  });
+  const store = join(work, 'store');
+  const disc = join(work, 'disc');
+  mkdirSync(disc);
+  mountTmpfs(cleanup, store, 64 * MiB);
+  for (let v = 0; v < VOLUMES; v++) {
+    mkdirSync(join(store, `v${String(v)}`));
+    mkdirSync(join(disc, `v${String(v)}`));
+    bindMount(cleanup, join(store, `v${String(v)}`), join(disc, `v${String(v)}`));
+  }
+  const config = join(work, 'config.yaml');
+  writeFileSync(config, `storageClassMap:\n  sp-fs:\n    hostDir: ${disc}\n    mountDir: ${disc}\n`);
+  let starts = 0;
+
+  /** One start of the agent under `flags`: spawn → the last of VOLUMES PVs, and CPU by then. */
+  async function start(flags: readonly string[], env: Record<string, string> = {}): Promise<[number, number]> {
+    const name = `start-${String(starts++)}`;
+    await cluster.nodes.create({ metadata: { name, labels: { 'kubernetes.io/hostname': name } } });
+    const stop = new AbortController();
+    const seen = watchPvs(cluster, name, stop.signal);
+    await delay(300); // the watch is established
+    const t0 = performance.now();
+    const child = spawn(
+      process.execPath,
+      [
+        ...flags,
+        join(root, 'bin/run.js'),
+        'run',
+        '--config-dir',
+        config,
+        '--listen-address',
+        '127.0.0.1:0',
+        '--admin-socket',
+        join(work, `${name}.sock`),
+        '--log-format',
+        'json',
+      ],
+      {
+        env: {
+          ...process.env,
+          ...env,
+          MY_NODE_NAME: name,
+          KUBECONFIG: plane.kubeconfigPath,
+          NODE_OPTIONS: IMAGE_NODE_OPTIONS,
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      stderr = (stderr + d).slice(-20_000);
+    });
+    while (seen.size < VOLUMES) {
+      if (child.exitCode !== null || performance.now() - t0 > 60_000)
+        throw new Error(`agent ${name} published ${String(seen.size)} of ${String(VOLUMES)} PVs: ${stderr}`);
+      await delay(VOLUMES === 1 ? 1 : 20);
+    }
+    const cpu = cpuMs(child.pid ?? 0);
+    stop.abort();
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    for (const pv of (await cluster.persistentVolumes.list({ labelSelector: `${NODE_LABEL}=${name}` })).items)
+      await cluster.persistentVolumes.delete(pv.metadata.name);
+    return [Math.max(...seen.values()) - t0, cpu];
+  }
+
+  const bare: number[] = [];
+  const times = variants.map((): number[] => []);
+  const cpus = variants.map((): number[] => []);
+  for (let r = 0; r < ROUNDS; r++) {
+    const t0 = performance.now();
+    const b = spawn(process.execPath, ['-e', 'console.log(1); setInterval(() => {}, 1e9)'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    await new Promise((res) => b.stdout.once('data', res));
+    bare.push(performance.now() - t0);
+    b.kill();
+    const order = variants.map((_, i) => i);
+    if (r % 2 === 1) order.reverse();
+    for (const i of order) {
+      const [ms, cpu] = await start((variants[i] ?? '').split(' ').filter((f) => f !== ''));
+      times[i]?.push(ms);
+      cpus[i]?.push(cpu);
+    }
+  }
+  const what = VOLUMES === 1 ? 'first PV' : `all ${String(VOLUMES)} PVs`;
+  console.log(
+    `node ${process.version}, ${String(ROUNDS)} rounds; bare node start → first line: median ${median(bare).toFixed(0)} ms\n`,
+  );
+  console.log(`| node flags | spawn → ${what}, median | CPU by then, median | every start (ms) |\n|---|---|---|---|`);
+  variants.forEach((v, i) => {
+    console.log(
+      `| ${v === '' ? '(the image’s)' : `\`${v}\``} | ${median(times[i] ?? []).toFixed(0)} ms | ${median(cpus[i] ?? []).toFixed(0)} ms | ${(times[i] ?? []).map((t) => t.toFixed(0)).join(' ')} |`,
+    );
+  });
+  if (process.argv.includes('--marks')) {
+    const file = join(work, 'marks.json');
+    const flags = (variants[0] ?? '').split(' ').filter((f) => f !== '');
+    const [ms] = await start(['--import', join(root, 'bench/startup-marks.mjs'), ...flags], {
+      LVP_STARTUP_MARKS: file,
+    });
+    console.log(
+      `\nOne start under bench/startup-marks.mjs (${ms.toFixed(0)} ms to the ${what}; ms since process start):\n`,
+    );
+    const marks = JSON.parse(readFileSync(file, 'utf8')) as [number, string][];
+    for (const [t, m] of marks) console.log(`${t.toFixed(1).padStart(7)}  ${m}`);
+  }
+  cluster.close();
+} finally {
+  cleanup.run();
+  await plane.stop();
+}
