@@ -133,8 +133,11 @@ try {
       stderr = (stderr + d).slice(-20_000);
     });
     while (seen.size < VOLUMES) {
-      if (child.exitCode !== null || performance.now() - t0 > 60_000)
+      if (child.exitCode !== null || performance.now() - t0 > 60_000) {
+        stop.abort();
+        child.kill('SIGKILL'); // nothing of a failed start outlives the bench
         throw new Error(`agent ${name} published ${String(seen.size)} of ${String(VOLUMES)} PVs: ${stderr}`);
+      }
       await delay(VOLUMES === 1 ? 1 : 20);
     }
     const cpu = cpuMs(child.pid ?? 0);
