@@ -12,7 +12,7 @@
 // Every agent runs with the image's NODE_OPTIONS (from the Dockerfile).
 // Usage (as root, after `npm run build`): node dist/bench/footprint.js [--idle-seconds 240] [--foreign 10000]
 //   [--foreign-max 100000] [--agent-node-flags "--flag ..."]
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -21,10 +21,19 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
 import type { PersistentVolume } from '../src/core/kube/objects.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';
-import { NODE_LABEL } from '../src/core/pv/naming.js';
 import { startControlPlane } from '../test/support/control-plane.js';
 import { Cleanup, attachLoopDevice, bindMount, mountTmpfs } from '../test/support/real-node.js';
-import { kubeBinDir, REPO_ROOT as root, rssBytesOf } from './support.js';
+import {
+  agentCommandLine,
+  bareNodeStartMs,
+  bindMountedVolumes,
+  IMAGE_NODE_OPTIONS,
+  cpuSeconds,
+  kubeBinDir,
+  median,
+  rssBytesOf,
+  watchPvs,
+} from './support.js';
 
 function flag(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -40,17 +49,8 @@ const nodeFlagsAt = process.argv.indexOf('--agent-node-flags');
 /** Node flags of every agent (before each variant's own). */
 const AGENT_NODE_FLAGS =
   nodeFlagsAt > 0 ? (process.argv[nodeFlagsAt + 1] ?? '').split(' ').filter((f) => f !== '') : [];
-/** The image's NODE_OPTIONS (its Dockerfile's `ENV NODE_OPTIONS=`), so every agent runs as the image runs it. */
-const IMAGE_NODE_OPTIONS = /^ENV NODE_OPTIONS=(.*)$/mu.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1] ?? '';
-const TICK_S = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 const MiB = 2 ** 20;
 
-/** utime + stime of a process in seconds, and of its live children (findmnt). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / TICK_S;
-}
 function childrenOf(pid: number): number[] {
   const out: number[] = [];
   for (const task of readdirSync(`/proc/${String(pid)}/task`)) {
@@ -59,10 +59,6 @@ function childrenOf(pid: number): number[] {
   }
   return out;
 }
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? (s[(s.length - 1) / 2] ?? NaN) : ((s[s.length / 2 - 1] ?? 0) + (s[s.length / 2] ?? 0)) / 2;
-};
 
 const cleanup = new Cleanup();
 const work = mkdtempSync(join(tmpdir(), 'lvp-footprint-'));
@@ -92,21 +88,7 @@ function startAgent(
   const spawnedAt = performance.now();
   const child = spawn(
     process.execPath,
-    [
-      ...AGENT_NODE_FLAGS,
-      ...nodeArgs,
-      join(root, 'bin/run.js'),
-      'run',
-      '--config-dir',
-      configFile,
-      '--listen-address',
-      '127.0.0.1:0',
-      '--admin-socket',
-      join(work, `${name}.sock`),
-      '--log-format',
-      'json',
-      ...agentArgs,
-    ],
+    [...AGENT_NODE_FLAGS, ...nodeArgs, ...agentCommandLine(configFile, join(work, `${name}.sock`)), ...agentArgs],
     {
       env: { ...process.env, MY_NODE_NAME: name, KUBECONFIG: kubeconfig, NODE_OPTIONS: IMAGE_NODE_OPTIONS },
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -148,30 +130,6 @@ async function ready(
   return { readyMs: performance.now() - agent.spawnedAt, port, adoptionScan: info.adoptionScan };
 }
 
-/** A watch of this node's PVs: when each name was first seen. */
-function watchPvs(cluster: RestCluster, node: string, signal: AbortSignal): Map<string, number> {
-  const seen = new Map<string, number>();
-  void (async () => {
-    while (!signal.aborted) {
-      try {
-        const list = await cluster.persistentVolumes.list({ labelSelector: `${NODE_LABEL}=${node}` });
-        for (const pv of list.items) if (!seen.has(pv.metadata.name)) seen.set(pv.metadata.name, performance.now());
-        for await (const e of cluster.persistentVolumes.watch({
-          resourceVersion: list.metadata.resourceVersion ?? '0',
-          labelSelector: `${NODE_LABEL}=${node}`,
-          signal,
-        })) {
-          if (e.type === 'ADDED' && !seen.has(e.object.metadata.name))
-            seen.set(e.object.metadata.name, performance.now());
-        }
-      } catch {
-        await delay(50);
-      }
-    }
-  })();
-  return seen;
-}
-
 async function until(check: () => boolean, what: string, ms = 60_000): Promise<void> {
   const end = performance.now() + ms;
   while (!check()) {
@@ -191,16 +149,7 @@ function classYaml(classes: Record<string, { dir: string; block?: boolean }>): s
 
 /** n bind mounts of one tmpfs under a fresh discovery directory. */
 function volumesDir(name: string, n: number): string {
-  const store = join(work, `${name}-store`);
-  const disc = join(work, name);
-  mkdirSync(disc);
-  mountTmpfs(cleanup, store, 64 * MiB);
-  for (let i = 0; i < n; i++) {
-    mkdirSync(join(store, `v${String(i)}`));
-    mkdirSync(join(disc, `v${String(i)}`));
-    bindMount(cleanup, join(store, `v${String(i)}`), join(disc, `v${String(i)}`));
-  }
-  return disc;
+  return bindMountedVolumes(cleanup, work, name, n);
 }
 
 try {
@@ -235,13 +184,7 @@ try {
   const bareStarts: number[] = [];
   const agentStarts: number[] = [];
   for (let i = 0; i < STARTS; i++) {
-    const t0 = performance.now();
-    const bare = spawn(process.execPath, ['-e', 'console.log(1); setInterval(() => {}, 1e9)'], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
-    await new Promise((r) => bare.stdout.once('data', r));
-    bareStarts.push(performance.now() - t0);
-    bare.kill();
+    bareStarts.push(await bareNodeStartMs());
     const name = `start-${String(i)}`;
     await node(name);
     const seen = watchPvs(cluster, name, stopAll.signal);

@@ -9,7 +9,7 @@
 //   [--volumes 1] [--variant "<node flags>" ...] [--marks]
 // No --variant: the image's command line alone. `--variant ""` is that command line too.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -17,10 +17,19 @@ import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { NODE_LABEL } from '../src/core/pv/naming.js';
 import { startControlPlane } from '../test/support/control-plane.js';
-import { Cleanup, bindMount, mountTmpfs } from '../test/support/real-node.js';
-import { kubeBinDir, REPO_ROOT as root } from './support.js';
+import { Cleanup } from '../test/support/real-node.js';
+import {
+  agentCommandLine,
+  bareNodeStartMs,
+  bindMountedVolumes,
+  IMAGE_NODE_OPTIONS,
+  cpuSeconds,
+  kubeBinDir,
+  median,
+  REPO_ROOT as root,
+  watchPvs,
+} from './support.js';
 
-const MiB = 2 ** 20;
 function option(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : undefined;
@@ -29,19 +38,6 @@ const ROUNDS = Number(option('rounds') ?? 15);
 const VOLUMES = Number(option('volumes') ?? 1);
 const variants = process.argv.flatMap((a, i) => (a === '--variant' ? [process.argv[i + 1] ?? ''] : []));
 if (variants.length === 0) variants.push('');
-const IMAGE_NODE_OPTIONS = /^ENV NODE_OPTIONS=(.*)$/mu.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1] ?? '';
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? (s[(s.length - 1) / 2] ?? NaN) : ((s[s.length / 2 - 1] ?? 0) + (s[s.length / 2] ?? 0)) / 2;
-};
-/** utime + stime of a live process, in ms (10 ms ticks). */
-function cpuMs(pid: number): number {
-  const fields =
-    readFileSync(`/proc/${String(pid)}/stat`, 'utf8')
-      .split(') ')[1]
-      ?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
 
 const cleanup = new Cleanup();
 const work = mkdtempSync(join(tmpdir(), 'lvp-startup-pair-'));
@@ -50,30 +46,6 @@ cleanup.defer(`remove ${work}`, () => {
 });
 const plane = await startControlPlane({ binDir: kubeBinDir(), etcdCompactionIntervalSeconds: 300 });
 
-/** When each PV of the node first showed up (performance.now()), from a list and a watch. */
-function watchPvs(cluster: RestCluster, node: string, signal: AbortSignal): Map<string, number> {
-  const seen = new Map<string, number>();
-  void (async () => {
-    while (!signal.aborted) {
-      try {
-        const list = await cluster.persistentVolumes.list({ labelSelector: `${NODE_LABEL}=${node}` });
-        for (const pv of list.items) if (!seen.has(pv.metadata.name)) seen.set(pv.metadata.name, performance.now());
-        for await (const e of cluster.persistentVolumes.watch({
-          resourceVersion: list.metadata.resourceVersion ?? '0',
-          labelSelector: `${NODE_LABEL}=${node}`,
-          signal,
-        })) {
-          if (e.type === 'ADDED' && !seen.has(e.object.metadata.name))
-            seen.set(e.object.metadata.name, performance.now());
-        }
-      } catch {
-        await delay(50);
-      }
-    }
-  })();
-  return seen;
-}
-
 try {
   const cluster = new RestCluster({ connection: await loadKubeconfig(plane.kubeconfigPath), qps: 0 });
   await cluster.storageClasses.create({
@@ -81,15 +53,7 @@ try {
     provisioner: 'kubernetes.io/no-provisioner',
     reclaimPolicy: 'Delete',
   });
-  const store = join(work, 'store');
-  const disc = join(work, 'disc');
-  mkdirSync(disc);
-  mountTmpfs(cleanup, store, 64 * MiB);
-  for (let v = 0; v < VOLUMES; v++) {
-    mkdirSync(join(store, `v${String(v)}`));
-    mkdirSync(join(disc, `v${String(v)}`));
-    bindMount(cleanup, join(store, `v${String(v)}`), join(disc, `v${String(v)}`));
-  }
+  const disc = bindMountedVolumes(cleanup, work, 'disc', VOLUMES);
   const config = join(work, 'config.yaml');
   writeFileSync(config, `storageClassMap:\n  sp-fs:\n    hostDir: ${disc}\n    mountDir: ${disc}\n`);
   let starts = 0;
@@ -102,32 +66,16 @@ try {
     const seen = watchPvs(cluster, name, stop.signal);
     await delay(300); // the watch is established
     const t0 = performance.now();
-    const child = spawn(
-      process.execPath,
-      [
-        ...flags,
-        join(root, 'bin/run.js'),
-        'run',
-        '--config-dir',
-        config,
-        '--listen-address',
-        '127.0.0.1:0',
-        '--admin-socket',
-        join(work, `${name}.sock`),
-        '--log-format',
-        'json',
-      ],
-      {
-        env: {
-          ...process.env,
-          ...env,
-          MY_NODE_NAME: name,
-          KUBECONFIG: plane.kubeconfigPath,
-          NODE_OPTIONS: IMAGE_NODE_OPTIONS,
-        },
-        stdio: ['ignore', 'ignore', 'pipe'],
+    const child = spawn(process.execPath, [...flags, ...agentCommandLine(config, join(work, `${name}.sock`))], {
+      env: {
+        ...process.env,
+        ...env,
+        MY_NODE_NAME: name,
+        KUBECONFIG: plane.kubeconfigPath,
+        NODE_OPTIONS: IMAGE_NODE_OPTIONS,
       },
-    );
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (d: string) => {
       stderr = (stderr + d).slice(-20_000);
@@ -140,7 +88,7 @@ try {
       }
       await delay(VOLUMES === 1 ? 1 : 20);
     }
-    const cpu = cpuMs(child.pid ?? 0);
+    const cpu = cpuSeconds(child.pid ?? 0) * 1000;
     stop.abort();
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
@@ -153,13 +101,7 @@ try {
   const times = variants.map((): number[] => []);
   const cpus = variants.map((): number[] => []);
   for (let r = 0; r < ROUNDS; r++) {
-    const t0 = performance.now();
-    const b = spawn(process.execPath, ['-e', 'console.log(1); setInterval(() => {}, 1e9)'], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
-    await new Promise((res) => b.stdout.once('data', res));
-    bare.push(performance.now() - t0);
-    b.kill();
+    bare.push(await bareNodeStartMs());
     const order = variants.map((_, i) => i);
     if (r % 2 === 1) order.reverse();
     for (const i of order) {
