@@ -3,7 +3,7 @@
 // Node and the same discovery directory of --volumes bind mounts, on one real apiserver. Prints
 // per variant the median spawn → first PV (or → all PVs with --volumes > 1) and the CPU the
 // agent used by then; with --marks, one more start of the first variant under
-// bench/startup-marks.mjs, and its timeline (requests, TLS, spawns, log lines).
+// bench/startup-marks.mjs, and its timeline (requests, TLS, fs.watch, spawns, log lines).
 //
 // Usage (as root, after `npm run build`): node dist/bench/startup-pair.js [--rounds 15]
 //   [--volumes 1] [--variant "<node flags>" ...] [--marks]

@@ -1,4 +1,6 @@
-// Shared by the benchmarks: the real kube-apiserver/etcd binaries (built or cached).
+// Shared by the benchmarks: the real kube-apiserver/etcd binaries (built or cached), the image's
+// NODE_OPTIONS, a process's RSS and CPU from /proc, bare node's start, bind-mounted volumes, the
+// agent's command line and a watch of a node's PVs.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
