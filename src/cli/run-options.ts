@@ -85,8 +85,8 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
     const problem = nodeNameProblem(nodeName);
     if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
   }
-  const { parseConfigSourceSpec } = await import('../core/config/config-source.js');
-  const source = parseConfigSourceSpec(flags['config-source']);
+  const { parseRequestedConfigSource } = await import('../core/config/source/port.js');
+  const source = parseRequestedConfigSource(flags['config-source']);
   if (!source.ok) throw new UsageError(`--config-source: ${source.message}`);
   let configMap: { namespace: string; name: string } | undefined;
   if (source.spec.kind === 'configmap') {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildCleanupJob } from '../../src/core/cleanup/jobs.js';
-import { loadConfig } from '../../src/core/config/source.js';
+import { loadConfig } from '../../src/core/config/source/load.js';
 import { isNotFound } from '../../src/core/kube/cluster.js';
 import type { Cluster, ResourceClient } from '../../src/core/kube/cluster.js';
 import { loadKubeconfig } from '../../src/core/kube/kubeconfig.js';

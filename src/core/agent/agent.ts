@@ -5,12 +5,13 @@
 // status view's (status-view.ts).
 import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { parseConfigSnapshot } from '../config/source.js';
-import type { ConfigSnapshot, LoadedConfig } from '../config/source.js';
+import { parseConfigSnapshot } from '../config/decode/parse.js';
+import type { ConfigSnapshot, LoadedConfig } from '../config/source/port.js';
 import type { ProvisionerConfig } from '../config/model.js';
-import { DirectoryConfigSource, sourceLabel } from '../config/config-source.js';
-import type { ConfigSource, ConfigSourceStatus, SourceRead } from '../config/config-source.js';
-import { ConfigMapConfigSource } from '../config/configmap-source.js';
+import { DirectoryConfigSource } from '../config/source/directory.js';
+import { sourceLabel } from '../config/source/port.js';
+import type { ConfigSource, ConfigSourceStatus, SourceRead } from '../config/source/port.js';
+import { ConfigMapConfigSource } from '../config/source/configmap-api.js';
 import { InvalidConfigError, StartupError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import type { Cluster } from '../kube/cluster.js';

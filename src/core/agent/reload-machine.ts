@@ -6,8 +6,8 @@
 import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { diffConfigs } from '../config/diff.js';
-import type { ConfigSnapshot, LoadedConfig } from '../config/source.js';
-import type { SourceRead } from '../config/config-source.js';
+import type { ConfigSnapshot, LoadedConfig } from '../config/source/port.js';
+import type { SourceRead } from '../config/source/port.js';
 import { allowCommand, DEFAULT_RELOAD_GUARD_POLICY, guardReload } from '../config/reload-guard.js';
 import type { GuardedImpact, GuardVerdict, ReloadGuardPolicy } from '../config/reload-guard.js';
 import { ConfigSourceError, InvalidConfigError } from '../errors.js';

@@ -2,7 +2,7 @@
 // `diff-config` (the running agent as --from) and the dashboard. JSON-serializable throughout.
 import type { ConfigIssue } from '../errors.js';
 import type { ProvisionerConfig } from '../config/model.js';
-import type { ConfigSourceStatus } from '../config/config-source.js';
+import type { ConfigSourceStatus } from '../config/source/port.js';
 import type { GuardedImpact } from '../config/reload-guard.js';
 
 /** What asked for a reload. */

@@ -2,9 +2,9 @@
 // the dashboard) and the JSON of GET /v1/status and /v1/config, built from what the supervisor and
 // the reload machine hold. Nothing here changes the agent.
 import type { Clock } from '../clock.js';
-import type { ConfigSourceStatus } from '../config/config-source.js';
-import { sourceLabel } from '../config/config-source.js';
-import type { LoadedConfig } from '../config/source.js';
+import type { ConfigSourceStatus } from '../config/source/port.js';
+import { sourceLabel } from '../config/source/port.js';
+import type { LoadedConfig } from '../config/source/port.js';
 import type { CleanupEntry } from '../cleanup/table.js';
 import type { PersistentVolume } from '../kube/objects.js';
 import type { LogFields, Logger, LogLevel } from '../log.js';

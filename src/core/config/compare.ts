@@ -8,8 +8,8 @@ import type { ConfigChange } from './diff.js';
 import { IMPACT_CLASSES } from './effects.js';
 import type { ImpactClass } from './effects.js';
 import type { ProvisionerConfig } from './model.js';
-import { loadConfig } from './source.js';
-import type { ConfigSourceInfo, ConfigSourceKind, LoadedConfig } from './source.js';
+import { loadConfig } from './source/load.js';
+import type { SnapshotOrigin, FileLayout, LoadedConfig } from './source/port.js';
 
 /** A side loaded elsewhere: the config a running agent applies (GET /v1/config of its admin socket). */
 export interface AgentConfigSide {
@@ -30,8 +30,8 @@ export interface CompareConfigsOptions {
   readonly context: number;
 }
 
-export interface ComparedSide extends Omit<ConfigSourceInfo, 'kind'> {
-  readonly kind: ConfigSourceKind | 'agent';
+export interface ComparedSide extends Omit<SnapshotOrigin, 'kind'> {
+  readonly kind: FileLayout | 'agent';
   readonly hash: string;
 }
 

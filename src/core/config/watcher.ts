@@ -14,7 +14,7 @@
 //     stat of its entries, no file opened) and reads the content only when the probe changed.
 //   - the source's own feed ('api': a ConfigMap watch event) and request(): SIGHUP, the admin endpoint.
 //
-// The watcher reads only through the ConfigSource port (config-source.ts): it does not know which
+// The watcher reads only through the ConfigSource port (source/port.ts): it does not know which
 // source is in use; the fs feed watches the source's fsWatchPath when it has one.
 //
 // A check reads the source (one SourceRead: the snapshot and its fingerprint, sha256 over the
@@ -48,10 +48,9 @@ import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
 import { TIMER_NOT_NEEDED, type Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { asError, errnoCode, errorMessage } from '../unknown-values.js';
-import { DirectoryConfigSource, sourceLabel } from './config-source.js';
-import type { ConfigSource, SourceRead } from './config-source.js';
-
-export { fingerprintConfigSource } from './config-source.js';
+import { DirectoryConfigSource } from './source/directory.js';
+import { sourceLabel } from './source/port.js';
+import type { ConfigSource, SourceRead } from './source/port.js';
 
 /**
  * What noticed (or asked for) a possible change. Mirrors the reload machine's ReloadTrigger:

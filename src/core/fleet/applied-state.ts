@@ -1,7 +1,7 @@
 // The per-node applied state each agent publishes, and its encoding as a coordination.k8s.io/v1
 // Lease: the state in annotations (readable with `kubectl get lease -o yaml`), renewTime as the
 // heartbeat, leaseDurationSeconds as the age after which a reader calls it stale. Pure.
-import { sourceLabel } from '../config/config-source.js';
+import { sourceLabel } from '../config/source/port.js';
 import { createHash } from 'node:crypto';
 import type { AgentStatusJson, ReloadResult } from '../agent/reload-types.js';
 import { RELOAD_OUTCOMES } from '../agent/reload-types.js';

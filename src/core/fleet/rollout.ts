@@ -3,7 +3,9 @@
 // one metadata list of Nodes, both paginated), waitForRollout repeats it until done.
 import type { Clock } from '../clock.js';
 import { isAborted } from '../clock.js';
-import { snapshotFromDirectoryFiles, loadConfig, parseConfigSnapshot } from '../config/source.js';
+import { snapshotFromDirectoryFiles } from '../config/decode/layout.js';
+import { loadConfig } from '../config/source/load.js';
+import { parseConfigSnapshot } from '../config/decode/parse.js';
 import { ConfigSourceError, StartupError } from '../errors.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
 import type { ListOptions, ResourceClient } from '../kube/cluster.js';

@@ -7,7 +7,7 @@ import { stat } from 'node:fs/promises';
 import type { Agent as HttpAgent } from 'node:http';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { readRegularFile } from '../config/read.js';
+import { readRegularFile } from '../bounded-file.js';
 import {
   DEFAULT_EXEC_TIMEOUT_MS,
   EXEC_API_VERSIONS,

@@ -4,8 +4,8 @@
 import { mkdir, rename, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { readConfigSnapshot } from '../config/source.js';
-import type { ConfigSnapshot } from '../config/source.js';
+import { readConfigSnapshot } from '../config/source/load.js';
+import type { ConfigSnapshot } from '../config/source/port.js';
 import type { ConfigIssue } from '../errors.js';
 import { errorMessage } from '../unknown-values.js';
 import type { ConfigInput } from './scenario.js';

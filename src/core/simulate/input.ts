@@ -4,9 +4,10 @@
 import { isMap, isScalar, isSeq } from 'yaml';
 import type { Node, YAMLMap } from 'yaml';
 import { parseGoDuration } from '../config/duration.js';
-import { decodeConfigText, readRegularFile } from '../config/read.js';
+import { decodeConfigText } from '../config/decode/layout.js';
+import { readRegularFile } from '../bounded-file.js';
 import { suggest } from '../config/suggest.js';
-import { describeNode, IssueSink, isNullNode, scalarValue, YamlBudget, YamlText } from '../config/yaml-node.js';
+import { describeNode, IssueSink, isNullNode, scalarValue, YamlBudget, YamlText } from '../config/decode/yaml-node.js';
 import { InvalidConfigError } from '../errors.js';
 import type { ConfigIssue, SourcePosition } from '../errors.js';
 import { parseQuantity } from '../kube/quantity.js';
@@ -30,7 +31,7 @@ export class InvalidInputError extends InvalidConfigError {
 export const MAX_INPUT_FILE_BYTES = 16 * 1024 * 1024;
 
 /**
- * A fixture or scenario's text, read as config is (read.ts): regular files only, without blocking,
+ * A fixture or scenario's text, read as config is (bounded-file.ts): regular files only, without blocking,
  * at most MAX_INPUT_FILE_BYTES, UTF-8. Not readable: ConfigSourceError (exit 4); too large or not
  * UTF-8: InvalidInputError (exit 3).
  */

@@ -16,8 +16,8 @@ import type { Clock } from '../clock.js';
 import { diffConfigs } from '../config/diff.js';
 import type { ConfigChange } from '../config/diff.js';
 import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
-import { loadConfig } from '../config/source.js';
-import type { ConfigSourceKind, LoadedConfig } from '../config/source.js';
+import { loadConfig } from '../config/source/load.js';
+import type { FileLayout, LoadedConfig } from '../config/source/port.js';
 import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
 import type { ClassProblem, SkippedEntry } from '../discovery/plan.js';
 import { StartupError, UsageError } from '../errors.js';
@@ -114,7 +114,7 @@ export interface ExistingPV {
 
 export interface PlanConfigSide {
   readonly path: string;
-  readonly kind: ConfigSourceKind;
+  readonly kind: FileLayout;
   readonly hash: string;
 }
 

@@ -11,7 +11,7 @@ import { Agent } from '../agent/agent.js';
 import type { ReloadRequest, ReloadResult } from '../agent/reload-types.js';
 import { ManualClock } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
-import { loadConfig } from '../config/source.js';
+import { loadConfig } from '../config/source/load.js';
 import { ConfigSourceError, formatIssue, InvalidConfigError } from '../errors.js';
 import type { SourcePosition } from '../errors.js';
 import { isNotFound } from '../kube/cluster.js';

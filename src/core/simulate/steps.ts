@@ -6,7 +6,7 @@ import type { ReloadRequest } from '../agent/reload-types.js';
 import { cleanupJobName } from '../cleanup/jobs.js';
 import type { Clock } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
-import { loadConfig } from '../config/source.js';
+import { loadConfig } from '../config/source/load.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Job, PersistentVolume } from '../kube/objects.js';
 import type { ConfigFiles } from './config-files.js';

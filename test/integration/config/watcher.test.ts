@@ -7,7 +7,8 @@ import { after, describe, it } from 'node:test';
 import { systemClock } from '../../../src/core/clock.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { detectSubPathMountOnHost } from '../../../src/core/config/subpath.js';
-import { ConfigWatcher, fingerprintConfigSource, type ChangeSource } from '../../../src/core/config/watcher.js';
+import { ConfigWatcher, type ChangeSource } from '../../../src/core/config/watcher.js';
+import { fingerprintConfigSource } from '../../../src/core/config/source/directory.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { bindMount, Cleanup, makeTempDir, mountTable, skipUnlessRoot } from '../../support/real-node.js';
 

@@ -23,7 +23,8 @@ import {
   type V1Service,
   type V1StorageClass,
 } from '@kubernetes/client-node';
-import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
 import { REPO_ROOT } from '../../support/cli.js';
 import { apiStatusCode } from '../../support/cluster.js';

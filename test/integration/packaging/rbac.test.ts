@@ -16,7 +16,8 @@ import { CoreV1Api, KubernetesObjectApi, StorageV1Api } from '@kubernetes/client
 import type { V1Container, V1DaemonSet } from '@kubernetes/client-node';
 import { AdminClient } from '../../../src/core/agent/admin-client.js';
 import type { AgentStatusJson } from '../../../src/core/agent/reload-types.js';
-import { parseConfigSnapshot, snapshotFromDirectoryFiles } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromDirectoryFiles } from '../../../src/core/config/decode/layout.js';
 import { stateFromLease, statusLeaseName } from '../../../src/core/fleet/applied-state.js';
 import { isNotFound } from '../../../src/core/kube/cluster.js';
 import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';

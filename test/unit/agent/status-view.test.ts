@@ -8,7 +8,8 @@ import type { StatusInputs } from '../../../src/core/agent/status-view.js';
 import type { AgentEvent } from '../../../src/core/agent/reload-types.js';
 import type { CleanupEntry } from '../../../src/core/cleanup/table.js';
 import { ManualClock } from '../../../src/core/clock.js';
-import { parseConfigSnapshot, snapshotFromDirectoryFiles } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromDirectoryFiles } from '../../../src/core/config/decode/layout.js';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 

@@ -8,7 +8,8 @@ import { Reclaimer, reportCleanupFailures } from '../../../src/core/cleanup/recl
 import type { JobLookup } from '../../../src/core/cleanup/reclaim.js';
 import { CleanupTable } from '../../../src/core/cleanup/table.js';
 import { systemClock } from '../../../src/core/clock.js';
-import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
 import { isNotFound } from '../../../src/core/kube/cluster.js';
 import { EventRecorder } from '../../../src/core/kube/events.js';

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { Ajv } from 'ajv';
 import { startAdminServer } from '../../../src/core/agent/admin-server.js';
 import type { RunningAdminServer } from '../../../src/core/agent/admin-server.js';
-import { loadConfig } from '../../../src/core/config/source.js';
+import { loadConfig } from '../../../src/core/config/source/load.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { REPO_ROOT, runCli } from '../../support/cli.js';
 import { FakeAdminTarget, leaveStaleSocket } from '../../support/fake-admin.js';

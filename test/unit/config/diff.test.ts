@@ -3,8 +3,9 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { diffConfigs } from '../../../src/core/config/diff.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
-import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
-import type { LoadedConfig } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
+import type { LoadedConfig } from '../../../src/core/config/source/port.js';
 
 function load(text: string): LoadedConfig {
   return parseConfigSnapshot(snapshotFromFileText('c.yaml', text));

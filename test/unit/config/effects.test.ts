@@ -6,7 +6,8 @@ import { EFFECT_TABLE, findEffect, IMPACT_CLASSES } from '../../../src/core/conf
 import type { ChangeAction, EffectField } from '../../../src/core/config/effects.js';
 import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from '../../../src/core/config/model.js';
 import { renderReloadDoc, RELOAD_TABLE_BEGIN, RELOAD_TABLE_END } from '../../../src/core/config/effect-docs.js';
-import { snapshotFromFileText, parseConfigSnapshot } from '../../../src/core/config/source.js';
+import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 
 /** Every (field, action) pair the diff can produce. */
 function expectedPairs(): [EffectField, ChangeAction][] {

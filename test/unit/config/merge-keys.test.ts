@@ -6,11 +6,8 @@ import fc from 'fast-check';
 import { InvalidConfigError } from '../../../src/core/errors.js';
 import type { ConfigIssue } from '../../../src/core/errors.js';
 import type { ClassConfig, ProvisionerConfig } from '../../../src/core/config/model.js';
-import {
-  parseConfigSnapshot,
-  snapshotFromDirectoryFiles,
-  snapshotFromFileText,
-} from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromDirectoryFiles, snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 
 const DIR = '/etc/provisioner/config';
 

@@ -8,13 +8,10 @@ import { InvalidConfigError } from '../../../src/core/errors.js';
 import type { ConfigIssue } from '../../../src/core/errors.js';
 import { canonicalYaml } from '../../../src/core/config/canonical.js';
 import type { ClassConfig, ProvisionerConfig } from '../../../src/core/config/model.js';
-import {
-  loadConfig,
-  parseConfigSnapshot,
-  snapshotFromDirectoryFiles,
-  snapshotFromFileText,
-} from '../../../src/core/config/source.js';
-import type { LoadedConfig } from '../../../src/core/config/source.js';
+import { loadConfig } from '../../../src/core/config/source/load.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromDirectoryFiles, snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
+import type { LoadedConfig } from '../../../src/core/config/source/port.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../../test/fixtures');

@@ -15,9 +15,9 @@ import {
   MAX_CONFIG_SOURCE_BYTES,
   MAX_KEY_FILE_BYTES,
   readSourceBytes,
-} from '../../../src/core/config/read.js';
-import { loadConfig, readConfigSnapshot } from '../../../src/core/config/source.js';
-import { fingerprintConfigSource } from '../../../src/core/config/watcher.js';
+} from '../../../src/core/config/source/directory-read.js';
+import { loadConfig, readConfigSnapshot } from '../../../src/core/config/source/load.js';
+import { fingerprintConfigSource } from '../../../src/core/config/source/directory.js';
 import { ConfigSourceError, InvalidConfigError } from '../../../src/core/errors.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ConfigSourceError, InvalidConfigError } from '../../../src/core/errors.js';
-import { loadConfig, readConfigSnapshot } from '../../../src/core/config/source.js';
+import { loadConfig, readConfigSnapshot } from '../../../src/core/config/source/load.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 
 const CLASS = (dir: string): string => `local:\n  hostDir: ${dir}\n  mountDir: ${dir}\n`;

@@ -6,18 +6,15 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { InvalidConfigError, MAX_REPORTED_ISSUES } from '../../../src/core/errors.js';
 import type { ConfigIssue } from '../../../src/core/errors.js';
-import {
-  parseConfigSnapshot,
-  snapshotFromDirectoryFiles,
-  snapshotFromFileText,
-} from '../../../src/core/config/source.js';
-import type { ConfigSnapshot, LoadedConfig } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromDirectoryFiles, snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
+import type { ConfigSnapshot, LoadedConfig } from '../../../src/core/config/source/port.js';
 import {
   MAX_ALIAS_EXPANSION,
   MAX_CONFIG_YAML_VALUES,
   MAX_QUOTED_CHARS,
   MAX_YAML_DEPTH,
-} from '../../../src/core/config/yaml-node.js';
+} from '../../../src/core/config/decode/yaml-node.js';
 
 const FILE = 'config.yaml';
 const DIR = '/etc/provisioner/config';

@@ -7,12 +7,8 @@ import { ManualClock, systemClock } from '../../../src/core/clock.js';
 import { ConfigSourceError } from '../../../src/core/errors.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { detectSubPathMount, detectSubPathMountOnHost } from '../../../src/core/config/subpath.js';
-import {
-  ConfigWatcher,
-  fingerprintConfigSource,
-  type ChangeSource,
-  type ConfigWatcherOptions,
-} from '../../../src/core/config/watcher.js';
+import { ConfigWatcher, type ChangeSource, type ConfigWatcherOptions } from '../../../src/core/config/watcher.js';
+import { fingerprintConfigSource } from '../../../src/core/config/source/directory.js';
 import { watch, type FSWatcher } from 'chokidar';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 

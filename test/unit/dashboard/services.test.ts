@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { AdminClient } from '../../../src/core/agent/admin-client.js';
 import { startAdminServer } from '../../../src/core/agent/admin-server.js';
 import type { RunningAdminServer } from '../../../src/core/agent/admin-server.js';
-import { loadConfig } from '../../../src/core/config/source.js';
+import { loadConfig } from '../../../src/core/config/source/load.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { agentServices, onDiskDiff } from '../../../src/ui/dashboard/services.js';
 import { FakeAdminTarget, reloadResult } from '../../support/fake-admin.js';

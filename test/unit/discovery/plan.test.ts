@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { describe, it } from 'node:test';
-import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
 import { NameVerdicts, planDiscovery } from '../../../src/core/discovery/plan.js';
 import type { DiscoveryPlan } from '../../../src/core/discovery/plan.js';

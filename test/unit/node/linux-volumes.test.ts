@@ -9,7 +9,8 @@ import fc from 'fast-check';
 
 import { LinuxVolumes, decodeDeviceNumber, encodeDeviceNumber } from '../../../src/core/node/linux-volumes.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
-import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import { planDiscovery } from '../../../src/core/discovery/plan.js';
 import { NodeVolumeError } from '../../../src/core/node/volume-error.js';
 

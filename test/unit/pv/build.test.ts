@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseConfigSnapshot, snapshotFromFileText } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
 import { buildPersistentVolume } from '../../../src/core/pv/build.js';
 import type { NodeIdentity } from '../../../src/core/pv/naming.js';

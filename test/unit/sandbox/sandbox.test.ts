@@ -9,7 +9,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import type { AgentEvent, ReloadOutcome, ReloadResult } from '../../../src/core/agent/reload-types.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
-import { parseConfigSnapshot, readConfigSnapshot } from '../../../src/core/config/source.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import { readConfigSnapshot } from '../../../src/core/config/source/load.js';
 import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
 import { openSandbox, SANDBOX_NODE, type SandboxAgent } from '../../../src/core/sandbox/sandbox.js';
 

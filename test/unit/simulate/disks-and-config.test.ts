@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
-import { loadConfig } from '../../../src/core/config/source.js';
+import { loadConfig } from '../../../src/core/config/source/load.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { ConfigFiles } from '../../../src/core/simulate/config-files.js';

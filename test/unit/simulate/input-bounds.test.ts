@@ -2,7 +2,7 @@
 // fixture may list thousands of PVs (issue 12).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MAX_INPUT_YAML_VALUES } from '../../../src/core/config/yaml-node.js';
+import { MAX_INPUT_YAML_VALUES } from '../../../src/core/config/decode/yaml-node.js';
 import { buildClusterFixture, parseClusterFixture } from '../../../src/core/simulate/cluster-fixture.js';
 import { InvalidInputError } from '../../../src/core/simulate/input.js';
 

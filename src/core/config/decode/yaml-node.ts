@@ -2,7 +2,7 @@
 // Upstream reads its config with go-yaml v2 (YAML 1.1): `yes`, `on`, `y` are booleans there.
 import { Composer, CST, isAlias, isMap, isScalar, isSeq, Lexer, LineCounter, Parser, Scalar, visit } from 'yaml';
 import type { Alias, Document, Node, Pair, YAMLMap, YAMLSeq } from 'yaml';
-import type { ConfigIssue, SourcePosition } from '../errors.js';
+import type { ConfigIssue, SourcePosition } from '../../errors.js';
 
 /** Where a piece of YAML text sits inside its file, so positions point at the real line and column. */
 export interface TextOrigin {

@@ -1,46 +1,12 @@
-// Config sources: a mounted ConfigMap directory, a single YAML file, or a ConfigMap manifest.
-// Reading (bounded, regular files only: read.ts) is the only IO; turning what was read into a config
-// is pure (snapshot → parse).
+// Splitting what a source read into the config's keys (pure): a directory's key files, one YAML
+// file of keys, or one ConfigMap manifest file; and the UTF-8 check every config byte passes.
 import { join } from 'node:path';
 import { isMap, isScalar } from 'yaml';
-import { InvalidConfigError } from '../errors.js';
-import type { ConfigIssue } from '../errors.js';
-import { configHash } from './canonical.js';
-import { decodeConfigText, readSourceBytes } from './read.js';
-import type { SourceBytes } from './read.js';
-import type { ProvisionerConfig } from './model.js';
-import { parseConfigEntries } from './parse.js';
-import type { RawEntry } from './parse.js';
+import { InvalidConfigError } from '../../errors.js';
+import type { ConfigIssue } from '../../errors.js';
+import type { SourceBytes } from '../source/directory-read.js';
+import type { ConfigSnapshot, FileLayout, RawEntry, SnapshotOrigin } from '../source/port.js';
 import { asMap, badKeyReason, IssueSink, isNullNode, scalarValue, YamlBudget, YamlText } from './yaml-node.js';
-
-export type ConfigSourceKind = 'directory' | 'yaml-file' | 'configmap';
-
-export interface ConfigSourceInfo {
-  /** The path the user gave. */
-  readonly path: string;
-  readonly kind: ConfigSourceKind;
-  /** For a kubelet-style directory: the timestamped directory `..data` pointed to when read. */
-  readonly dataDir?: string;
-  /** For a manifest: `namespace/name` of the ConfigMap. */
-  readonly configMap?: string;
-}
-
-/** Everything read from a source at one instant, not yet interpreted. */
-export interface ConfigSnapshot {
-  readonly source: ConfigSourceInfo;
-  readonly entries: readonly RawEntry[];
-  /** Problems found while splitting the source into keys (e.g. YAML errors of a whole file). */
-  readonly issues: readonly ConfigIssue[];
-  /** YAML values parsed while splitting the source into keys: its keys' YAML counts on from here (YamlBudget). */
-  readonly yamlValues: number;
-}
-
-export interface LoadedConfig {
-  readonly config: ProvisionerConfig;
-  readonly hash: string;
-  readonly source: ConfigSourceInfo;
-  readonly warnings: readonly ConfigIssue[];
-}
 
 export interface ConfigFile {
   readonly name: string;
@@ -63,7 +29,7 @@ export function snapshotFromDirectoryFiles(
         value: { kind: 'text', text: f.text, origin: { file, lineOffset: 0, columnOffset: 0 } },
       };
     });
-  const source: ConfigSourceInfo =
+  const source: SnapshotOrigin =
     dataDir === undefined ? { path: dir, kind: 'directory' } : { path: dir, kind: 'directory', dataDir };
   return { source, entries, issues: [], yamlValues: 0 };
 }
@@ -83,7 +49,7 @@ export function snapshotFromFileText(path: string, text: string): ConfigSnapshot
   const nonEmpty = docs.filter((y) => y.root !== null);
   const configMaps = nonEmpty.filter((y) => kindOf(y) === 'ConfigMap');
   const kinds = [...new Set(nonEmpty.map(kindOf).filter((k): k is string => k !== undefined))];
-  const fail = (kind: ConfigSourceKind, message?: string): ConfigSnapshot => {
+  const fail = (kind: FileLayout, message?: string): ConfigSnapshot => {
     if (message !== undefined) sink.error('', message, { file: path });
     return { source: { path, kind }, entries: [], issues: sink.issues, yamlValues: budget.used };
   };
@@ -134,7 +100,7 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
   const name = metadata?.get('name');
   const namespace = metadata?.get('namespace');
   const configMap = `${typeof namespace === 'string' ? namespace : 'default'}/${typeof name === 'string' ? name : '?'}`;
-  const source: ConfigSourceInfo = { path, kind: 'configmap', configMap };
+  const source: SnapshotOrigin = { path, kind: 'configmap', configMap };
   if (root?.has('binaryData')) sink.warn('binaryData', 'binaryData keys are not read as configuration', { file: path });
   const dataNode = manifest.resolve(root?.get('data', true));
   if (isNullNode(dataNode)) return { source, entries: [], issues: sink.issues, yamlValues };
@@ -175,14 +141,6 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
   return { source, entries, issues: sink.issues, yamlValues };
 }
 
-/**
- * Reads a config source of any of the three layouts, within the limits of read.ts. Throws
- * ConfigSourceError when it cannot be read, InvalidConfigError when it is too large or not UTF-8.
- */
-export async function readConfigSnapshot(path: string): Promise<ConfigSnapshot> {
-  return snapshotFromSourceBytes(path, await readSourceBytes(path));
-}
-
 /** Pure: the bytes readSourceBytes read → a snapshot. Throws InvalidConfigError when they are not UTF-8. */
 export function snapshotFromSourceBytes(path: string, read: SourceBytes): ConfigSnapshot {
   if (read.kind === 'file') {
@@ -201,25 +159,64 @@ export function snapshotFromSourceBytes(path: string, read: SourceBytes): Config
   return snapshotFromDirectoryFiles(path, files, read.dataDir);
 }
 
-/** Pure: a snapshot → the normalized config. Throws InvalidConfigError with every problem found. */
-export function parseConfigSnapshot(snapshot: ConfigSnapshot): LoadedConfig {
-  const parsed = parseConfigEntries(
-    snapshot.entries,
-    snapshot.issues.some((i) => i.severity === 'error'),
-    YamlBudget.forConfig(snapshot.yamlValues),
-  );
-  const issues = [...snapshot.issues, ...parsed.issues];
-  if (parsed.config === undefined || issues.some((i) => i.severity === 'error')) {
-    throw new InvalidConfigError(snapshot.source.path, issues);
+// ---------------------------------------------------------------------------------------------
+// Text
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The offset of the first byte that does not start or continue a UTF-8 character; -1 when all do. */
+function firstInvalidUtf8(bytes: Uint8Array): number {
+  let i = 0;
+  while (i < bytes.length) {
+    const lead = bytes[i] ?? 0;
+    if (lead < 0x80) {
+      i++;
+      continue;
+    }
+    const trailing =
+      lead >= 0xc2 && lead <= 0xdf ? 1 : lead >= 0xe0 && lead <= 0xef ? 2 : lead >= 0xf0 && lead <= 0xf4 ? 3 : 0;
+    if (trailing === 0) return i;
+    // Overlong forms, UTF-16 surrogates and code points above U+10FFFF are ruled out by the second byte.
+    const low = lead === 0xe0 ? 0xa0 : lead === 0xf0 ? 0x90 : 0x80;
+    const high = lead === 0xed ? 0x9f : lead === 0xf4 ? 0x8f : 0xbf;
+    const second = bytes[i + 1];
+    if (second === undefined || second < low || second > high) return i;
+    for (let k = 2; k <= trailing; k++) {
+      const next = bytes[i + k];
+      if (next === undefined || (next & 0xc0) !== 0x80) return i;
+    }
+    i += trailing + 1;
   }
-  return {
-    config: parsed.config,
-    hash: configHash(parsed.config),
-    source: snapshot.source,
-    warnings: issues,
-  };
+  return -1;
 }
 
-export async function loadConfig(path: string): Promise<LoadedConfig> {
-  return parseConfigSnapshot(await readConfigSnapshot(path));
+/**
+ * Pure: the text of a config file's bytes, or the problem when they are not UTF-8 (rather than
+ * replacing bytes, which would silently change e.g. a path). `path` is the key path for the issue.
+ */
+export function decodeConfigText(
+  bytes: Uint8Array,
+  file: string,
+  path: string,
+): { readonly text: string } | { readonly issue: ConfigIssue } {
+  try {
+    return { text: UTF8.decode(bytes) };
+  } catch {
+    const offset = Math.max(0, firstInvalidUtf8(bytes));
+    const before = bytes.subarray(0, offset);
+    const lineStart = before.lastIndexOf(0x0a) + 1;
+    let line = 1;
+    for (const b of before) if (b === 0x0a) line++;
+    let column = 1;
+    for (const b of before.subarray(lineStart)) if ((b & 0xc0) !== 0x80) column++;
+    const byte = (bytes[offset] ?? 0).toString(16).padStart(2, '0');
+    return {
+      issue: {
+        severity: 'error',
+        path,
+        message: `is not valid UTF-8: byte 0x${byte} at offset ${String(offset)} is not part of a character; save the file as UTF-8`,
+        position: { file, line, column },
+      },
+    };
+  }
 }

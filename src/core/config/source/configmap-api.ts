@@ -10,27 +10,28 @@
 //   - at start-up, before the ConfigMap was ever read (the API refuses, or it does not exist): the
 //     mounted directory `fallbackPath`, when there is one, is the source in use until the
 //     ConfigMap is read; the status says so and why.
-// The ConfigMap's data goes through the same bounds as a mounted directory (read.ts).
+// The ConfigMap's data goes through the same bounds as a mounted directory (directory-read.ts).
 import { stat } from 'node:fs/promises';
-import type { Clock } from '../clock.js';
-import { ConfigSourceError, InvalidConfigError } from '../errors.js';
-import type { ConfigIssue } from '../errors.js';
-import type { ResourceClient } from '../kube/cluster.js';
-import type { ConfigMap } from '../kube/objects.js';
-import { Reflector } from '../kube/reflector.js';
-import type { Logger } from '../log.js';
-import { DirectoryConfigSource, keysFingerprint } from './config-source.js';
+import type { Clock } from '../../clock.js';
+import { ConfigSourceError, InvalidConfigError } from '../../errors.js';
+import type { ConfigIssue } from '../../errors.js';
+import type { ResourceClient } from '../../kube/cluster.js';
+import type { ConfigMap } from '../../kube/objects.js';
+import { Reflector } from '../../kube/reflector.js';
+import type { Logger } from '../../log.js';
+import { DirectoryConfigSource } from './directory.js';
+import { MAX_CONFIG_DIRECTORY_ENTRIES, MAX_CONFIG_SOURCE_BYTES, MAX_KEY_FILE_BYTES } from './directory-read.js';
+import { keysFingerprint } from './port.js';
 import type {
   ApiSourceStatus,
+  ConfigSnapshot,
   ConfigSource,
-  ConfigSourceDescription,
+  ConfigSourceRef,
   ConfigSourceStatus,
+  RawEntry,
   SourceListener,
   SourceRead,
-} from './config-source.js';
-import type { RawEntry } from './parse.js';
-import { MAX_CONFIG_DIRECTORY_ENTRIES, MAX_CONFIG_SOURCE_BYTES, MAX_KEY_FILE_BYTES } from './read.js';
-import type { ConfigSnapshot } from './source.js';
+} from './port.js';
 
 export interface ConfigMapSourceOptions {
   readonly client: ResourceClient<ConfigMap>;
@@ -127,7 +128,7 @@ export function readConfigMapObject(namespace: string, name: string, object: Con
 /** The ConfigMap through the API, with the mounted directory as the start-up fallback. */
 export class ConfigMapConfigSource implements ConfigSource {
   readonly fsWatchPath: string | undefined;
-  private readonly description: ConfigSourceDescription;
+  private readonly description: ConfigSourceRef;
   private readonly label: string;
   private readonly reflector: Reflector<ConfigMap>;
   private readonly fallback: DirectoryConfigSource | undefined;

@@ -2,9 +2,11 @@
 // Pure: no IO. Every problem is collected; nothing stops at the first one.
 import { isAlias, isScalar } from 'yaml';
 import type { Node, YAMLMap } from 'yaml';
-import type { ConfigIssue, SourcePosition } from '../errors.js';
-import { formatGoDuration, parseGoDuration } from './duration.js';
-import { BadPatternError, splitNamePattern, validateGlob } from './glob.js';
+import { InvalidConfigError } from '../../errors.js';
+import type { ConfigIssue, SourcePosition } from '../../errors.js';
+import { configHash } from '../canonical.js';
+import { formatGoDuration, parseGoDuration } from '../duration.js';
+import { BadPatternError, splitNamePattern, validateGlob } from '../glob.js';
 import {
   CLASS_FIELDS,
   DEFAULT_ACCESS_MODE,
@@ -13,7 +15,7 @@ import {
   DEFAULT_NAME_PATTERN,
   DEFAULT_VOLUME_MODE,
   TOP_LEVEL_FIELDS,
-} from './model.js';
+} from '../model.js';
 import type {
   ClassConfig,
   FieldType,
@@ -23,8 +25,8 @@ import type {
   ProvisionerConfig,
   Toleration,
   VolumeMode,
-} from './model.js';
-import { suggest } from './suggest.js';
+} from '../model.js';
+import { suggest } from '../suggest.js';
 import {
   asMap,
   asSeq,
@@ -38,21 +40,8 @@ import {
   yaml11Bool,
   YamlBudget,
   YamlText,
-  type TextOrigin,
 } from './yaml-node.js';
-
-/** The value of one ConfigMap key, before decoding. */
-export type RawValue =
-  /** Text to be parsed as YAML: a file of a mounted ConfigMap, or a `data` string of a manifest. */
-  | { readonly kind: 'text'; readonly text: string; readonly origin: TextOrigin }
-  /** A node of an already parsed YAML file (the single-file layout). */
-  | { readonly kind: 'node'; readonly node: Node | null; readonly yaml: YamlText };
-
-export interface RawEntry {
-  readonly key: string;
-  readonly keyPosition: SourcePosition;
-  readonly value: RawValue;
-}
+import type { ConfigSnapshot, LoadedConfig, RawEntry } from '../source/port.js';
 
 export interface ParseResult {
   /** Undefined when there is at least one error. */
@@ -900,4 +889,23 @@ export function parseConfigEntries(
     );
   }
   return { config: sink.hasErrors ? undefined : deepFreeze(config), issues: sink.issues };
+}
+
+/** Pure: a snapshot → the normalized config. Throws InvalidConfigError with every problem found. */
+export function parseConfigSnapshot(snapshot: ConfigSnapshot): LoadedConfig {
+  const parsed = parseConfigEntries(
+    snapshot.entries,
+    snapshot.issues.some((i) => i.severity === 'error'),
+    YamlBudget.forConfig(snapshot.yamlValues),
+  );
+  const issues = [...snapshot.issues, ...parsed.issues];
+  if (parsed.config === undefined || issues.some((i) => i.severity === 'error')) {
+    throw new InvalidConfigError(snapshot.source.path, issues);
+  }
+  return {
+    config: parsed.config,
+    hash: configHash(parsed.config),
+    source: snapshot.source,
+    warnings: issues,
+  };
 }
