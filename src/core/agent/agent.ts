@@ -7,7 +7,6 @@ import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { parseConfigSnapshot } from '../config/decode/parse.js';
 import type { ConfigSnapshot, LoadedConfig } from '../config/source/port.js';
-import type { ProvisionerConfig } from '../config/model.js';
 import { DirectoryConfigSource } from '../config/source/directory.js';
 import { sourceLabel } from '../config/source/port.js';
 import type { ConfigSource, ConfigSourceStatus, SourceRead } from '../config/source/port.js';
@@ -95,7 +94,7 @@ export interface AgentOptions {
    * Problems this deployment finds in a config on top of its own validation (the sandbox confines
    * its disks to its directory): an error rejects the config as invalid, at start and on a reload.
    */
-  readonly configCheck?: (config: ProvisionerConfig) => readonly ConfigIssue[];
+  readonly configCheck?: (loaded: LoadedConfig) => readonly ConfigIssue[];
   /** Watch the config source and reload on change; undefined: reload only when asked. */
   readonly watch?: { readonly pollIntervalMs: number; readonly debounceMs: number; readonly useFsEvents?: boolean };
 }
@@ -212,7 +211,7 @@ export class Agent implements AdminTarget {
   /** Validates one read of the config source, then applies options.configCheck. */
   private parseChecked(snapshot: ConfigSnapshot): LoadedConfig {
     const loaded = parseConfigSnapshot(snapshot);
-    const extra = this.options.configCheck?.(loaded.config) ?? [];
+    const extra = this.options.configCheck?.(loaded) ?? [];
     if (extra.length === 0) return loaded;
     const issues = [...loaded.warnings, ...extra];
     if (extra.some((i) => i.severity === 'error')) throw new InvalidConfigError(loaded.source.path, issues);

@@ -7,8 +7,8 @@ import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { AgentEvent, AppliedConfigJson } from '../agent/reload-types.js';
 import type { ProvisionerConfig } from '../config/model.js';
-import { parseConfigSnapshot } from '../config/decode/parse.js';
-import { readConfigSnapshot } from '../config/source/load.js';
+import { loadConfig } from '../config/source/load.js';
+import type { LoadedConfig } from '../config/source/port.js';
 import { UsageError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { MemoryCluster } from '../kube/memory/memory-cluster.js';
@@ -88,19 +88,18 @@ async function prepareSandbox(dir: string, configPath?: string): Promise<Sandbox
  * released ones for real, so a mountDir elsewhere (`/mnt/../etc`) would publish, and could wipe,
  * directories of the host.
  */
-function sandboxConfigCheck(disksDir: string): (config: ProvisionerConfig) => ConfigIssue[] {
-  return (config) =>
-    Object.entries(config.storageClassMap).flatMap(([name, c]): ConfigIssue[] => {
-      const resolved = resolve(c.mountDir);
-      if (isBelow(disksDir, resolved)) return [];
-      const shown = resolved === c.mountDir ? c.mountDir : `${c.mountDir} (${resolved})`;
-      return [
-        {
-          severity: 'error',
-          path: `storageClassMap.${name}.mountDir`,
-          message: `${shown} is outside the sandbox's disks directory ${disksDir}: a sandbox publishes only directories below it`,
-        },
-      ];
+function sandboxConfigCheck(disksDir: string): (loaded: LoadedConfig) => ConfigIssue[] {
+  return (loaded) =>
+    Object.entries(loaded.config.storageClassMap).flatMap(([name, c]): ConfigIssue[] => {
+      if (isBelow(disksDir, resolve(c.mountDir))) return [];
+      const path = `storageClassMap.${name}.mountDir`;
+      const position = loaded.positions[path];
+      const issue: ConfigIssue = {
+        severity: 'error',
+        path,
+        message: `${c.mountDir} is outside the sandbox's disks directory ${disksDir}: a sandbox publishes only directories below it`,
+      };
+      return [position === undefined ? issue : { ...issue, position }];
     });
 }
 
@@ -151,7 +150,7 @@ export interface Sandbox {
     readonly configPath: string;
     readonly nodeName: string;
     readonly adminSocket: string;
-    readonly configCheck: (config: ProvisionerConfig) => ConfigIssue[];
+    readonly configCheck: (loaded: LoadedConfig) => ConfigIssue[];
   };
   readonly cluster: MemoryCluster;
   readonly volumes: NodeVolumes;
@@ -170,7 +169,7 @@ export async function openSandbox(options: SandboxOptions): Promise<Sandbox> {
   const layout = await prepareSandbox(options.dir, options.configPath);
   const nodeName = options.nodeName === '' ? SANDBOX_NODE : options.nodeName;
   const cluster = await sandboxCluster(nodeName);
-  const initial = parseConfigSnapshot(await readConfigSnapshot(layout.configDir)).config;
+  const initial = (await loadConfig(layout.configDir)).config;
   await ensureStorageClasses(cluster, initial);
   let agent: SandboxAgent | undefined;
   const volumes = new SandboxVolumes(

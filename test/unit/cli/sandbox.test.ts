@@ -167,7 +167,7 @@ describe('provisioner run --sandbox', () => {
     const dir = mkdtempSync(join(tmpdir(), 'lvp-sandbox-confine-'));
     try {
       mkdirSync(join(dir, 'config'));
-      writeFileSync(join(dir, 'config/storageClassMap'), 'evil:\n  hostDir: /mnt/../etc\n  mountDir: /mnt/../etc\n');
+      writeFileSync(join(dir, 'config/storageClassMap'), 'evil:\n  hostDir: /etc\n  mountDir: /etc\n');
       const start = await runCli(['run', '--sandbox', dir, '--listen-address', '127.0.0.1:0'], {
         env: { MY_NODE_NAME: '' },
         timeoutMs: 20_000,
@@ -176,7 +176,7 @@ describe('provisioner run --sandbox', () => {
       assert.match(
         start.stderr,
         new RegExp(
-          `storageClassMap\\.evil\\.mountDir: /etc is outside the sandbox's disks directory ${join(dir, 'disks')}`,
+          `config/storageClassMap:3:13: storageClassMap\\.evil\\.mountDir: /etc is outside the sandbox's disks directory ${join(dir, 'disks')}`,
           'u',
         ),
       );
@@ -194,7 +194,7 @@ describe('provisioner run --sandbox', () => {
         const local = join(dir, 'disks/local-storage');
         writeFileSync(
           join(dir, 'config/storageClassMap'),
-          `local-storage:\n  hostDir: ${local}\n  mountDir: ${local}\nevil:\n  hostDir: /etc\n  mountDir: ${dir}/disks/../../../etc\n`,
+          `local-storage:\n  hostDir: ${local}\n  mountDir: ${local}\nevil:\n  hostDir: /etc\n  mountDir: /etc\n`,
         );
         const rejected = await eventually(async () => {
           const s = await sandbox.client.status();

@@ -220,11 +220,28 @@ describe('YAML 1.1 and Go decoding semantics', () => {
   });
 
   it('normalizes discovery paths like filepath.Clean', () => {
-    const { config } = parse(
-      'storageClassMap:\n  local:\n    hostDir: /mnt//disks/\n    mountDir: /mnt/./x/../disks\n',
-    );
+    const { config } = parse('storageClassMap:\n  local:\n    hostDir: /mnt//disks/\n    mountDir: /mnt/./disks\n');
     assert.equal(classOf(config, 'local').hostDir, '/mnt/disks');
     assert.equal(classOf(config, 'local').mountDir, '/mnt/disks');
+  });
+
+  it('refuses a ".." segment in a discovery path, naming the path it would become', () => {
+    const errors = errorsOf('storageClassMap:\n  local:\n    hostDir: /mnt/../etc\n    mountDir: /mnt/disks/x/..\n');
+    assert.deepEqual(
+      errors.map((e) => [e.path, e.message, e.position?.line]),
+      [
+        [
+          'storageClassMap.local.hostDir',
+          '"/mnt/../etc" has a ".." segment, which would make it "/etc"; write the directory itself, without ".."',
+          3,
+        ],
+        [
+          'storageClassMap.local.mountDir',
+          '"/mnt/disks/x/.." has a ".." segment, which would make it "/mnt/disks"; write the directory itself, without ".."',
+          4,
+        ],
+      ],
+    );
   });
 });
 
@@ -247,9 +264,9 @@ describe('bad input', () => {
   it('wrong types name the key path and what was found', () => {
     const errors = errorsOf(`useJobForCleaning: maybe\nminResyncPeriod: 300\nnodeLabelsForPV: zone\n${ONE_CLASS}`);
     const byPath = new Map(errors.map((e) => [e.path, e.message]));
-    assert.match(byPath.get('useJobForCleaning') ?? '', /expected a boolean .* found the string "maybe"/u);
+    assert.match(byPath.get('useJobForCleaning') ?? '', /expected a boolean .* found the text "maybe"/u);
     assert.match(byPath.get('minResyncPeriod') ?? '', /expected a Go duration string .* found the number 300/u);
-    assert.match(byPath.get('nodeLabelsForPV') ?? '', /expected a list of strings, found the string "zone"/u);
+    assert.match(byPath.get('nodeLabelsForPV') ?? '', /expected a list of strings, found the text "zone"/u);
   });
 
   it('missing hostDir or mountDir', () => {

@@ -103,15 +103,18 @@ describe('openSandbox', () => {
       join(disks, 'local-storage', 'vol2'),
     ]);
 
-    const loaded = parseConfigSnapshot(await readConfigSnapshot(join(dir, 'config'))).config;
+    const loaded = parseConfigSnapshot(await readConfigSnapshot(join(dir, 'config')));
     assert.deepEqual(sandbox.agentOptions.configCheck(loaded), []);
-    const local = loaded.storageClassMap['local-storage'];
-    assert.ok(local);
-    const outside: ProvisionerConfig = { ...loaded, storageClassMap: { x: { ...local, mountDir: '/etc' } } };
+    // A class outside the disks directory is refused where its mountDir is written (file:line:column).
+    const elsewhere = join(tempDir(), 'config');
+    mkdirSync(elsewhere);
+    writeFileSync(join(elsewhere, 'storageClassMap'), 'x:\n  hostDir: /etc\n  mountDir: /etc\n');
+    const outside = parseConfigSnapshot(await readConfigSnapshot(elsewhere));
     const [issue, ...more] = sandbox.agentOptions.configCheck(outside);
     assert.deepEqual(more, []);
     assert.equal(issue?.path, 'storageClassMap.x.mountDir');
     assert.match(issue.message, /outside the sandbox's disks directory/u);
+    assert.deepEqual(issue.position, { file: join(elsewhere, 'storageClassMap'), line: 3, column: 13 });
   });
 
   it("keeps the user's config source, admin socket and node name", async () => {

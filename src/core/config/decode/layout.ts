@@ -6,7 +6,8 @@ import { InvalidConfigError } from '../../errors.js';
 import type { ConfigIssue } from '../../errors.js';
 import type { SourceBytes } from '../source/directory-read.js';
 import type { ConfigSnapshot, FileLayout, RawEntry, SnapshotOrigin } from '../source/port.js';
-import { asMap, badKeyReason, IssueSink, isNullNode, scalarValue, YamlBudget, YamlText } from './yaml-node.js';
+import { goKey, resolveGoScalar, scalarText } from './go-yaml.js';
+import { asMap, badKeyReason, IssueSink, isMergeKey, isNullNode, YamlBudget, YamlText } from './yaml-node.js';
 
 export interface ConfigFile {
   readonly name: string;
@@ -80,13 +81,13 @@ export function snapshotFromFileText(path: string, text: string): ConfigSnapshot
   const entries: RawEntry[] = [];
   for (const pair of root.items) {
     const keyNode = yaml.resolve(pair.key);
-    const key = keyNode !== null ? scalarValue(keyNode) : undefined;
-    if (key === null || key === undefined) {
-      sink.error('', badKeyReason(keyNode), yaml.position(keyNode));
+    const key = isMergeKey(keyNode) ? { problem: badKeyReason(keyNode) } : goKey(keyNode);
+    if ('problem' in key) {
+      sink.error('', key.problem, yaml.position(keyNode));
       continue;
     }
     entries.push({
-      key: String(key),
+      key: key.key,
       keyPosition: yaml.position(keyNode),
       value: { kind: 'node', node: yaml.resolve(pair.value), yaml },
     });
@@ -112,20 +113,21 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
   const entries: RawEntry[] = [];
   for (const pair of data.items) {
     const keyNode = manifest.resolve(pair.key);
-    const key = keyNode !== null ? scalarValue(keyNode) : undefined;
+    const key = isMergeKey(keyNode) ? { problem: badKeyReason(keyNode) } : goKey(keyNode);
     const value = manifest.resolve(pair.value);
-    if (key === null || key === undefined) {
-      sink.error('data', badKeyReason(keyNode), manifest.position(keyNode));
+    if ('problem' in key) {
+      sink.error('data', key.problem, manifest.position(keyNode));
       continue;
     }
-    const keyText = String(key);
+    const keyText = key.key;
     if (value === null || !isScalar(value)) {
       sink.error(`data.${keyText}`, 'ConfigMap data values must be strings', manifest.position(value));
       continue;
     }
-    const v = scalarValue(value);
-    const written = value.source ?? String(v);
-    if (typeof v !== 'string') {
+    // kubectl reads the manifest with go-yaml v2 too: only what it reads as text is a string.
+    const v = resolveGoScalar(value);
+    const written = scalarText(value);
+    if (v.kind !== 'string') {
       sink.warn(
         `data.${keyText}`,
         `ConfigMap data values must be strings: quote it ("${written}"); the API server would reject this manifest`,
@@ -135,7 +137,11 @@ function snapshotFromConfigMap(path: string, manifest: YamlText, sink: IssueSink
     entries.push({
       key: keyText,
       keyPosition: manifest.position(keyNode),
-      value: { kind: 'text', text: typeof v === 'string' ? v : written, origin: manifest.originOfScalarContent(value) },
+      value: {
+        kind: 'text',
+        text: v.kind === 'string' ? v.value : written,
+        origin: manifest.originOfScalarContent(value),
+      },
     });
   }
   return { source, entries, issues: sink.issues, yamlValues };

@@ -1,7 +1,7 @@
 // Decode + validate + normalize: raw ConfigMap keys → one immutable ProvisionerConfig.
 // Pure: no IO. Every problem is collected; nothing stops at the first one.
 import { isAlias, isScalar } from 'yaml';
-import type { Node, YAMLMap } from 'yaml';
+import type { Node, Scalar, YAMLMap } from 'yaml';
 import { InvalidConfigError } from '../../errors.js';
 import type { ConfigIssue, SourcePosition } from '../../errors.js';
 import { configHash } from '../canonical.js';
@@ -27,16 +27,15 @@ import type {
   VolumeMode,
 } from '../model.js';
 import { suggest } from '../suggest.js';
+import { describeValue, goInt64Value, goKey, goStringValue, isGoNull, resolveGoScalar, scalarText } from './go-yaml.js';
+import type { GoScalar } from './go-yaml.js';
 import {
   asMap,
   asSeq,
   badKeyReason,
-  describeNode,
   IssueSink,
   isMergeKey,
-  isNullNode,
   MAX_YAML_DEPTH,
-  scalarValue,
   yaml11Bool,
   YamlBudget,
   YamlText,
@@ -47,6 +46,8 @@ export interface ParseResult {
   /** Undefined when there is at least one error. */
   readonly config: ProvisionerConfig | undefined;
   readonly issues: readonly ConfigIssue[];
+  /** Where each class's discovery directories are written, by key path (`storageClassMap.NAME.mountDir`). */
+  readonly positions: Readonly<Record<string, SourcePosition>>;
 }
 
 /** A node together with the document it belongs to (for positions). */
@@ -142,26 +143,42 @@ class Decoder {
   }
 
   private typeError(at: Located, path: string, expected: string): void {
-    this.sink.error(path, `expected ${expected}, found ${describeNode(at.node)}`, this.pos(at));
+    this.sink.error(path, `expected ${expected}, found ${describeValue(at.node)}`, this.pos(at));
   }
 
-  /** Scalars coerced to strings the way upstream's sigs.k8s.io/yaml does for string targets. */
-  string(at: Located, path: string): string | undefined {
+  /** The scalar of a field, as upstream's decoder resolves it; reports what upstream's decoder refuses. */
+  private scalar(at: Located, path: string): { readonly node: Scalar; readonly value: GoScalar } | undefined {
     const node = at.node;
-    if (isNullNode(node)) return undefined;
-    if (node === null || !isScalar(node)) {
+    if (node === null || !isScalar(node)) return undefined;
+    const value = resolveGoScalar(node);
+    if (value.kind === 'error') {
+      this.sink.error(path, `${value.message}: upstream's YAML decoder (go-yaml v2) refuses this value`, this.pos(at));
+      return undefined;
+    }
+    return { node, value };
+  }
+
+  /**
+   * A Go string field: exactly what upstream's sigs.k8s.io/yaml gives it (a number or boolean
+   * converted from its resolved value: `0755` → "493", `yes` → "true", `1e6` → "1e+06"; a
+   * date-like text kept as written). Where that differs from the text as written, a warning says so.
+   */
+  string(at: Located, path: string): string | undefined {
+    if (isGoNull(at.node)) return undefined;
+    if (at.node === null || !isScalar(at.node)) {
       this.typeError(at, path, 'a string');
       return undefined;
     }
-    const v = scalarValue(node);
-    if (typeof v === 'string') return v;
-    if (v === null || v === undefined) return undefined;
-    const text = String(v);
-    const written = node.source ?? text;
-    if (written !== text) {
+    const scalar = this.scalar(at, path);
+    if (scalar === undefined) return undefined;
+    const text = goStringValue(scalar.value);
+    if (text === undefined) return undefined;
+    const written = scalarText(scalar.node);
+    if (written !== text && scalar.node.tag === undefined) {
+      const what = scalar.value.kind === 'bool' ? 'a boolean' : 'a number';
       this.sink.warn(
         path,
-        `YAML reads ${JSON.stringify(written)} as ${typeof v === 'boolean' ? 'a boolean' : 'a number'}, so the value is ${JSON.stringify(text)}; quote it to keep ${JSON.stringify(written)}`,
+        `YAML 1.1 reads ${JSON.stringify(written)} as ${what}, so the value is ${JSON.stringify(text)} (as upstream reads it); quote it to keep ${JSON.stringify(written)}`,
         this.pos(at),
       );
     }
@@ -169,27 +186,43 @@ class Decoder {
   }
 
   bool(at: Located, path: string): boolean | undefined {
-    const node = at.node;
-    if (isNullNode(node)) return undefined;
-    const v = node !== null ? scalarValue(node) : undefined;
-    if (typeof v === 'boolean') return v;
-    if (typeof v === 'string') {
-      // A quoted "yes" (as upstream's Helm chart writes it in ConfigMap data) still means true.
-      const b = yaml11Bool(v);
+    if (isGoNull(at.node)) return undefined;
+    const scalar = this.scalar(at, path);
+    if (scalar?.value.kind === 'bool') return scalar.value.value;
+    // A quoted "yes" still means true (upstream's encoding/json refuses a string here; no reason to).
+    if (scalar?.value.kind === 'string') {
+      const b = yaml11Bool(scalar.value.value);
       if (b !== undefined) return b;
     }
-    this.typeError(at, path, 'a boolean (true/false, yes/no, on/off)');
+    if (scalar !== undefined || !isScalar(at.node)) this.typeError(at, path, 'a boolean (true/false, yes/no, on/off)');
+    return undefined;
+  }
+
+  /** An int64 field (encoding/json): an integer, or a whole number written as a float (1e3). */
+  int64(at: Located, path: string): number | undefined {
+    if (isGoNull(at.node)) return undefined;
+    const scalar = this.scalar(at, path);
+    const v = scalar === undefined ? undefined : goInt64Value(scalar.value);
+    if (v !== undefined && v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER))
+      return Number(v);
+    if (scalar !== undefined || !isScalar(at.node)) {
+      this.typeError(
+        at,
+        path,
+        v === undefined ? 'an integer' : `an integer between ${Number.MIN_SAFE_INTEGER} and ${Number.MAX_SAFE_INTEGER}`,
+      );
+    }
     return undefined;
   }
 
   duration(at: Located, path: string): string | undefined {
-    const node = at.node;
-    if (isNullNode(node)) return undefined;
-    const v = node !== null ? scalarValue(node) : undefined;
-    if (typeof v !== 'string') {
-      this.typeError(at, path, 'a Go duration string such as 5m0s');
+    if (isGoNull(at.node)) return undefined;
+    const scalar = this.scalar(at, path);
+    if (scalar?.value.kind !== 'string') {
+      if (scalar !== undefined || !isScalar(at.node)) this.typeError(at, path, 'a Go duration string such as 5m0s');
       return undefined;
     }
+    const v = scalar.value.value;
     const parsed = parseGoDuration(v);
     if (!parsed.ok) {
       this.sink.error(path, parsed.message, this.pos(at));
@@ -209,7 +242,7 @@ class Decoder {
     path: string,
     check?: (value: string, index: number) => string | undefined,
   ): string[] | undefined {
-    if (isNullNode(at.node)) return undefined;
+    if (isGoNull(at.node)) return undefined;
     const seq = asSeq(at.node);
     if (!seq) {
       this.typeError(at, path, 'a list of strings');
@@ -220,7 +253,7 @@ class Decoder {
       const itemAt = { node: at.yaml.resolve(item), yaml: at.yaml };
       const s = this.string(itemAt, `${path}[${i}]`);
       if (s === undefined) {
-        if (isNullNode(itemAt.node)) this.sink.error(`${path}[${i}]`, 'must not be null', this.pos(at));
+        if (isGoNull(itemAt.node)) this.sink.error(`${path}[${i}]`, 'must not be null', this.pos(at));
         return;
       }
       const problem = check?.(s, i);
@@ -235,7 +268,7 @@ class Decoder {
    * YAML 1.1 merge keys (`<<: *defaults`) are applied as upstream's go-yaml v2 applies them.
    */
   entries(at: Located, path: string, expected: string): [string, Located, SourcePosition][] | undefined {
-    if (isNullNode(at.node)) return undefined;
+    if (isGoNull(at.node)) return undefined;
     const map = asMap(at.node);
     if (!map) {
       this.typeError(at, path, expected);
@@ -279,12 +312,12 @@ class Decoder {
         }
         continue;
       }
-      const k = keyNode !== null ? scalarValue(keyNode) : undefined;
-      if (k === null || k === undefined) {
-        this.sink.error(path, badKeyReason(keyNode), keyPos);
+      const k = goKey(keyNode);
+      if ('problem' in k) {
+        this.sink.error(path, isMergeKey(keyNode) ? badKeyReason(keyNode) : k.problem, keyPos);
         continue;
       }
-      const key = String(k);
+      const key = k.key;
       if (written.has(key)) {
         this.sink.error(`${path}.${key}`, 'duplicate key', keyPos);
         continue;
@@ -318,7 +351,7 @@ class Decoder {
       if (map === undefined) {
         this.sink.error(
           path,
-          `a merge key (<<) takes a mapping or a list of mappings (usually an alias such as <<: *defaults), found ${describeNode(source)}`,
+          `a merge key (<<) takes a mapping or a list of mappings (usually an alias such as <<: *defaults), found ${describeValue(source)}`,
           source !== null ? yaml.position(source) : keyPos,
         );
         continue;
@@ -406,7 +439,7 @@ class Decoder {
   }
 
   tolerations(at: Located, path: string): Toleration[] | undefined {
-    if (isNullNode(at.node)) return undefined;
+    if (isGoNull(at.node)) return undefined;
     const seq = asSeq(at.node);
     if (!seq) {
       this.typeError(at, path, 'a list of tolerations');
@@ -452,10 +485,9 @@ class Decoder {
           );
       }
       const seconds = fields.get('tolerationSeconds');
-      if (seconds && !isNullNode(seconds.value.node)) {
-        const v = seconds.value.node !== null ? scalarValue(seconds.value.node) : undefined;
-        if (typeof v === 'number' && Number.isInteger(v)) t.tolerationSeconds = v;
-        else this.typeError(seconds.value, `${p}.tolerationSeconds`, 'an integer');
+      if (seconds && !isGoNull(seconds.value.node)) {
+        const v = this.int64(seconds.value, `${p}.tolerationSeconds`);
+        if (v !== undefined) t.tolerationSeconds = v;
       }
       if (t.operator === 'Exists' && t.value !== undefined) {
         this.sink.error(`${p}.value`, 'must be empty when operator is Exists', fields.get('value')?.position);
@@ -466,7 +498,7 @@ class Decoder {
   }
 
   requirements(at: Located, path: string): NodeSelectorRequirement[] | undefined {
-    if (isNullNode(at.node)) return undefined;
+    if (isGoNull(at.node)) return undefined;
     const seq = asSeq(at.node);
     if (!seq) {
       this.typeError(at, path, 'a list of node selector requirements');
@@ -511,7 +543,7 @@ class Decoder {
   }
 
   selector(at: Located, path: string): NodeSelectorTerm[] | undefined {
-    if (isNullNode(at.node)) return undefined;
+    if (isGoNull(at.node)) return undefined;
     const seq = asSeq(at.node);
     if (!seq) {
       this.typeError(at, path, 'a list of node selector terms');
@@ -602,14 +634,24 @@ function normalizeDir(
     if (part === '..') parts.pop();
     else parts.push(part);
   }
-  return `/${parts.join('/')}`;
+  const cleaned = `/${parts.join('/')}`;
+  // Upstream would silently use the cleaned path (`/mnt/../etc` is /etc); no operator means that.
+  if (value.split('/').includes('..')) {
+    sink.error(
+      path,
+      `${shown(value)} has a ".." segment, which would make it ${shown(cleaned)}; write the directory itself, without ".."`,
+      position,
+    );
+    return undefined;
+  }
+  return cleaned;
 }
 
 function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): DecodedClass | undefined {
   const path = `storageClassMap.${name}`;
   const fields = d.struct(at, path, CLASS_NAMES, 'a storage class mapping (hostDir, mountDir, …)');
   if (!fields) {
-    if (isNullNode(at.node))
+    if (isGoNull(at.node))
       sink.error(path, 'storage class has no settings; hostDir and mountDir are required', at.yaml.position(at.node));
     return undefined;
   }
@@ -645,7 +687,7 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): De
 
   let blockCleanerCommand: readonly string[] = DEFAULT_BLOCK_CLEANER_COMMAND;
   const cleaner = get('blockCleanerCommand');
-  if (cleaner && !isNullNode(cleaner.node)) {
+  if (cleaner && !isGoNull(cleaner.node)) {
     const list = d.stringList(cleaner, `${path}.blockCleanerCommand`, (arg, i) =>
       // execve takes NUL-terminated strings, each at most MAX_ARG_STRLEN; the command is a path.
       textProblem(arg, i === 0 ? PATH_MAX_BYTES : ARG_MAX_BYTES, 'nul'),
@@ -888,7 +930,11 @@ export function parseConfigEntries(
       positionOf('removeNodeNotReadyTaint'),
     );
   }
-  return { config: sink.hasErrors ? undefined : deepFreeze(config), issues: sink.issues };
+  const positions: Record<string, SourcePosition> = {};
+  for (const [name, c] of classes) {
+    for (const dir of ['hostDir', 'mountDir'] as const) positions[`storageClassMap.${name}.${dir}`] = c.positions[dir];
+  }
+  return { config: sink.hasErrors ? undefined : deepFreeze(config), issues: sink.issues, positions };
 }
 
 /** Pure: a snapshot → the normalized config. Throws InvalidConfigError with every problem found. */
@@ -907,5 +953,6 @@ export function parseConfigSnapshot(snapshot: ConfigSnapshot): LoadedConfig {
     hash: configHash(parsed.config),
     source: snapshot.source,
     warnings: issues,
+    positions: parsed.positions,
   };
 }

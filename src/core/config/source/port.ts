@@ -66,6 +66,8 @@ export interface LoadedConfig {
   readonly hash: string;
   readonly source: SnapshotOrigin;
   readonly warnings: readonly ConfigIssue[];
+  /** Where each class's discovery directories are written, by key path (`storageClassMap.NAME.mountDir`). */
+  readonly positions: Readonly<Record<string, SourcePosition>>;
 }
 
 // ---------------------------------------------------------------------------------------------
