@@ -185,8 +185,8 @@ describe('YAML that would exhaust the stack, memory or time', () => {
     const e = only(errorsOf(`${levels.join('\n')}\n${CLASS}`));
     assert.match(e.message, new RegExp(`repeat more than ${MAX_ALIAS_EXPANSION} characters of YAML in all`, 'u'));
     assert.equal(typeof e.position?.line, 'number');
-    // One long string repeated: each alias is cheap to parse, the expansion is not. (Plain: 500 kB of
-    // quoted text would be refused by MAX_QUOTED_CHARS before any alias.)
+    // One long string repeated: each alias is cheap to parse, the expansion is not. (Plain, as written
+    // in the file.)
     const long = 'x'.repeat(500_000);
     const big = only(
       errorsOf(`x: &a ${long}\n${CLASS}    blockCleanerCommand: [${Array(1200).fill('*a').join(', ')}]\n`),
@@ -218,7 +218,7 @@ describe('YAML that would exhaust the stack, memory or time', () => {
     assert.equal(e.position?.line, 2);
   });
 
-  const valuesMessage = `more than ${MAX_CONFIG_YAML_VALUES} YAML values (scalars, aliases, list items and mapping entries) in this source; a config of 200 storage classes with node selectors holds about 12000`;
+  const valuesMessage = `more than ${MAX_CONFIG_YAML_VALUES} YAML values (scalars, aliases, list items and mapping entries) in this source, the most one may hold: a config of 200 storage classes with node selectors holds about 12000, and this limit keeps a reload within about 90 MB of memory. To fit: share repeated settings with an anchor and aliases (selector: *zones, or <<: *defaults), which count once; or split the storage classes over several provisioner DaemonSets, each with its own ConfigMap`;
 
   it(`${MAX_CONFIG_YAML_VALUES} YAML values in a source are fine, one more is refused where it is`, () => {
     // CLASS is 10 values, `nodeLabelsForPV:` 2, each `- a` 2 (the indicator and the scalar).
@@ -233,9 +233,9 @@ describe('YAML that would exhaust the stack, memory or time', () => {
 
   it('the values of all keys of a mounted ConfigMap count together', () => {
     const storageClassMap = { name: 'storageClassMap', text: 'fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n' };
-    // 12,000 and 9,000 values: each key is under the bound alone, not with the other.
-    const nodeLabels = { name: 'nodeLabelsForPV', text: '- a\n'.repeat(6000) };
-    const labels = { name: 'labelsForPV', text: Array.from({ length: 3000 }, (_, i) => `k${i}: v\n`).join('') };
+    // 40,000 and 45,000 values: each key is under the bound alone, not with the other.
+    const nodeLabels = { name: 'nodeLabelsForPV', text: '- a\n'.repeat(20_000) };
+    const labels = { name: 'labelsForPV', text: Array.from({ length: 15_000 }, (_, i) => `k${i}: v\n`).join('') };
     assert.ok(outcome(snapshotFromDirectoryFiles(DIR, [storageClassMap, nodeLabels])).ok);
     assert.ok(outcome(snapshotFromDirectoryFiles(DIR, [storageClassMap, labels])).ok);
     const e = only(errorsOfSnapshot(snapshotFromDirectoryFiles(DIR, [storageClassMap, nodeLabels, labels])));
@@ -244,14 +244,16 @@ describe('YAML that would exhaust the stack, memory or time', () => {
     assert.equal(e.position?.file, `${DIR}/${e.path}`);
   });
 
-  const quotedMessage = `more than ${MAX_QUOTED_CHARS} characters of quoted strings ('…' or "…") in this source, which are slow to read; no config value is this long (the longest allowed is a blockCleanerCommand argument of 131072 bytes): write a whole key's YAML in a ConfigMap data value as a block scalar (|), not quoted`;
+  const quotedMessage = `more than ${MAX_QUOTED_CHARS} characters of quoted strings ('…' or "…") in this source, more than a ConfigMap can hold: write a whole key's YAML in a ConfigMap data value as a block scalar (|), not quoted`;
 
-  it(`${MAX_QUOTED_CHARS} characters of quoted strings in a source are fine, one more is refused where it is`, () => {
-    // The longest arguments there are: the command (7 characters) and two of 128 KiB add up to the bound.
+  it(`${MAX_QUOTED_CHARS} characters of quoted strings (a whole ConfigMap's worth) are fine, one more is refused where it is`, () => {
+    // The command (7 characters), seven arguments of the longest allowed (128 KiB) and a last one fill the bound.
     const command = (last: number): string =>
-      `${CLASS}    blockCleanerCommand: ["/bin/sh", "${'a'.repeat(131_072)}", '${'b'.repeat(last)}']\n`;
-    const fits = MAX_QUOTED_CHARS - 7 - 131_072;
-    assert.equal(accepted(command(fits)).config.storageClassMap['fast']?.blockCleanerCommand[2]?.length, fits);
+      `${CLASS}    blockCleanerCommand: ["/bin/sh", ${Array(7)
+        .fill(`"${'a'.repeat(131_072)}"`)
+        .join(', ')}, '${'b'.repeat(last)}']\n`;
+    const fits = MAX_QUOTED_CHARS - 7 - 7 * 131_072;
+    assert.equal(accepted(command(fits)).config.storageClassMap['fast']?.blockCleanerCommand[8]?.length, fits);
     const text = command(fits + 1);
     const e = only(errorsOf(text));
     assert.equal(e.message, quotedMessage);
@@ -259,8 +261,8 @@ describe('YAML that would exhaust the stack, memory or time', () => {
     assert.deepEqual(e.position, { file: FILE, line: 5, column: line.indexOf("'") + 1 });
   });
 
-  it('a ConfigMap data value of 1 MiB is fine as a block scalar and refused, with the fix, when quoted', () => {
-    const yaml = `fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n#${'x'.repeat(1_000_000)}\n`;
+  it('a ConfigMap data value of more than 1 MiB is fine as a block scalar and refused, with the fix, when quoted', () => {
+    const yaml = `fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n#${'x'.repeat(1_100_000)}\n`;
     const block = yaml
       .split('\n')
       .map((l) => (l === '' ? l : `    ${l}`))
@@ -314,7 +316,6 @@ describe('values that cannot work', () => {
     assert.equal(dirError('/mnt/fa\0st'), 'contains the control character U+0000 at character 8');
     assert.equal(dirError('/mnt/a\nb'), 'contains the control character U+000A at character 7');
     assert.match(dirError('/mnt/\ud800'), /U\+D800 at character 6, half of a UTF-16 pair/u);
-    // Plain: a quoted 1 MB would be refused by MAX_QUOTED_CHARS first.
     const huge = only(errorsOf(`storageClassMap:\n  fast:\n    hostDir: /${'a/'.repeat(500_000)}\n    mountDir: /m\n`));
     assert.equal(huge.message, 'is 1000001 bytes long; at most 4095 bytes are allowed');
     assert.equal(huge.position?.line, 3);
@@ -328,7 +329,6 @@ describe('values that cannot work', () => {
   });
 
   it('fsType: one word of at most 255 bytes; namePattern: no NUL, at most 64 KiB', () => {
-    // Plain: a quoted 900 kB would be refused by MAX_QUOTED_CHARS first.
     const long = only(errorsOf(`${CLASS}    fsType: ${'x'.repeat(900_000)}\n`));
     assert.deepEqual(
       [long.path, long.message],

@@ -57,19 +57,21 @@ export const MAX_ALIAS_EXPANSION = 1_048_576;
 
 /**
  * The most characters of quoted ('…' or "…") scalars one config source may hold in all, counted
- * between the quotes. The yaml package builds a quoted value character by character (1 MB of them
- * cost about 100 ms and 30 MB); plain and block scalars are cheap at any length. No config value is
- * this long (the longest allowed is a blockCleanerCommand argument of 128 KiB), and a whole key's YAML
- * in a ConfigMap data value belongs in a block scalar (`key: |`).
+ * between the quotes: as many as a ConfigMap may hold (1 MiB of data), so no ConfigMap upstream
+ * loads is refused for them. The yaml package builds a quoted value character by character; 1 MiB of
+ * them cost about 100 ms and 30 MB (docs/benchmarks.md, "Config size").
  */
-export const MAX_QUOTED_CHARS = 256 * 1024;
+export const MAX_QUOTED_CHARS = 1024 * 1024;
 
 /**
- * The most YAML values (see VALUE_TOKENS) one config source may hold in all its keys. Each costs
- * about 0.7 KB of transient heap and 5 µs to parse and compose; 200 storage classes with node
- * selectors of two expressions hold about 12,000.
+ * The most YAML values (see VALUE_TOKENS) one config source may hold in all its keys. Reading one
+ * costs about 1.5 KB at the peak of the parse (measured: 50,000 values +92 MB RSS, 150,000 +228 MB;
+ * docs/benchmarks.md, "Config size"), so this bounds a reload at about +90 MB: an agent with a 256 MiB
+ * limit survives any config. It holds about 7,500 simple classes (400 KiB) or 200 classes with node selectors
+ * 12 times over; a ConfigMap of 1 MiB can hold more values than this (up to about 500,000 in a flow
+ * list), and those are refused with a message that says how to shrink the config.
  */
-export const MAX_CONFIG_YAML_VALUES = 20_000;
+export const MAX_CONFIG_YAML_VALUES = 60_000;
 
 /**
  * The same bounds for one simulate input file (a fixture or scenario, at most 16 MiB): a cluster
@@ -126,7 +128,7 @@ export class YamlBudget {
     return new YamlBudget(
       MAX_CONFIG_YAML_VALUES,
       MAX_QUOTED_CHARS,
-      'a config of 200 storage classes with node selectors holds about 12000',
+      'a config of 200 storage classes with node selectors holds about 12000, and this limit keeps a reload within about 90 MB of memory. To fit: share repeated settings with an anchor and aliases (selector: *zones, or <<: *defaults), which count once; or split the storage classes over several provisioner DaemonSets, each with its own ConfigMap',
       values,
     );
   }
@@ -156,11 +158,11 @@ export class YamlBudget {
     this.quoted += quotedChars;
     if (this.values > this.maxValues) {
       this.exhausted = true;
-      return `more than ${this.maxValues} YAML values (scalars, aliases, list items and mapping entries) in this source; ${this.scale}`;
+      return `more than ${this.maxValues} YAML values (scalars, aliases, list items and mapping entries) in this source, the most one may hold: ${this.scale}`;
     }
     if (this.quoted > this.maxQuoted) {
       this.exhausted = true;
-      return `more than ${this.maxQuoted} characters of quoted strings ('…' or "…") in this source, which are slow to read; no config value is this long (the longest allowed is a blockCleanerCommand argument of 131072 bytes): write a whole key's YAML in a ConfigMap data value as a block scalar (|), not quoted`;
+      return `more than ${this.maxQuoted} characters of quoted strings ('…' or "…") in this source, more than a ConfigMap can hold: write a whole key's YAML in a ConfigMap data value as a block scalar (|), not quoted`;
     }
     return undefined;
   }
