@@ -18,6 +18,16 @@ export abstract class ProvisionerCommand extends Command {
     process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
   }
 
+  /**
+   * Exits with `code` once stdout and stderr have handed everything to the OS: oclif's exit is
+   * process.exit(), which drops what a pipe has not taken yet (a `diff-config -o json | jq` of a
+   * large diff was cut at 64 KiB).
+   */
+  protected async exitDrained(code: number): Promise<never> {
+    await Promise.all([drained(process.stdout), drained(process.stderr)]);
+    this.exit(code);
+  }
+
   protected override async catch(err: Error & { exitCode?: number }): Promise<unknown> {
     if (err instanceof Errors.ExitError) throw err;
     if (err instanceof Errors.CLIError && !(err instanceof ProvisionerError)) {
@@ -27,8 +37,25 @@ export abstract class ProvisionerCommand extends Command {
     const out = errorOutput(err, this.machineOutput, process.env['DEBUG'] !== undefined);
     if (out.stream === 'stdout') this.writeOut(out.text);
     else this.writeErr(out.text);
+    await Promise.all([drained(process.stdout), drained(process.stderr)]);
     throw new Errors.ExitError(out.exitCode);
   }
+}
+
+/** Resolves when the stream's buffered writes have been handed to the OS (or it closed). */
+function drained(stream: NodeJS.WriteStream): Promise<void> {
+  if (stream.writableLength === 0 || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      stream.off('drain', done);
+      stream.off('close', done);
+      stream.off('error', done);
+      resolve();
+    };
+    stream.on('drain', done);
+    stream.on('close', done);
+    stream.on('error', done);
+  });
 }
 
 /** Colour on a TTY unless NO_COLOR is set or TERM is dumb; a --color/--no-color flag wins. */

@@ -94,7 +94,7 @@ Exit codes: 0 no differences, 1 differences (with --fail-on: a change of a liste
       this.writeOut(render.renderDiffConfigText(comparison, { color: useColor(flags.color) }));
     }
     const code = render.diffConfigExitCode(comparison);
-    if (code !== 0) this.exit(code);
+    if (code !== 0) await this.exitDrained(code);
   }
 
   /** The running agent's applied config, or the default path when no agent answers on the socket. */

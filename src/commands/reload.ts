@@ -52,6 +52,6 @@ Exit codes: 0 applied or no change, 1 not applied (rejected, refused, rolled bac
       this.machineOutput ? JSON.stringify(render.toReloadJson(result), null, 2) : render.renderReloadText(result),
     );
     const code = render.reloadExitCode(result);
-    if (code !== 0) this.exit(code);
+    if (code !== 0) await this.exitDrained(code);
   }
 }

@@ -124,7 +124,7 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
           : render.renderRolloutText(status, timedOut),
       );
       const code = render.rolloutExitCode(status.verdict);
-      if (code !== 0) this.exit(code);
+      if (code !== 0) await this.exitDrained(code);
     } finally {
       rest.close();
     }

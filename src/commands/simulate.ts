@@ -66,7 +66,7 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
         this.writeOut(flags.output === 'json' ? JSON.stringify(json, null, 2) : render.toYaml(json));
       }
       const code = render.scenarioExitCode(report);
-      if (code !== 0) this.exit(code);
+      if (code !== 0) await this.exitDrained(code);
       return;
     }
 
