@@ -3,10 +3,11 @@
 import type { ConfigIssue } from '../errors.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import type { ConfigSourceStatus } from '../config/source/port.js';
+import type { ChangeSource } from '../config/watcher.js';
 import type { GuardedImpact } from '../config/reload-guard.js';
 
-/** What asked for a reload. */
-export type ReloadTrigger = 'fs' | 'poll' | 'api' | 'signal' | 'admin';
+/** What asked for a reload: what the config watcher noticed, SIGHUP ('signal'), or the admin endpoint. */
+export type ReloadTrigger = ChangeSource | 'signal' | 'admin';
 
 /**
  * - applied: a new generation serves the new config;

@@ -12,17 +12,17 @@
 //   - poll: every pollIntervalMs, the safety net for what inotify cannot see (NFS, missed or
 //     overflowed events, a dead watcher). It asks the source's cheap probe first (a directory:
 //     stat of its entries, no file opened) and reads the content only when the probe changed.
-//   - the source's own feed ('api': a ConfigMap watch event) and request(): SIGHUP, the admin endpoint.
+//   - api: the source's own feed (a ConfigMap watch event), through request().
+// SIGHUP and the admin endpoint do not come through here: they ask the reload machine directly,
+// which reads the source itself (and reports an unchanged config as a no-op).
 //
 // The watcher reads only through the ConfigSource port (source/port.ts): it does not know which
 // source is in use; the fs feed watches the source's fsWatchPath when it has one.
 //
-// A check reads the source (one SourceRead: the snapshot and its fingerprint, sha256 over the
-// sorted key names and bytes, read through ONE resolved `..data`) and calls onChange with that
-// read only when the fingerprint differs from the current one, so duplicate events, a touch, or
-// kubelet re-projecting identical content (new `..data` target, same bytes) are not changes. The
-// reload applies that read: a change is read once. Explicit requests ('signal', 'admin') call
-// onChange even when the fingerprint is unchanged; the reload machine reports the no-op.
+// A check reads the source (one SourceRead: the snapshot and its fingerprint) and calls onChange
+// with that read only when the fingerprint differs from the current one, so duplicate events, a
+// touch, or kubelet re-projecting identical content (new `..data` target, same bytes) are not
+// changes. The reload applies that read: a change is read once.
 //
 // Coalescing: at most one onChange runs at a time (never re-entrantly), and everything that
 // arrives meanwhile collapses into ONE further check after it returns; that check reads the
@@ -36,10 +36,11 @@
 // with backoff).
 //
 // Timers go through the Clock port (a ManualClock drives the debounce, poll and backoff too).
-// stop() aborts them all, closes chokidar (clearing its throttle timers) and waits a few event
-// loop turns for the closed fs.watch handles to go; the test runs 1,000 start/stop cycles against
-// process.getActiveResourcesInfo(). An fs call chokidar started before close() can still finish
-// a moment after stop() resolves; it leaves nothing behind.
+// stop() aborts them all, closes chokidar (clearing its throttle timers, see
+// clearChokidarThrottles) and waits a few event loop turns for the closed fs.watch handles to go;
+// the test runs 1,000 start/stop cycles against process.getActiveResourcesInfo(). An fs call
+// chokidar started before close() can still finish a moment after stop() resolves; it leaves
+// nothing behind.
 
 import type { Stats } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
@@ -48,27 +49,21 @@ import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
 import { TIMER_NOT_NEEDED, type Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { asError, errnoCode, errorMessage } from '../unknown-values.js';
-import { DirectoryConfigSource } from './source/directory.js';
 import { sourceLabel } from './source/port.js';
 import type { ConfigSource, SourceRead } from './source/port.js';
 
 /**
- * What noticed (or asked for) a possible change. Mirrors the reload machine's ReloadTrigger:
+ * What noticed a possible change; the reload machine's ReloadTrigger extends it with its own
+ * requests ('signal', 'admin'):
  * - 'fs': a filesystem event on the source (after the debounce);
  * - 'poll': the periodic check (or a plain request() for a check);
- * - 'api': the API source's watch saw the ConfigMap change;
- * - 'signal', 'admin': an explicit request (SIGHUP, the admin endpoint) through request().
+ * - 'api': the API source's watch saw the ConfigMap change.
  */
-export type ChangeSource = 'fs' | 'poll' | 'api' | 'signal' | 'admin';
-
-/** Sources for which onChange is called even when the fingerprint did not change. */
-const FORCED_SOURCES: ReadonlySet<ChangeSource> = new Set(['signal', 'admin']);
+export type ChangeSource = 'fs' | 'poll' | 'api';
 
 export interface ConfigWatcherOptions {
-  /** The config source (the port). Either this or `path`. */
-  readonly source?: ConfigSource;
-  /** Shorthand for `source: new DirectoryConfigSource(path)`: a ConfigMap-style directory, or a single file (its parent directory is watched, filtered to it). */
-  readonly path?: string;
+  /** The config source (the port). The fs feed watches its fsWatchPath: a directory, or a file through its parent directory. */
+  readonly source: ConfigSource;
   /** Period of the safety-net check (upstream's --config-sync-period; 5 s there). Must be a positive number. */
   readonly pollIntervalMs: number;
   /** Quiet time that ends a burst of fs events (a kubelet swap emits ~5–10 raw events); e.g. 100 ms. */
@@ -90,12 +85,6 @@ export interface ConfigWatcherOptions {
    * resume(): the caller applies the initial read first.
    */
   readonly deferChecks?: boolean;
-  /**
-   * The fingerprint of the config the caller already loaded before start(). When the source reads
-   * differently at start(), one onChange('poll') follows, so a change between the caller's load
-   * and start() is not lost. Default: whatever start() reads is current (no onChange for it).
-   */
-  readonly initialFingerprint?: string;
   /** Watch filesystem events (default true). false: the poll and request() only (e.g. on NFS; tests). */
   readonly useFsEvents?: boolean;
   /** The longest a continuous stream of fs events may postpone a check; default 10 × debounceMs. */
@@ -192,15 +181,17 @@ function relevantName(target: WatchTarget, name: string): boolean {
 }
 
 /**
- * chokidar's close() forgets its throttle entries without clearing their timers (up to 1 s for a
- * directory re-read in progress); clear them first so nothing is left running after stop().
- * Defensive: reads a field chokidar declares in its typings, and skips anything unexpected.
+ * Clears the timers of chokidar's throttle entries, which its close() forgets without clearing
+ * (chokidar 5.0.0 index.js: close() does `this._throttled.clear()`; _throttle() arms a plain
+ * setTimeout per entry). No option avoids them: every event on the watched directory re-reads it
+ * under a 1 s 'readdir' throttle (handler.js _handleRead), which stays armed when close()
+ * interrupts that read; per-path 'change', 'watch' and 'remove' throttles add 5–100 ms. Left
+ * alone, a stop() right after an fs event would leave a timer running for up to 1 s (the test of
+ * 1,000 start/stop cycles catches it). `_throttled` is declared in chokidar's typings but not
+ * documented: an upgrade that drops it fails to compile; entries of another shape are skipped.
  */
 function clearChokidarThrottles(watcher: FSWatcher): void {
-  const throttled: unknown = watcher._throttled;
-  if (!(throttled instanceof Map)) return;
-  for (const perPath of (throttled as Map<unknown, unknown>).values()) {
-    if (!(perPath instanceof Map)) continue;
+  for (const perPath of watcher._throttled.values()) {
     for (const entry of [...(perPath as Map<unknown, unknown>).values()]) {
       if (typeof entry === 'object' && entry !== null && 'clear' in entry && typeof entry.clear === 'function') {
         (entry.clear as () => unknown)();
@@ -217,13 +208,6 @@ async function settle(): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // The watcher
 
-interface PendingCheck {
-  /** The first of the coalesced triggers that only asks to compare fingerprints ('fs', 'poll'). */
-  noticedBy?: ChangeSource;
-  /** The latest explicit request ('signal', 'admin'): onChange is called even when nothing changed. */
-  forced?: ChangeSource;
-}
-
 interface RestartRequest {
   readonly reason: string;
   readonly error: boolean;
@@ -232,10 +216,10 @@ interface RestartRequest {
 /**
  * Usage:
  *
- *   const watcher = new ConfigWatcher({ path, pollIntervalMs: 5000, debounceMs: 100, clock, logger,
- *     onChange: async (source, fingerprint) => { await reload(source); } });
- *   await watcher.start();        // fs watcher up, initial fingerprint read, poll running
- *   process.on('SIGHUP', () => { watcher.request('signal'); });
+ *   const watcher = new ConfigWatcher({ source, pollIntervalMs: 5000, debounceMs: 100, clock, logger,
+ *     onChange: async (by, fingerprint, read) => { await reload(by, read); } });
+ *   await watcher.start();        // fs watcher up, initial read done, poll running
+ *   await source.start({ changed: (by) => { watcher.request(by); }, ... });
  *   ...
  *   await watcher.stop();         // idempotent; no timer, fs watcher or chokidar instance left
  *
@@ -255,7 +239,6 @@ export class ConfigWatcher {
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly onChange: (source: ChangeSource, fingerprint: string, read: SourceRead) => Promise<void>;
-  private readonly initialFingerprint: string | undefined;
   private readonly createFsWatcher: (dir: string, options: ChokidarOptions) => FSWatcher;
 
   private readonly abort = new AbortController();
@@ -268,7 +251,8 @@ export class ConfigWatcher {
   private current: string | undefined;
   /** The probe that vouches for the last content read: a poll whose probe equals it reads nothing. */
   private lastProbe: string | undefined;
-  private pending: PendingCheck | undefined;
+  /** What noticed the check waiting to run (the first of the triggers coalesced into it). */
+  private pending: ChangeSource | undefined;
   private draining = false;
   /** The fs-reading part of the check in progress (not onChange), awaited by stop(). */
   private observing: Promise<unknown> | undefined;
@@ -290,7 +274,7 @@ export class ConfigWatcher {
     checks: 0,
     reads: 0,
     probes: 0,
-    changes: { fs: 0, poll: 0, api: 0, signal: 0, admin: 0 } satisfies Record<ChangeSource, number>,
+    changes: { fs: 0, poll: 0, api: 0 } satisfies Record<ChangeSource, number>,
     watcherErrors: 0,
     watcherRestarts: 0,
     handlerErrors: 0,
@@ -303,8 +287,7 @@ export class ConfigWatcher {
       }
       return value;
     };
-    const source = options.source ?? (options.path !== undefined ? new DirectoryConfigSource(options.path) : undefined);
-    if (source === undefined) throw new RangeError('ConfigWatcher: needs a source (or a path)');
+    const { source } = options;
     this.source = source;
     this.path = source.fsWatchPath ?? sourceLabel(source.status().configured);
     this.deferChecks = options.deferChecks === true;
@@ -321,7 +304,6 @@ export class ConfigWatcher {
     this.clock = options.clock;
     this.logger = options.logger;
     this.onChange = options.onChange;
-    this.initialFingerprint = options.initialFingerprint;
     this.createFsWatcher = options.createFsWatcher ?? watch;
   }
 
@@ -349,9 +331,8 @@ export class ConfigWatcher {
 
   /**
    * Sets up the fs watcher (waits for its first attempt; a failure is logged and retried with
-   * backoff, not thrown), reads the source (no onChange for it, unless initialFingerprint
-   * differs), starts the poll and returns that initial read (undefined when stopped meanwhile).
-   * Callable once.
+   * backoff, not thrown), reads the source (no onChange for it: it is the current content), starts
+   * the poll and returns that initial read (undefined when stopped meanwhile). Callable once.
    */
   async start(): Promise<SourceRead | undefined> {
     if (this.started) throw new Error('ConfigWatcher.start() can be called only once');
@@ -367,14 +348,8 @@ export class ConfigWatcher {
     }
     if (this.isStopped()) return undefined;
     const read = await this.observe(false);
-    const fingerprint = read.fingerprint;
     if (this.isStopped()) return undefined;
-    if (this.initialFingerprint !== undefined && this.initialFingerprint !== fingerprint) {
-      this.current = this.initialFingerprint;
-      this.trigger('poll');
-    } else {
-      this.current = fingerprint;
-    }
+    this.current = read.fingerprint;
     this.track(this.pollLoop());
     if (!this.deferChecks) this.resume();
     return read;
@@ -388,9 +363,8 @@ export class ConfigWatcher {
   }
 
   /**
-   * Asks for a check now; coalesces with everything else. 'poll' (the default) and 'fs' compare
-   * fingerprints like any check; 'signal' and 'admin' call onChange even when nothing changed (the
-   * reload machine then reports a no-op). Ignored after stop().
+   * Asks for a check now (e.g. 'api': the source's watch saw an event); coalesces with everything
+   * else, and like any check calls onChange only when the fingerprint changed. Ignored after stop().
    */
   request(source: ChangeSource = 'poll'): void {
     this.trigger(source);
@@ -449,10 +423,7 @@ export class ConfigWatcher {
 
   private trigger(source: ChangeSource): void {
     if (this.isStopped()) return;
-    const job = this.pending ?? {};
-    if (FORCED_SOURCES.has(source)) job.forced = source;
-    else job.noticedBy ??= source;
-    this.pending = job;
+    this.pending ??= source;
     if (this.ready) this.kick();
   }
 
@@ -468,10 +439,10 @@ export class ConfigWatcher {
   private async drain(): Promise<void> {
     try {
       while (!this.isStopped()) {
-        const job = this.pending;
-        if (job === undefined) break;
+        const noticedBy = this.pending;
+        if (noticedBy === undefined) break;
         this.pending = undefined;
-        await this.check(job);
+        await this.check(noticedBy);
       }
     } finally {
       this.draining = false;
@@ -506,19 +477,15 @@ export class ConfigWatcher {
     });
   }
 
-  private async check(job: PendingCheck): Promise<void> {
+  private async check(source: ChangeSource): Promise<void> {
     this.counters.checks++;
-    // Only the periodic check trusts the probe: an fs event, a watch event or a request reads.
-    const pollOnly = job.forced === undefined && job.noticedBy === 'poll';
-    const read = pollOnly ? await this.observe(this.useFsEvents, true) : await this.observe(this.useFsEvents);
+    // Only a 'poll' check (the periodic one, a plain request()) trusts the probe: an fs or watch event reads.
+    const read = source === 'poll' ? await this.observe(this.useFsEvents, true) : await this.observe(this.useFsEvents);
     if (this.isStopped() || read === undefined) return;
     const fingerprint = read.fingerprint;
     const previous = this.current;
-    const source = job.forced ?? (fingerprint !== previous ? job.noticedBy : undefined);
-    if (source === undefined) return;
-    if (fingerprint !== previous) {
-      this.logger.log('debug', 'config source changed', { path: this.path, source, fingerprint, previous });
-    }
+    if (fingerprint === previous) return;
+    this.logger.log('debug', 'config source changed', { path: this.path, source, fingerprint, previous });
     this.current = fingerprint;
     this.counters.changes[source]++;
     try {

@@ -8,7 +8,7 @@ import { systemClock } from '../../../src/core/clock.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { detectSubPathMountOnHost } from '../../../src/core/config/subpath.js';
 import { ConfigWatcher, type ChangeSource } from '../../../src/core/config/watcher.js';
-import { fingerprintConfigSource } from '../../../src/core/config/source/directory.js';
+import { DirectoryConfigSource, fingerprintConfigSource } from '../../../src/core/config/source/directory.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { bindMount, Cleanup, makeTempDir, mountTable, skipUnlessRoot } from '../../support/real-node.js';
 
@@ -59,7 +59,7 @@ describe('subPath detection on real bind mounts', { skip: skipUnlessRoot() }, ()
     // mount keeps the old inode, and neither the fs watcher nor the poll can ever see a change.
     const calls: ChangeSource[] = [];
     const watcher = new ConfigWatcher({
-      path: container,
+      source: new DirectoryConfigSource(container),
       pollIntervalMs: 50,
       debounceMs: 20,
       clock: systemClock,
