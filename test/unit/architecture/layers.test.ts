@@ -75,3 +75,40 @@ describe('layers', () => {
     );
   });
 });
+
+/** The value imports (not `import type`) of a file: `from '…'` of a non-type import, and `import()`. */
+function valueImports(text: string): string[] {
+  const found: string[] = [];
+  for (const match of text.matchAll(/^import\s+(?!type\s)[^;]*?from\s*'([^']+)'|import\s*\(\s*'([^']+)'/gmu)) {
+    const specifier = match[1] ?? match[2];
+    if (specifier !== undefined) found.push(specifier);
+  }
+  return found;
+}
+
+/** Why a module of src/core/config/decode breaks its rule: pure (no IO), and nothing of source/ but types. */
+function impureImports(file: string, text: string): string[] {
+  return valueImports(text)
+    .filter((s) => /^node:(fs|child_process|net|http|https)(\/|$)/u.test(s) || /(^|\/)source\//u.test(s))
+    .map((s) => `${relative(REPO_ROOT, file)} imports ${s}`);
+}
+
+describe('config layers', () => {
+  it('src/core/config/decode is pure: no file, process or network IO, and only types from source/', () => {
+    const decode = join(SRC, 'core/config/decode');
+    const found = sources(decode).flatMap((file) => impureImports(file, readFileSync(file, 'utf8')));
+    assert.deepEqual(found, []);
+  });
+
+  it('catches what it bans, and lets types through', () => {
+    const file = join(SRC, 'core/config/decode/x.ts');
+    assert.deepEqual(
+      impureImports(
+        file,
+        "import { readFile } from 'node:fs/promises';\nimport { loadConfig } from '../source/load.js';\n",
+      ),
+      ['src/core/config/decode/x.ts imports node:fs/promises', 'src/core/config/decode/x.ts imports ../source/load.js'],
+    );
+    assert.deepEqual(impureImports(file, "import type { ConfigSnapshot } from '../source/port.js';\n"), []);
+  });
+});

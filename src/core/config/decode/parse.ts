@@ -64,7 +64,8 @@ const STRUCTURED: ReadonlySet<FieldType> = new Set([
   'node-selector-terms',
 ]);
 
-const ACCESS_MODES = new Set(['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod']);
+const ACCESS_MODES = ['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod'] as const;
+const VOLUME_MODES: readonly VolumeMode[] = ['Filesystem', 'Block'];
 const SELECTOR_OPERATORS: ReadonlySet<string> = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt']);
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/u;
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/u;
@@ -647,7 +648,23 @@ function normalizeDir(
   return cleaned;
 }
 
-function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): DecodedClass | undefined {
+type ClassField = (typeof CLASS_NAMES)[number];
+
+/** One class's fields being read: where each is, and the sink and decoder they are read with. */
+interface ClassFields {
+  readonly name: string;
+  /** `storageClassMap.NAME` */
+  readonly path: string;
+  readonly sink: IssueSink;
+  readonly d: Decoder;
+  readonly get: (f: ClassField) => Located | undefined;
+  /** Where the field's value is written, else where the class is. */
+  readonly posOf: (f: ClassField) => SourcePosition;
+  /** The field as a Go string field reads it. */
+  readonly str: (f: ClassField) => string | undefined;
+}
+
+function classFields(name: string, at: Located, sink: IssueSink, d: Decoder): ClassFields | undefined {
   const path = `storageClassMap.${name}`;
   const fields = d.struct(at, path, CLASS_NAMES, 'a storage class mapping (hostDir, mountDir, …)');
   if (!fields) {
@@ -655,133 +672,153 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): De
       sink.error(path, 'storage class has no settings; hostDir and mountDir are required', at.yaml.position(at.node));
     return undefined;
   }
-  const before = sink.issues.filter((i) => i.severity === 'error').length;
   const classPos = at.yaml.position(at.node);
-  const get = (f: (typeof CLASS_NAMES)[number]): Located | undefined => fields.get(f)?.value;
-  const posOf = (f: (typeof CLASS_NAMES)[number]): SourcePosition => {
-    const v = get(f);
-    return v ? v.yaml.position(v.node) : classPos;
+  const get = (f: ClassField): Located | undefined => fields.get(f)?.value;
+  return {
+    name,
+    path,
+    sink,
+    d,
+    get,
+    posOf: (f) => {
+      const v = get(f);
+      return v ? v.yaml.position(v.node) : classPos;
+    },
+    str: (f) => {
+      const v = get(f);
+      return v ? d.string(v, `${path}.${f}`) : undefined;
+    },
   };
-  const str = (f: (typeof CLASS_NAMES)[number]): string | undefined => {
-    const v = get(f);
-    return v ? d.string(v, `${path}.${f}`) : undefined;
-  };
+}
 
-  if (!DNS1123_SUBDOMAIN.test(name) || name.length > 253) {
-    sink.error(
-      path,
-      `${shown(name)} is not a valid StorageClass name (lowercase RFC 1123 subdomain, at most 253 characters)`,
-      classPos,
-    );
-  }
-  const hostDir = normalizeDir(str('hostDir'), `${path}.hostDir`, sink, posOf('hostDir'));
-  const mountDir = normalizeDir(str('mountDir'), `${path}.mountDir`, sink, posOf('mountDir'));
-  for (const [f, v] of [
-    ['hostDir', hostDir],
-    ['mountDir', mountDir],
-  ] as const) {
-    if (v === undefined && !sink.issues.some((i) => i.path === `${path}.${f}` && i.severity === 'error')) {
-      sink.error(`${path}.${f}`, `is required: storage class ${name} is misconfigured, missing ${f}`, classPos);
+/** hostDir and mountDir: required absolute paths, cleaned like filepath.Clean. */
+function classDirectories(c: ClassFields, classPos: SourcePosition): Partial<Record<DirField, string>> {
+  const out: Partial<Record<DirField, string>> = {};
+  for (const f of ['hostDir', 'mountDir'] as const) {
+    const value = normalizeDir(c.str(f), `${c.path}.${f}`, c.sink, c.posOf(f));
+    if (value !== undefined) out[f] = value;
+    else if (!c.sink.issues.some((i) => i.path === `${c.path}.${f}` && i.severity === 'error')) {
+      c.sink.error(`${c.path}.${f}`, `is required: storage class ${c.name} is misconfigured, missing ${f}`, classPos);
     }
   }
+  return out;
+}
 
-  let blockCleanerCommand: readonly string[] = DEFAULT_BLOCK_CLEANER_COMMAND;
-  const cleaner = get('blockCleanerCommand');
-  if (cleaner && !isGoNull(cleaner.node)) {
-    const list = d.stringList(cleaner, `${path}.blockCleanerCommand`, (arg, i) =>
-      // execve takes NUL-terminated strings, each at most MAX_ARG_STRLEN; the command is a path.
-      textProblem(arg, i === 0 ? PATH_MAX_BYTES : ARG_MAX_BYTES, 'nul'),
-    );
-    if (list !== undefined) {
-      if (list.length === 0) {
-        sink.error(
-          `${path}.blockCleanerCommand`,
-          'must not be an empty list (omit it for the default)',
-          posOf('blockCleanerCommand'),
-        );
-      } else if (list[0] === '') {
-        sink.error(`${path}.blockCleanerCommand[0]`, 'the command must not be empty', posOf('blockCleanerCommand'));
-      } else {
-        blockCleanerCommand = list;
-      }
-    }
+/** blockCleanerCommand: a non-empty argv, each argument something execve takes. */
+function classCleanerCommand(c: ClassFields): readonly string[] {
+  const cleaner = c.get('blockCleanerCommand');
+  if (!cleaner || isGoNull(cleaner.node)) return DEFAULT_BLOCK_CLEANER_COMMAND;
+  const where = `${c.path}.blockCleanerCommand`;
+  const list = c.d.stringList(cleaner, where, (arg, i) =>
+    // execve takes NUL-terminated strings, each at most MAX_ARG_STRLEN; the command is a path.
+    textProblem(arg, i === 0 ? PATH_MAX_BYTES : ARG_MAX_BYTES, 'nul'),
+  );
+  if (list === undefined) return DEFAULT_BLOCK_CLEANER_COMMAND;
+  if (list.length === 0) {
+    c.sink.error(where, 'must not be an empty list (omit it for the default)', c.posOf('blockCleanerCommand'));
+  } else if (list[0] === '') {
+    c.sink.error(`${where}[0]`, 'the command must not be empty', c.posOf('blockCleanerCommand'));
+  } else {
+    return list;
   }
+  return DEFAULT_BLOCK_CLEANER_COMMAND;
+}
 
-  let volumeMode: VolumeMode = DEFAULT_VOLUME_MODE;
-  const mode = str('volumeMode');
-  if (mode !== undefined && mode !== '') {
-    if (mode === 'Filesystem' || mode === 'Block') volumeMode = mode;
-    else {
-      const hint = suggest(mode, ['Filesystem', 'Block'], { caseInsensitive: true });
-      sink.error(
-        `${path}.volumeMode`,
-        `unsupported volume mode ${shown(mode)}: expected "Filesystem" or "Block"${hint ? `; did you mean "${hint}"?` : ''}`,
-        posOf('volumeMode'),
-      );
-    }
-  }
+/** A field with a fixed set of values (volumeMode, accessMode): the default when empty, a suggestion when misspelt. */
+function classEnum<T extends string>(
+  c: ClassFields,
+  field: ClassField,
+  allowed: readonly T[],
+  fallback: T,
+  what: string,
+): T {
+  const value = c.str(field);
+  if (value === undefined || value === '') return fallback;
+  const found = allowed.find((a) => a === value);
+  if (found !== undefined) return found;
+  const hint = suggest(value, allowed, { caseInsensitive: true });
+  const expected =
+    allowed.length === 2 ? `"${allowed[0] ?? ''}" or "${allowed[1] ?? ''}"` : `one of ${allowed.join(', ')}`;
+  c.sink.error(
+    `${c.path}.${field}`,
+    `unsupported ${what} ${shown(value)}: expected ${expected}${hint ? `; did you mean "${hint}"?` : ''}`,
+    c.posOf(field),
+  );
+  return fallback;
+}
 
-  let accessMode = DEFAULT_ACCESS_MODE;
-  const access = str('accessMode');
-  if (access !== undefined && access !== '') {
-    if (ACCESS_MODES.has(access)) accessMode = access;
-    else {
-      const hint = suggest(access, [...ACCESS_MODES], { caseInsensitive: true });
-      sink.error(
-        `${path}.accessMode`,
-        `unsupported access mode ${shown(access)}: expected one of ${[...ACCESS_MODES].join(', ')}${hint ? `; did you mean "${hint}"?` : ''}`,
-        posOf('accessMode'),
-      );
-    }
-  }
-
-  let fsType = str('fsType') ?? '';
-  const fsTypeProblem =
+/** fsType: one word a mount(8) takes, meaningless for Block volumes. */
+function classFsType(c: ClassFields, volumeMode: VolumeMode): string {
+  const fsType = c.str('fsType') ?? '';
+  const problem =
     textProblem(fsType, FS_TYPE_MAX_BYTES, 'controls') ??
     (/\s/u.test(fsType)
       ? `${shown(fsType)} contains a space; a filesystem type is one word such as ext4 or xfs`
       : undefined);
-  if (fsTypeProblem !== undefined) {
-    sink.error(`${path}.fsType`, fsTypeProblem, posOf('fsType'));
-    fsType = '';
+  if (problem !== undefined) {
+    c.sink.error(`${c.path}.fsType`, problem, c.posOf('fsType'));
+    return '';
   }
   if (fsType !== '' && volumeMode === 'Block') {
-    sink.warn(`${path}.fsType`, 'has no effect when volumeMode is Block', posOf('fsType'));
+    c.sink.warn(`${c.path}.fsType`, 'has no effect when volumeMode is Block', c.posOf('fsType'));
   }
+  return fsType;
+}
 
-  let namePattern = str('namePattern') ?? '';
+/** namePattern: comma-separated globs, `*` when empty. */
+function classNamePattern(c: ClassFields): string {
+  const where = `${c.path}.namePattern`;
+  let namePattern = c.str('namePattern') ?? '';
   // A file name never holds NUL; the bound keeps glob matching cheap.
-  const patternProblem = textProblem(namePattern, NAME_PATTERN_MAX_BYTES, 'nul');
-  if (patternProblem !== undefined) sink.error(`${path}.namePattern`, patternProblem, posOf('namePattern'));
-  if (namePattern === '' || patternProblem !== undefined) namePattern = DEFAULT_NAME_PATTERN;
+  const problem = textProblem(namePattern, NAME_PATTERN_MAX_BYTES, 'nul');
+  if (problem !== undefined) c.sink.error(where, problem, c.posOf('namePattern'));
+  if (namePattern === '' || problem !== undefined) namePattern = DEFAULT_NAME_PATTERN;
   const patterns = splitNamePattern(namePattern);
-  if (patterns.length === 0) {
-    sink.error(`${path}.namePattern`, 'contains no pattern (only commas)', posOf('namePattern'));
-  }
+  if (patterns.length === 0) c.sink.error(where, 'contains no pattern (only commas)', c.posOf('namePattern'));
   for (const p of patterns) {
     try {
       validateGlob(p);
     } catch (err) {
       if (!(err instanceof BadPatternError)) throw err;
-      sink.error(`${path}.namePattern`, `malformed glob ${shown(p)}: ${err.message}`, posOf('namePattern'));
+      c.sink.error(where, `malformed glob ${shown(p)}: ${err.message}`, c.posOf('namePattern'));
     }
     if (p !== p.trim()) {
-      sink.warn(
-        `${path}.namePattern`,
+      c.sink.warn(
+        where,
         `pattern ${shown(p)} has surrounding spaces, which must match literally (patterns are split on "," without trimming)`,
-        posOf('namePattern'),
+        c.posOf('namePattern'),
       );
     }
   }
+  return namePattern;
+}
 
-  const sel = get('selector');
-  const selector = sel ? (d.selector(sel, `${path}.selector`) ?? []) : [];
+function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): DecodedClass | undefined {
+  const c = classFields(name, at, sink, d);
+  if (c === undefined) return undefined;
+  const errorsBefore = sink.issues.filter((i) => i.severity === 'error').length;
+  const classPos = at.yaml.position(at.node);
+  if (!DNS1123_SUBDOMAIN.test(name) || name.length > 253) {
+    sink.error(
+      c.path,
+      `${shown(name)} is not a valid StorageClass name (lowercase RFC 1123 subdomain, at most 253 characters)`,
+      classPos,
+    );
+  }
+  const { hostDir, mountDir } = classDirectories(c, classPos);
+  const blockCleanerCommand = classCleanerCommand(c);
+  const volumeMode = classEnum(c, 'volumeMode', VOLUME_MODES, DEFAULT_VOLUME_MODE, 'volume mode');
+  const accessMode = classEnum(c, 'accessMode', ACCESS_MODES, DEFAULT_ACCESS_MODE, 'access mode');
+  const fsType = classFsType(c, volumeMode);
+  const namePattern = classNamePattern(c);
+  const sel = c.get('selector');
+  const selector = sel ? (d.selector(sel, `${c.path}.selector`) ?? []) : [];
 
   const errorsNow = sink.issues.filter((i) => i.severity === 'error').length;
-  if (errorsNow > before || hostDir === undefined || mountDir === undefined) return undefined;
+  if (errorsNow > errorsBefore || hostDir === undefined || mountDir === undefined) return undefined;
   return {
     config: { hostDir, mountDir, blockCleanerCommand, volumeMode, accessMode, fsType, namePattern, selector },
-    positions: { hostDir: posOf('hostDir'), mountDir: posOf('mountDir') },
+    positions: { hostDir: c.posOf('hostDir'), mountDir: c.posOf('mountDir') },
   };
 }
 
