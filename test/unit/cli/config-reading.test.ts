@@ -3,11 +3,14 @@
 // quote the text as written, ".." in discovery paths, and configs of realistic size.
 // The table of upstream's decoding these follow is test/unit/config/go-yaml.test.ts.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { runCli } from '../../support/cli.js';
+import { AdminClient } from '../../../src/core/agent/admin-client.js';
+import { CLI, runCli } from '../../support/cli.js';
+import { eventually } from '../../support/eventually.js';
 
 const BASIC = 'test/fixtures/simulate/basic';
 
@@ -200,5 +203,58 @@ describe('config values as upstream reads them (process)', () => {
     // 8 MB of JSON through a pipe, whole (an exit with differences used to cut it at 64 KiB).
     assert.ok(m.stdout.length > 1_000_000, String(m.stdout.length));
     assert.equal((JSON.parse(m.stdout) as DiffJson).changes.length, 7001, '7,000 classes added, fast removed');
+  });
+
+  it('a live agent applies the values upstream reads and reports the warnings in the reload result', async () => {
+    const dir = join(root, 'sandbox');
+    const child = spawn(
+      process.execPath,
+      [CLI, 'run', '--sandbox', dir, '--listen-address', '127.0.0.1:0', '--config-debounce', '50ms'],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, MY_NODE_NAME: '', PROVISIONER_CONFIG_DIR: undefined },
+      },
+    );
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      const client = new AdminClient(join(dir, 'admin.sock'), { timeoutMs: 5000 });
+      await eventually(
+        async () => ((await client.status().catch(() => undefined))?.generation === 1 ? true : undefined),
+        'generation 1',
+      );
+      const key = join(dir, 'config/storageClassMap');
+      const before = readFileSync(key, 'utf8');
+      appendFileSync(key, '  fsType: 0755\n  namePattern: 2001-12-14\n');
+      const applied = await eventually(async () => {
+        const st = await client.status();
+        return st.generation === 2 ? st : undefined;
+      }, 'the edit applied');
+      const result = applied.lastReload;
+      assert.equal(result?.outcome, 'applied');
+      const warning = result.issues.find((i) => i.path === 'storageClassMap.local-storage.fsType');
+      assert.match(warning?.message ?? '', /reads "0755" as a number, so the value is "493".*quote it/u);
+      const { config } = await client.config();
+      const local = config.storageClassMap['local-storage'];
+      assert.ok(local);
+      assert.equal(local.fsType, '493');
+      assert.equal(local.namePattern, '2001-12-14');
+
+      // A broken tag is rejected; the agent keeps serving generation 2.
+      writeFileSync(key, `${before}  fsType: !!int ext4\n`);
+      const rejected = await eventually(async () => {
+        const st = await client.status();
+        return st.lastReload?.outcome === 'rejected' ? st : undefined;
+      }, 'the broken edit rejected');
+      assert.equal(rejected.generation, 2);
+      assert.match(JSON.stringify(rejected.lastReload?.issues), /cannot decode !!str `ext4` as a !!int/u);
+      const r = await runCli(['reload', '--admin-socket', join(dir, 'admin.sock')]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stdout, /^Rejected: .*storageClassMap:\d+:\d+: .*cannot decode !!str `ext4` as a !!int/su);
+    } finally {
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, stderr);
+    }
   });
 });
