@@ -109,7 +109,7 @@ describe('provisioner diff-config on untrusted input (process)', () => {
     assertInvalid(
       r,
       volume,
-      `${join(volume, 'storageClassMap')}:20001:1: storageClassMap: more than 60000 YAML values (scalars, aliases, list items and mapping entries) in this source, the most one may hold: a config of 200 storage classes with node selectors holds about 12000, and this limit keeps a reload within about 90 MB of memory. To fit: share repeated settings with an anchor and aliases (selector: *zones, or <<: *defaults), which count once; or split the storage classes over several provisioner DaemonSets, each with its own ConfigMap`,
+      `${join(volume, 'storageClassMap')}:20001:1: storageClassMap: more than 60000 YAML values (scalars, aliases, list items and mapping entries) in this source, the most one may hold: a config of 200 storage classes with node selectors holds about 12000, and this limit keeps a reload within about 60 MB of memory. To fit: share repeated settings with an anchor and aliases (selector: *zones, or <<: *defaults), which count once; or split the storage classes over several provisioner DaemonSets, each with its own ConfigMap`,
     );
   });
 

@@ -218,7 +218,7 @@ describe('YAML that would exhaust the stack, memory or time', () => {
     assert.equal(e.position?.line, 2);
   });
 
-  const valuesMessage = `more than ${MAX_CONFIG_YAML_VALUES} YAML values (scalars, aliases, list items and mapping entries) in this source, the most one may hold: a config of 200 storage classes with node selectors holds about 12000, and this limit keeps a reload within about 90 MB of memory. To fit: share repeated settings with an anchor and aliases (selector: *zones, or <<: *defaults), which count once; or split the storage classes over several provisioner DaemonSets, each with its own ConfigMap`;
+  const valuesMessage = `more than ${MAX_CONFIG_YAML_VALUES} YAML values (scalars, aliases, list items and mapping entries) in this source, the most one may hold: a config of 200 storage classes with node selectors holds about 12000, and this limit keeps a reload within about 60 MB of memory. To fit: share repeated settings with an anchor and aliases (selector: *zones, or <<: *defaults), which count once; or split the storage classes over several provisioner DaemonSets, each with its own ConfigMap`;
 
   it(`${MAX_CONFIG_YAML_VALUES} YAML values in a source are fine, one more is refused where it is`, () => {
     // CLASS is 10 values, `nodeLabelsForPV:` 2, each `- a` 2 (the indicator and the scalar).

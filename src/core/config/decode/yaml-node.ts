@@ -65,11 +65,12 @@ export const MAX_QUOTED_CHARS = 1024 * 1024;
 
 /**
  * The most YAML values (see VALUE_TOKENS) one config source may hold in all its keys. Reading one
- * costs about 1.5 KB at the peak of the parse (measured: 50,000 values +92 MB RSS, 150,000 +228 MB;
- * docs/benchmarks.md, "Config size"), so this bounds a reload at about +90 MB: an agent with a 256 MiB
- * limit survives any config. It holds about 7,500 simple classes (400 KiB) or 200 classes with node selectors
- * 12 times over; a ConfigMap of 1 MiB can hold more values than this (up to about 500,000 in a flow
- * list), and those are refused with a message that says how to shrink the config.
+ * costs about 1 KB at the peak of a read with the image's NODE_OPTIONS (measured: 56,000 values
+ * +53 MB RSS, 58,000 in a flow list +40 MB; docs/benchmarks.md, "Config size"), so this bounds a
+ * reload at about +60 MB: an agent with a 256 MiB limit survives any config. It holds about 7,500
+ * simple classes (400 KiB) or 200 classes with node selectors 12 times over; a ConfigMap of 1 MiB can
+ * hold more values than this (up to about 500,000 in a flow list), and those are refused with a
+ * message that says how to shrink the config.
  */
 export const MAX_CONFIG_YAML_VALUES = 60_000;
 
@@ -128,7 +129,7 @@ export class YamlBudget {
     return new YamlBudget(
       MAX_CONFIG_YAML_VALUES,
       MAX_QUOTED_CHARS,
-      'a config of 200 storage classes with node selectors holds about 12000, and this limit keeps a reload within about 90 MB of memory. To fit: share repeated settings with an anchor and aliases (selector: *zones, or <<: *defaults), which count once; or split the storage classes over several provisioner DaemonSets, each with its own ConfigMap',
+      'a config of 200 storage classes with node selectors holds about 12000, and this limit keeps a reload within about 60 MB of memory. To fit: share repeated settings with an anchor and aliases (selector: *zones, or <<: *defaults), which count once; or split the storage classes over several provisioner DaemonSets, each with its own ConfigMap',
       values,
     );
   }
