@@ -33,11 +33,18 @@ export const MAX_CONFIG_SOURCE_BYTES = 3 * 1024 * 1024;
 export const MAX_CONFIG_DIRECTORY_ENTRIES = 256;
 
 /**
- * How many times a directory is read again when kubelet swapped `..data` mid-read. Each swap needs
- * kubelet to write a whole new directory, so more than a few in a row means something other than
- * kubelet keeps changing it.
+ * How many times a directory read that failed is tried again when no swap of `..data` explains the
+ * failure (a key vanished, yet `..data` still names the same directory: not kubelet's doing).
  */
 export const SWAP_RETRIES = 8;
+
+/**
+ * The most reads of one directory while kubelet keeps swapping `..data` under them. Each swap is a
+ * whole new version written by kubelet, so reading again makes progress; a storm of swaps faster
+ * than a read (a test, or something other than kubelet) ends here with an error that says so, and a
+ * running agent keeps its config.
+ */
+export const MAX_SWAPPED_READS = 64;
 
 /**
  * The filesystem calls a directory read makes: the real ones (nodeDirectoryFs), or a wrapper that
@@ -213,38 +220,51 @@ async function stillCurrent(fs: DirectoryFs, dir: string, dataDir: string): Prom
 
 async function readDirectoryBytes(fs: DirectoryFs, dir: string): Promise<SourceBytes> {
   let last: ConfigSourceError | InvalidConfigError | undefined;
-  for (let attempt = 0; attempt <= SWAP_RETRIES; attempt++) {
+  let reads = 0;
+  let swapped = 0;
+  let unexplained = 0;
+  // A read lost to a swap means kubelet wrote a whole new version meanwhile: read again, up to
+  // MAX_SWAPPED_READS; a failure no swap explains is retried SWAP_RETRIES times.
+  while (unexplained <= SWAP_RETRIES && reads < MAX_SWAPPED_READS) {
+    reads++;
     const data = await resolveDataDir(fs, dir);
     if (typeof data === 'object') {
       last = new ConfigSourceError(
         dir,
         `${join(dir, '..data')}: a dangling symlink (to ${data.dangling}); kubelet's data directory of this volume is missing`,
       );
+      unexplained++;
       continue;
     }
     if (data === undefined) return { kind: 'directory', path: dir, files: await readPlainKeys(fs, dir) };
-    let files: KeyFileBytes[];
+    let files: KeyFileBytes[] | undefined;
     try {
       files = await readKeys(fs, dir, data, true);
     } catch (err) {
-      if (err instanceof Vanished) {
-        last = err.final;
-        continue;
-      }
-      if (errnoCode(err) === 'ENOENT') {
+      if (err instanceof Vanished) last = err.final;
+      else if (errnoCode(err) === 'ENOENT') {
         last = new ConfigSourceError(dir, describeFsError(err, `${dir} (via ..data)`));
+      } else if (await stillCurrent(fs, dir, data)) {
+        // A problem of the current version (a FIFO as a key, a key too large) is the answer; one of
+        // a version kubelet already replaced is not.
+        if (err instanceof ConfigSourceError || err instanceof InvalidConfigError) throw err;
+        throw new ConfigSourceError(dir, describeFsError(err, `${dir} (via ..data)`));
+      } else {
+        swapped++;
         continue;
       }
-      // Any other problem (a FIFO as a key, a key too large) counts only if the directory read was
-      // still the current one; otherwise it belonged to a version kubelet already replaced.
-      if (!(await stillCurrent(fs, dir, data))) continue;
-      if (err instanceof ConfigSourceError || err instanceof InvalidConfigError) throw err;
-      throw new ConfigSourceError(dir, describeFsError(err, `${dir} (via ..data)`));
     }
-    if (await stillCurrent(fs, dir, data)) return { kind: 'directory', path: dir, dataDir: data, files };
-    last = new ConfigSourceError(
+    if (await stillCurrent(fs, dir, data)) {
+      if (files !== undefined) return { kind: 'directory', path: dir, dataDir: data, files };
+      unexplained++;
+    } else {
+      swapped++;
+    }
+  }
+  if (swapped > 0 && (last === undefined || swapped >= unexplained)) {
+    throw new ConfigSourceError(
       dir,
-      `${join(dir, '..data')} changed during every one of ${String(SWAP_RETRIES + 1)} reads; something other than kubelet keeps replacing it`,
+      `${join(dir, '..data')} changed during ${String(swapped)} of ${String(reads)} reads, faster than the directory could be read; something keeps replacing it`,
     );
   }
   throw last ?? new ConfigSourceError(dir, `${dir}: could not be read`);
