@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Build the real Kubernetes control-plane binaries used by the integration tests
-# (kube-apiserver, etcd, kube-controller-manager, kube-scheduler) plus helm, from
+# (kube-apiserver, etcd, kube-controller-manager, kube-scheduler), the kubelet, plus helm, from
 # the Go module proxy, with the local Go toolchain. Binaries are cached in a
 # directory keyed by the Kubernetes, etcd and helm versions and are only rebuilt
-# when missing (each one on its own: a cache dir made before the controllers were
-# added keeps its apiserver, etcd and helm and gains the two new binaries).
+# when missing (each one on its own: a cache dir made before the controllers or the
+# kubelet were added keeps what it has and gains only the new binaries).
 #
 # The LAST line of stdout is the absolute path of the bin dir; everything else
 # goes to stderr.
@@ -49,6 +49,11 @@ HELM_VERSION="$(mod_version "$MODS/helm/go.mod" helm.sh/helm/v3)"
 CONTROLLERS_VERSION="$(mod_version "$MODS/controllers/go.mod" k8s.io/kubernetes)"
 [[ "$CONTROLLERS_VERSION" == "$K8S_VERSION" ]] \
   || die "test/kube-bin/controllers requires k8s.io/kubernetes $CONTROLLERS_VERSION, test/kube-bin/apiserver $K8S_VERSION: they must match"
+# The kubelet has a wrapper module of its own too (its extra dependencies would rewrite the
+# controllers' go.mod/go.sum); same rule.
+KUBELET_VERSION="$(mod_version "$MODS/kubelet/go.mod" k8s.io/kubernetes)"
+[[ "$KUBELET_VERSION" == "$K8S_VERSION" ]] \
+  || die "test/kube-bin/kubelet requires k8s.io/kubernetes $KUBELET_VERSION, test/kube-bin/apiserver $K8S_VERSION: they must match"
 
 CACHE_ROOT="${LVP_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lvp-kube-bin}"
 BIN_DIR="$CACHE_ROOT/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}"
@@ -65,7 +70,7 @@ if command -v flock >/dev/null 2>&1; then
   flock 9
 fi
 
-BINARIES="etcd kube-apiserver helm kube-controller-manager kube-scheduler"
+BINARIES="etcd kube-apiserver helm kube-controller-manager kube-scheduler kubelet"
 have() { [[ -x "$BIN_DIR/$1" && -s "$BIN_DIR/$1" ]]; }
 
 missing=()
@@ -130,6 +135,7 @@ build helm "$MODS/helm" helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 build kube-controller-manager "$MODS/controllers" k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
 build kube-scheduler "$MODS/controllers" k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
+build kubelet "$MODS/kubelet" k8s.io/kubernetes/cmd/kubelet "$k8s_ldflags"
 
 for b in $BINARIES; do have "$b" || die "$b missing after build"; done
 log "done"

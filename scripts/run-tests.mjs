@@ -47,6 +47,19 @@ if (mode === 'all') {
     process.exit(1);
   }
   const binDir = build.stdout.trim().split('\n').pop();
+  // The real-node tests (test/integration/node-real): containerd, runc, the CNI plugins (apt-get
+  // when missing) and the node images built locally. Root on Linux only.
+  if (process.platform === 'linux' && process.getuid?.() === 0) {
+    const node = spawnSync('bash', [join(root, 'scripts/prepare-node.sh')], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      encoding: 'utf8',
+    });
+    if (node.status !== 0) {
+      console.error(`run-tests: preparing the test node (scripts/prepare-node.sh) failed (exit ${node.status})`);
+      process.exit(1);
+    }
+    env.LVP_NODE_KIT_DIR = node.stdout.trim().split('\n').pop();
+  }
   const { startControlPlane } = await import(pathToFileURL(join(root, 'dist/test/support/control-plane.js')).href);
   const started = Date.now();
   controlPlane = await startControlPlane({ binDir });

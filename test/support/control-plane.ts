@@ -584,6 +584,9 @@ async function startAttempt(
       `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
       '--service-cluster-ip-range=10.0.0.0/24',
       '--allow-privileged=true',
+      // Reach kubelets (logs, exec) at their InternalIP: the default order starts with Hostname, a
+      // DNS lookup of the node name that would leave the machine. No effect without kubelets.
+      '--kubelet-preferred-address-types=InternalIP',
       `--disable-admission-plugins=${components === undefined ? 'ServiceAccount' : `ServiceAccount,${NO_LIFECYCLE_ADMISSION}`}`,
       `--etcd-compaction-interval=${compactionSeconds}s`,
       `--watch-cache-sizes=${WATCH_CACHE_SIZES}`,

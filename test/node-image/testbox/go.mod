@@ -1,0 +1,3 @@
+module lvp.test/testbox
+
+go 1.22
