@@ -60,6 +60,19 @@ if (mode === 'all') {
     }
     env.LVP_NODE_KIT_DIR = node.stdout.trim().split('\n').pop();
   }
+  // The image (scripts/build-image.sh: the Dockerfile built with podman, cached by content; needs
+  // root) for the tests that run it; LVP_IMAGE is the script's last stdout line (JSON).
+  if (process.getuid?.() === 0 && files.some((f) => f.includes('/integration/image/'))) {
+    const image = spawnSync('bash', [join(root, 'scripts/build-image.sh')], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      encoding: 'utf8',
+    });
+    if (image.status !== 0) {
+      console.error(`run-tests: building the image (scripts/build-image.sh) failed (exit ${image.status})`);
+      process.exit(1);
+    }
+    env.LVP_IMAGE = image.stdout.trim().split('\n').pop();
+  }
   const { startControlPlane } = await import(pathToFileURL(join(root, 'dist/test/support/control-plane.js')).href);
   const started = Date.now();
   controlPlane = await startControlPlane({ binDir });
