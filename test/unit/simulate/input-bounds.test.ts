@@ -51,7 +51,7 @@ describe('simulate input bounds', () => {
           err.issues.map((i) => [i.message, i.position]),
           [
             [
-              `more than ${MAX_INPUT_YAML_VALUES} YAML values (scalars, aliases, list items and mapping entries) in this source; a cluster fixture of 5000 PersistentVolumes as kubectl prints them holds about 470000`,
+              `more than ${MAX_INPUT_YAML_VALUES} YAML values (scalars, aliases, list items and mapping entries) in this source, the most one may hold: a cluster fixture of 5000 PersistentVolumes as kubectl prints them holds about 470000`,
               { file: 'cluster.yaml', line: items, column: 1 },
             ],
           ],
