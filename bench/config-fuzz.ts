@@ -1,16 +1,23 @@
 // Config fuzzing: generated config sources (random bytes, random YAML, mutated valid configs,
 // aliases, oversized and special files, broken layouts) through
+//   0. the scalar sweep (bench/config-scalar-sweep.ts): every scalar of a table of upstream's
+//      decoding (bench/upstream-scalars.ts: date-like, numeric, boolean, null, quoted, block, tagged,
+//      !!binary) in every string field of a valid config and in its boolean, int64 and duration
+//      fields, written directly, through an anchor and alias and through a merge key, in the three
+//      layouts, decoded as loadConfig does (every tenth read from disk by loadConfig itself) and
+//      compared with the table: a value that differs, or a refusal neither the table nor the
+//      project's own validation rules explain, is a mismatch;
 //   1. the loader (readConfigSnapshot + parseConfigSnapshot, in-process),
 //   2. diff-config: its core (compareConfigs, in-process) for every source and the real CLI as a
 //      process for a sample,
 //   3. a live reload of a running `provisioner run --sandbox` process (the real CLI) over its
 //      admin socket, sampling the agent's RSS.
-// Verdicts: a crash (an error that is not a typed ProvisionerError, a stack trace, a dead agent),
-// a hang (no answer within 5 s), exit 70, or RSS above the agent's idle value + 50 MB.
-// Not a timed test: it reports counts, never fails on speed.
+// Verdicts: a scalar mismatch, a crash (an error that is not a typed ProvisionerError, a stack
+// trace, a dead agent), a hang (no answer within 5 s), exit 70, or RSS above the agent's idle
+// value + 50 MB. Not a timed test: it reports counts, never fails on speed.
 // Usage (after `npm run build`):
 //   node dist/bench/config-fuzz.js [--sources 10000] [--cli 1000] [--seed 42] [--max-failures 25]
-//     [--agent-node-options "--max-semi-space-size=2"]
+//     [--agent-node-options "--max-semi-space-size=2"] [--scalars 0 | --only-scalars]
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { constants } from 'node:fs';
@@ -25,6 +32,8 @@ import { parseConfigSnapshot } from '../src/core/config/decode/parse.js';
 import { readConfigSnapshot } from '../src/core/config/source/load.js';
 import { ProvisionerError } from '../src/core/errors.js';
 import { CLI, runCli } from '../test/support/cli.js';
+import { quote, runScalarSweep } from './config-scalar-sweep.js';
+import type { SweepResult } from './config-scalar-sweep.js';
 import { rssBytesOf } from './support.js';
 
 function argument(name: string, fallback: number): number {
@@ -38,6 +47,9 @@ const SOURCES = argument('sources', 10_000);
 const CLI_SAMPLE = argument('cli', 1_000);
 const SEED = argument('seed', 42);
 const MAX_FAILURES = argument('max-failures', 25);
+/** `--scalars 0` skips the scalar sweep; `--only-scalars` runs nothing else. */
+const ONLY_SCALARS = process.argv.includes('--only-scalars');
+const SCALARS = ONLY_SCALARS || argument('scalars', 1) > 0;
 const HANG_MS = 5_000;
 /** Node flags for the agent process, e.g. `--agent-node-options "--max-semi-space-size=2"` to run it as the image does. */
 const AGENT_NODE_OPTIONS = ((): string[] => {
@@ -406,7 +418,41 @@ function describe(source: Source): string {
   return `dir(${source.kubelet ? 'kubelet' : 'plain'}${source.danglingData ? ', dangling ..data' : ''}: ${source.keys.map((k) => `${k.name}=${k.content.kind}`).join(' ')})`;
 }
 
+function reportSweep(sweep: SweepResult): void {
+  const by = (layout: string, mode: string): string => String(sweep.configsBy.get(`${layout} ${mode}`) ?? 0);
+  const checked = [...sweep.outcomes.values()].reduce((a, b) => a + b, 0);
+  console.log(
+    `scalar sweep: ${String(sweep.cases)} scalars × ${String(sweep.sites)} fields × 3 ways × 3 layouts: ${String(sweep.configs)} configs loaded (${String(sweep.diskLoads)} of them also from disk with loadConfig; ${String(sweep.notApplicable)} combinations not applicable), ${String(checked)} values checked, ${String(sweep.mismatches.length)} mismatches, ${(sweep.ms / 1000).toFixed(0)} s`,
+  );
+  console.log('| layout | direct | alias | merge |\n|---|---|---|---|');
+  for (const layout of ['directory', 'file', 'configmap']) {
+    console.log(`| ${layout} | ${by(layout, 'direct')} | ${by(layout, 'alias')} | ${by(layout, 'merge')} |`);
+  }
+  console.log('| outcome of a probed value | count |\n|---|---|');
+  for (const [label, n] of [...sweep.outcomes].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    console.log(`| ${label} | ${String(n)} |`);
+  }
+  for (const m of sweep.mismatches) {
+    console.log(
+      `  MISMATCH ${m.layout}/${m.mode} ${quote(m.field).slice(1, -1)} written ${quote(m.written)}: expected ${m.expected}; got ${m.got}`,
+    );
+  }
+}
+
 const work = await mkdtemp(join(tmpdir(), 'lvp-config-fuzz-'));
+// 0: the scalar sweep, in-process, before anything else.
+const sweep = SCALARS
+  ? await runScalarSweep(join(work, 'scalars')).catch(async (error: unknown) => {
+      await rm(work, { recursive: true, force: true });
+      throw error;
+    })
+  : undefined;
+if (sweep !== undefined) reportSweep(sweep);
+const scalarMismatches = sweep?.mismatches.length ?? 0;
+if (ONLY_SCALARS) {
+  await rm(work, { recursive: true, force: true });
+  process.exit(scalarMismatches === 0 ? 0 : 1);
+}
 const sources = fc.sample(sourceArbitrary, { numRuns: SOURCES, seed: SEED });
 const loader = tally();
 const diffCore = tally();
@@ -610,7 +656,10 @@ try {
     `agent RSS: idle ${mib(idleRss)} MiB, max ${mib(maxRss)} MiB (budget idle + 50 MiB), heap used at the end ${mib(heapAtEnd)} MiB; agent node flags: ${AGENT_NODE_OPTIONS.join(' ') || 'none'}; final valid config: ${finalOutcome}; SIGTERM → exit in ${stopMs.toFixed(0)} ms`,
   );
   for (const t of [loader, diffCore, diffCli, reload]) for (const f of t.failures) console.log(`  ${f}`);
-  process.exitCode = failures === 0 ? 0 : 1;
+  if (sweep !== undefined) {
+    console.log(`scalar sweep (above): ${String(sweep.configs)} configs, ${String(scalarMismatches)} mismatches`);
+  }
+  process.exitCode = failures === 0 && scalarMismatches === 0 ? 0 : 1;
 } finally {
   agent?.kill('SIGKILL');
   await rm(work, { recursive: true, force: true });

@@ -94,6 +94,10 @@ const STRING_FIELD: readonly (readonly [string, string | undefined])[] = [
   ['! 0755', '0755'],
   ['!!binary ZXh0NA==', 'ext4'],
   ['!!binary not-base64!', 'ERR: !!binary value contains invalid base64 data'],
+  // Bytes E2 82 (a cut sequence): encoding/json writes one U+FFFD per invalid byte (encode.go:1038-1045).
+  ['!!binary 4oI=', '\ufffd\ufffd'],
+  ['!!binary /w==', '\ufffd'],
+  ['!!binary 4oKs', '€'],
   ['!!timestamp 2001-12-14', '2001-12-14'],
   ['!!timestamp foo', 'ERR: cannot decode !!str `foo` as a !!timestamp'],
   ['!!int 0755', '493'],

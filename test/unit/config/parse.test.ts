@@ -189,6 +189,11 @@ describe('YAML 1.1 and Go decoding semantics', () => {
     assert.equal(config.useJobForCleaning, true);
   });
 
+  it('reads a null label value as the empty label, as upstream', () => {
+    const loaded = parse(`${ONE_CLASS}labelsForPV:\n  a: ~\n  b:\n  c: x\n`);
+    assert.deepEqual(loaded.config.labelsForPV, { a: '', b: '', c: 'x' });
+  });
+
   it('coerces scalars to strings for string fields, warning when YAML changed the text', () => {
     const loaded = parse(`${ONE_CLASS}labelsForPV:\n  tier: 1.10\n  fast: yes\n`);
     assert.deepEqual(loaded.config.labelsForPV, { fast: 'true', tier: '1.1' });

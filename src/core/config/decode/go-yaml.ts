@@ -128,7 +128,45 @@ function resolveText(text: string, tag: string): Resolved {
 function decodeBase64(text: string): string | undefined {
   const s = text.replace(/[\r\n]/gu, '');
   if (s.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/u.test(s)) return undefined;
-  return Buffer.from(s, 'base64').toString('utf8');
+  return goUtf8(Buffer.from(s, 'base64'));
+}
+
+/** The length of the valid UTF-8 sequence at `i`, or 0 (Go's utf8.DecodeRune rules). */
+function utf8SequenceAt(bytes: Uint8Array, i: number): number {
+  const lead = bytes[i] ?? 0;
+  if (lead < 0x80) return 1;
+  const trailing =
+    lead >= 0xc2 && lead <= 0xdf ? 1 : lead >= 0xe0 && lead <= 0xef ? 2 : lead >= 0xf0 && lead <= 0xf4 ? 3 : 0;
+  if (trailing === 0) return 0;
+  const low = lead === 0xe0 ? 0xa0 : lead === 0xf0 ? 0x90 : 0x80;
+  const high = lead === 0xed ? 0x9f : lead === 0xf4 ? 0x8f : 0xbf;
+  const second = bytes[i + 1];
+  if (second === undefined || second < low || second > high) return 0;
+  for (let k = 2; k <= trailing; k++) {
+    const next = bytes[i + k];
+    if (next === undefined || (next & 0xc0) !== 0x80) return 0;
+  }
+  return trailing + 1;
+}
+
+/**
+ * Bytes as the text Go's encoding/json writes for them: every byte that does not start a valid UTF-8
+ * sequence becomes one U+FFFD (the WHATWG decoder of Buffer would merge a broken sequence into one).
+ */
+function goUtf8(bytes: Uint8Array): string {
+  let out = '';
+  let start = 0;
+  for (let i = 0; i < bytes.length;) {
+    const n = utf8SequenceAt(bytes, i);
+    if (n > 0) {
+      i += n;
+      continue;
+    }
+    out += `${Buffer.from(bytes.subarray(start, i)).toString('utf8')}\ufffd`;
+    i += 1;
+    start = i;
+  }
+  return out + Buffer.from(bytes.subarray(start)).toString('utf8');
 }
 
 /** The text of a scalar as written (after YAML's own unescaping and folding), as go-yaml's n.value. */

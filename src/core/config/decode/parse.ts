@@ -374,7 +374,8 @@ class Decoder {
       const where = `${path}.${key}`;
       const keyProblem = labelKeyProblem(key);
       if (keyProblem !== undefined) this.sink.error(where, keyProblem, keyPosition);
-      const s = this.string(value, where);
+      // A null value is the empty label, as encoding/json stores a map element's zero value.
+      const s = isGoNull(value.node) ? '' : this.string(value, where);
       if (s === undefined) continue;
       const valueProblem = labelValueProblem(s);
       if (valueProblem !== undefined) this.sink.error(where, valueProblem, this.pos(value));
