@@ -176,7 +176,7 @@ interface Ports {
   readonly scheduler: number;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();

@@ -56,7 +56,7 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from './control-plane.js';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -745,26 +745,6 @@ function nodeLeftovers(state: NodeState, ids: ReadonlySet<string>, netns: Readon
 
 // ---- start -------------------------------------------------------------------------------------
 
-async function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen({ host, port: 0, exclusive: true }, () => {
-      const address = server.address();
-      if (address === null || typeof address === 'string') {
-        server.close();
-        reject(new Error('could not determine a free port'));
-        return;
-      }
-      const { port } = address;
-      server.close(() => {
-        resolve(port);
-      });
-    });
-  });
-}
-
 /** A free index N: node IP 198.18.N.1, pod subnet 198.19.N.0/24, bridge lvpbrN. */
 function pickIndex(): number {
   const used = new Set(liveNodeStates('').map((s) => s.index));
@@ -1061,8 +1041,8 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
       })}\n`,
       { mode: 0o600 },
     );
-    const kubeletPort = await freePort('127.0.0.1');
-    const healthzPort = await freePort('127.0.0.1');
+    const kubeletPort = await freePort();
+    const healthzPort = await freePort();
     writeFileSync(join(dir, 'resolv.conf'), 'nameserver 127.0.0.1\noptions ndots:0\n');
     const kubeletConfig: Record<string, unknown> = {
       apiVersion: 'kubelet.config.k8s.io/v1beta1',
@@ -1384,7 +1364,7 @@ export async function startExtraControllerManager(options: {
     })}\n`,
     { mode: 0o600 },
   );
-  const port = await freePort('127.0.0.1');
+  const port = await freePort();
   const log = join(dir, 'kube-controller-manager-extra.log');
   const child = spawnLogged(
     join(binDir, 'kube-controller-manager'),
