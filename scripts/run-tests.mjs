@@ -61,8 +61,10 @@ if (mode === 'all') {
     env.LVP_NODE_KIT_DIR = node.stdout.trim().split('\n').pop();
   }
   // The image (scripts/build-image.sh: the Dockerfile built with podman, cached by content; needs
-  // root) for the tests that run it; LVP_IMAGE is the script's last stdout line (JSON).
-  if (process.getuid?.() === 0 && files.some((f) => f.includes('/integration/image/'))) {
+  // root) for the tests that run it, in podman or on the test node; LVP_IMAGE is the script's last
+  // stdout line (JSON).
+  const runsImage = (f) => f.includes('/integration/image/') || f.includes('/integration/node-real/chart-on-node');
+  if (process.getuid?.() === 0 && files.some(runsImage)) {
     const image = spawnSync('bash', [join(root, 'scripts/build-image.sh')], {
       stdio: ['ignore', 'pipe', 'inherit'],
       encoding: 'utf8',

@@ -69,6 +69,13 @@ export interface StartControlPlaneOptions {
    * real claim lifecycle start a control plane of their own with this on.
    */
   readonly controllers?: boolean;
+  /**
+   * Keep the ServiceAccount admission plugin on (off by default): every pod then gets the
+   * projected token volume `kube-api-access-*` (a token the kubelet requests, the
+   * `kube-root-ca.crt` ConfigMap, the namespace), as in a real cluster, and its ServiceAccount must
+   * exist. Tests of pods on a real node that talk to the apiserver as their ServiceAccount.
+   */
+  readonly serviceAccountAdmission?: boolean;
 }
 
 /**
@@ -529,6 +536,14 @@ async function startComponents(
   return { controllerManager, scheduler };
 }
 
+function disabledAdmission(controllers: boolean, serviceAccountAdmission: boolean): string[] {
+  const off = [
+    ...(serviceAccountAdmission ? [] : ['ServiceAccount']),
+    ...(controllers ? [NO_LIFECYCLE_ADMISSION] : []),
+  ];
+  return off.length > 0 ? [`--disable-admission-plugins=${off.join(',')}`] : [];
+}
+
 async function startAttempt(
   dir: string,
   binDir: string,
@@ -536,6 +551,7 @@ async function startAttempt(
   compactionSeconds: number,
   extraArgs: readonly string[],
   components: ComponentTokens | undefined,
+  serviceAccountAdmission: boolean,
   deadline: number,
   signal: AbortSignal | undefined,
   started: ChildProcess[],
@@ -587,7 +603,7 @@ async function startAttempt(
       // Reach kubelets (logs, exec) at their InternalIP: the default order starts with Hostname, a
       // DNS lookup of the node name that would leave the machine. No effect without kubelets.
       '--kubelet-preferred-address-types=InternalIP',
-      `--disable-admission-plugins=${components === undefined ? 'ServiceAccount' : `ServiceAccount,${NO_LIFECYCLE_ADMISSION}`}`,
+      ...disabledAdmission(components !== undefined, serviceAccountAdmission),
       `--etcd-compaction-interval=${compactionSeconds}s`,
       `--watch-cache-sizes=${WATCH_CACHE_SIZES}`,
       '--profiling=false',
@@ -675,6 +691,7 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
           compactionSeconds,
           options.extraApiserverArgs ?? [],
           components,
+          options.serviceAccountAdmission === true,
           deadline,
           signal,
           started,

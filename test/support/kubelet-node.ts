@@ -15,9 +15,11 @@
  *
  * - the node IP, a /32 on `lo` from 198.18.0.0/15 (RFC 2544, never routed): the kubelet refuses a
  *   loopback node IP, and the apiserver reaches the kubelet (logs, exec) at this address;
- * - the CNI bridge `lvpbr<N>` and its veths (the pod subnet is 198.19.N.0/24; no gateway and no
- *   masquerading, so a pod reaches only other pods of the node; hostNetwork pods reach the
- *   apiserver on loopback);
+ * - the CNI bridge `lvpbr<N>` and its veths (the pod subnet is 198.19.N.0/24). The bridge holds
+ *   198.19.N.1, so the node reaches its pods (the kubelet's probes) on the bridge, never through
+ *   the machine's default route; a pod has a route to the node IP only (no default route, no
+ *   masquerading, no IP forwarding): it reaches other pods of the node and services on the node
+ *   IP; hostNetwork pods reach the apiserver on loopback;
  * - network namespaces: kept under containerd's state dir (`netns_mounts_under_state_dir`);
  * - cgroups `/k8s.io/<container id>` in every hierarchy (cgroupfs driver, `cgroupsPerQOS: false`,
  *   so containerd's default parent);
@@ -971,6 +973,12 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
   try {
     // ---- network: the node IP and the CNI config ----
     sh('ip', ['addr', 'add', `${state.nodeIP}/32`, 'dev', 'lo']);
+    // The bridge made here with the node's side of the pod subnet: the CNI plugin (isGateway false,
+    // which would also turn on IP forwarding) uses it as it is.
+    const podGateway = state.podSubnet.replace(/\.0\/24$/, '.1');
+    sh('ip', ['link', 'add', state.bridge, 'type', 'bridge']);
+    sh('ip', ['addr', 'add', `${podGateway}/24`, 'dev', state.bridge]);
+    sh('ip', ['link', 'set', state.bridge, 'up']);
     mkdirSync(join(dir, 'cni', 'net.d'), { recursive: true });
     writeFileSync(
       join(dir, 'cni', 'net.d', '10-lvp-bridge.conflist'),
@@ -982,11 +990,16 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
             {
               type: 'bridge',
               bridge: state.bridge,
-              // no gateway, no masquerading: pods reach each other on the bridge and nothing else
+              // no default route, no masquerading: pods reach each other and the node IP, nothing else
               isGateway: false,
               ipMasq: false,
               hairpinMode: false,
-              ipam: { type: 'host-local', ranges: [[{ subnet: state.podSubnet }]], dataDir: join(dir, 'cni', 'ipam') },
+              ipam: {
+                type: 'host-local',
+                ranges: [[{ subnet: state.podSubnet, gateway: podGateway }]],
+                routes: [{ dst: `${state.nodeIP}/32`, gw: podGateway }],
+                dataDir: join(dir, 'cni', 'ipam'),
+              },
             },
           ],
         },
@@ -1348,6 +1361,8 @@ export async function startExtraControllerManager(options: {
   readonly binDir: string;
   readonly controllers: readonly string[];
   readonly dir: string;
+  /** More flags, e.g. `--root-ca-file` for `root-ca-cert-publisher-controller`. */
+  readonly extraArgs?: readonly string[];
 }): Promise<ExtraControllerManager> {
   const { plane, binDir, controllers, dir } = options;
   mkdirSync(dir, { recursive: true });
@@ -1377,6 +1392,7 @@ export async function startExtraControllerManager(options: {
       `--controllers=${controllers.join(',')}`,
       '--profiling=false',
       '--v=1',
+      ...(options.extraArgs ?? []),
     ],
     log,
   );

@@ -11,12 +11,16 @@ export class TcpProxy {
     private readonly targetHost: string,
     private readonly targetPort: number,
     private portNumber: number,
+    private readonly listenHost: string,
   ) {}
 
-  /** Listens on 127.0.0.1 (a free port) and forwards every connection to `target` (host:port of a URL). */
-  static async start(target: string): Promise<TcpProxy> {
+  /**
+   * Listens on `listenHost` (default 127.0.0.1; a free port) and forwards every connection to
+   * `target` (host:port of a URL).
+   */
+  static async start(target: string, listenHost = '127.0.0.1'): Promise<TcpProxy> {
     const url = new URL(target);
-    const proxy = new TcpProxy(url.hostname, Number(url.port), 0);
+    const proxy = new TcpProxy(url.hostname, Number(url.port), 0, listenHost);
     await proxy.listen();
     return proxy;
   }
@@ -25,9 +29,9 @@ export class TcpProxy {
     return this.portNumber;
   }
 
-  /** `https://127.0.0.1:<port>`: the server URL to give the client. */
+  /** `https://<listen host>:<port>`: the server URL to give the client. */
   get url(): string {
-    return `https://127.0.0.1:${String(this.portNumber)}`;
+    return `https://${this.listenHost}:${String(this.portNumber)}`;
   }
 
   private listen(): Promise<void> {
@@ -47,7 +51,7 @@ export class TcpProxy {
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);
-      server.listen({ host: '127.0.0.1', port: this.portNumber }, () => {
+      server.listen({ host: this.listenHost, port: this.portNumber }, () => {
         const address = server.address();
         if (address !== null && typeof address === 'object') this.portNumber = address.port;
         resolve();

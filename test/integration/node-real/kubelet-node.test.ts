@@ -8,26 +8,18 @@
 // Lint: client-node's models are plain data classes; object literals are what its API takes.
 /* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import {
-  AppsV1Api,
-  CoreV1Api,
-  Exec,
-  type KubeConfig,
-  type V1Pod,
-  type V1PodSpec,
-  type V1Status,
-} from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1PodSpec } from '@kubernetes/client-node';
 
 import { REPO_ROOT } from '../../support/cli.js';
 import { apiStatusCode } from '../../support/cluster.js';
 import { startControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { eventually } from '../../support/eventually.js';
+import { execIn, isRunning, podGone, podWhen } from '../../support/node-pods.js';
 import {
   KUBELET_ADDRESS_FLAG,
   type ExtraControllerManager,
@@ -55,58 +47,7 @@ function hostSnapshot(): Record<string, string> {
   return snap;
 }
 
-async function podWhen(
-  core: CoreV1Api,
-  name: string,
-  what: string,
-  check: (pod: V1Pod) => boolean,
-  ms = SLOW,
-): Promise<V1Pod> {
-  return eventually(
-    async () => {
-      const pod = await core.readNamespacedPod({ name, namespace: NS }).catch(() => undefined);
-      return pod !== undefined && check(pod) ? pod : undefined;
-    },
-    `pod ${name}: ${what}`,
-    ms,
-    250,
-  );
-}
-
-const running = (pod: V1Pod): boolean =>
-  pod.status?.phase === 'Running' && (pod.status.containerStatuses ?? []).every((c) => c.state?.running !== undefined);
-
-async function logsOf(core: CoreV1Api, name: string): Promise<string> {
-  return core.readNamespacedPodLog({ name, namespace: NS });
-}
-
-async function gone(core: CoreV1Api, name: string, ms = SLOW): Promise<void> {
-  await eventually(
-    async () =>
-      core.readNamespacedPod({ name, namespace: NS }).then(
-        () => undefined,
-        (error: unknown) => (apiStatusCode(error) === 404 ? true : undefined),
-      ),
-    `pod ${name} deleted`,
-    ms,
-    250,
-  );
-}
-
-/** Runs a command in a container through the apiserver → kubelet → containerd streaming path. */
-async function execIn(kc: KubeConfig, pod: string, container: string, command: string[]): Promise<string> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (c: Buffer) => (out += c.toString()));
-  stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const status = await new Promise<V1Status>((resolve, reject) => {
-    new Exec(kc).exec(NS, pod, container, command, stdout, stderr, null, false, resolve).catch(reject);
-  });
-  assert.equal(status.status, 'Success', `exec ${command.join(' ')}: ${JSON.stringify(status)} ${err}`);
-  return out;
-}
+const logsOf = (core: CoreV1Api, name: string): Promise<string> => core.readNamespacedPodLog({ name, namespace: NS });
 
 describe(
   'a real kubelet node (containerd, runc, CNI) in a test control plane',
@@ -223,9 +164,12 @@ describe(
             }),
           },
         });
-        const pod = await podWhen(core, 'net-pod', 'Running', running);
+        const pod = await podWhen(core, NS, 'net-pod', 'Running', isRunning);
         const subnetPrefix = n.podSubnet.replace(/\.0\/24$/, '.');
         assert.ok(pod.status?.podIP?.startsWith(subnetPrefix), `pod IP ${pod.status?.podIP} in ${n.podSubnet}`);
+        // the node reaches the pod on its bridge, never through the machine's default route
+        const route = execFileSync('ip', ['route', 'get', pod.status?.podIP ?? ''], { encoding: 'utf8' });
+        assert.match(route, new RegExp(`dev ${n.bridge} `), route);
         const logs = await eventually(async () => {
           const text = await logsOf(core, 'net-pod');
           return text.includes('iface eth0') ? text : undefined;
@@ -233,7 +177,8 @@ describe(
         assert.match(logs, /hello from net-pod/);
         assert.match(logs, new RegExp(`iface eth0 ${pod.status?.podIP?.replaceAll('.', '\\.')}/24`));
         // exec: apiserver → kubelet (node IP) → containerd's streaming server
-        assert.equal(await execIn(kc, 'net-pod', 'box', ['/testbox', 'cat', '/tmp/note']), 'written');
+        const note = await execIn(kc, NS, 'net-pod', 'box', ['/testbox', 'cat', '/tmp/note']);
+        assert.deepEqual({ exitCode: note.exitCode, stdout: note.stdout }, { exitCode: 0, stdout: 'written' });
         // the pod's sandbox and container run in containerd, in a network namespace of their own
         const mine = n.runtimeContainers().filter((c) => c.podName === 'net-pod');
         assert.deepEqual(mine.map((c) => `${c.kind}:${c.task}`).sort(), ['container:RUNNING', 'sandbox:RUNNING']);
@@ -256,7 +201,7 @@ describe(
           }),
         },
       });
-      const pod = await podWhen(core, 'host-pod', 'Running', running);
+      const pod = await podWhen(core, NS, 'host-pod', 'Running', isRunning);
       assert.equal(pod.status?.podIP, n.nodeIP);
       const logs = await eventually(async () => {
         const text = await logsOf(core, 'host-pod');
@@ -276,7 +221,7 @@ describe(
           }),
         },
       });
-      const pod = await podWhen(core, 'pull-pod', 'pull failed', (p) =>
+      const pod = await podWhen(core, NS, 'pull-pod', 'pull failed', (p) =>
         /ErrImagePull|ImagePullBackOff/.test(p.status?.containerStatuses?.[0]?.state?.waiting?.reason ?? ''),
       );
       const events = await core.listNamespacedEvent({
@@ -305,7 +250,7 @@ describe(
           }),
         },
       });
-      await podWhen(core, 'cfg-pod', 'Running', running);
+      await podWhen(core, NS, 'cfg-pod', 'Running', isRunning);
       await eventually(
         async () => ((await logsOf(core, 'cfg-pod')).includes('/cfg/key: one') ? true : undefined),
         'first value',
@@ -339,7 +284,7 @@ describe(
         assert.equal(deletedPodContainers.length, 2);
         await core.deleteNamespacedPod({ name: 'net-pod', namespace: NS, gracePeriodSeconds: 2 });
         // the kubelet deletes the pod object only once its containers and sandbox are stopped
-        await gone(core, 'net-pod');
+        await podGone(core, NS, 'net-pod');
         const left = n.runtimeContainers().filter((c) => deletedPodContainers.includes(c.id));
         assert.ok(
           left.every((c) => c.task !== 'RUNNING'),
@@ -383,7 +328,7 @@ describe(
           const pod = await eventually(
             async () => {
               const pods = await core.listNamespacedPod({ namespace: NS, labelSelector: `app=${app}` });
-              return pods.items.find((p) => running(p));
+              return pods.items.find((p) => isRunning(p));
             },
             `a running ${app} pod`,
             SLOW,

@@ -13,6 +13,8 @@
 //	echo <words...>        print the words
 //	write <path> <text>    write text to a file (directories created)
 //	cat <path>             print a file
+//	ls <dir>               print `ls <dir>: <names, sorted>` (`ls <dir>: -` when empty)
+//	peek <path> <n>        print `peek <path>: <hex of its first n bytes>` (a block device too)
 //	watch <path> [ms]      print the file (`<path>: <content>`) whenever its content changes, forever
 //	ifaces                 print every network interface and its addresses (`iface <name> <addr>...`)
 //	http-get <url>         GET (TLS not verified), print `status <code>` and the body
@@ -120,6 +122,40 @@ func run(cmd string, args []string) error {
 		}
 		_, err = os.Stdout.Write(b)
 		return err
+	case "ls":
+		if len(args) != 1 {
+			return fmt.Errorf("usage: ls <dir>")
+		}
+		entries, err := os.ReadDir(args[0])
+		if err != nil {
+			return err
+		}
+		names := []string{}
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if len(names) == 0 {
+			names = []string{"-"}
+		}
+		fmt.Printf("ls %s: %s\n", args[0], strings.Join(names, " "))
+	case "peek":
+		if len(args) != 2 {
+			return fmt.Errorf("usage: peek <path> <n>")
+		}
+		n, err := strconv.Atoi(args[1])
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(args[0])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		b := make([]byte, n)
+		if _, err := io.ReadFull(f, b); err != nil {
+			return err
+		}
+		fmt.Printf("peek %s: %x\n", args[0], b)
 	case "watch":
 		if len(args) < 1 {
 			return fmt.Errorf("usage: watch <path> [ms]")
