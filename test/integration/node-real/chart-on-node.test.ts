@@ -21,7 +21,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import {
   AppsV1Api,
   BatchV1Api,
@@ -73,6 +73,10 @@ const STATE = 'local-static-provisioner/';
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 /** The slow in-process block cleaner of the pod-deletion test: it logs to the discovery dir. */
 const CLEANER_LOG = 'cleaner.log';
+
+/** testbox arguments: each step a space-separated string (`'write /data/x hi', 'sleep'`). */
+const box = (...steps: readonly string[]): string[] =>
+  steps.flatMap((step, i) => [...(i > 0 ? ['--'] : []), ...step.split(' ')]);
 
 const median = (values: readonly number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -452,6 +456,17 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     if (failures.length > 0) throw new AggregateError(failures, 'teardown failed');
   });
 
+  /** A step of the story after the install: skipped, not timed out one by one, when the agent never ran. */
+  const step = (name: string, timeout: number, fn: (t: TestContext) => Promise<void>): void => {
+    it(name, { timeout }, async (t) => {
+      if (!installed) {
+        t.skip('the agent is not installed');
+        return;
+      }
+      await fn(t);
+    });
+  };
+
   it(
     'helm install: the DaemonSet pod runs the image and publishes the disk that was there (pod start → first PV)',
     { timeout: SLOW * 2 },
@@ -512,16 +527,10 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     },
   );
 
-  it(
+  step(
     'a disk mounted on the host after the pod started gets its PV (mount propagation), a loop device too',
-    {
-      timeout: SLOW * 2,
-    },
+    SLOW * 2,
     async (t) => {
-      if (!installed) {
-        t.skip('the agent is not installed');
-        return;
-      }
       const t0 = Date.now();
       mountTmpfs(cleanup, join(dirs.fast, 'vol1'), 8 * MiB);
       const pv = await pvAt(join(dirs.fast, 'vol1'), 'published');
@@ -542,14 +551,10 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     },
   );
 
-  it(
+  step(
     "the seed's story: an fsType edit through the API reaches the pod via the kubelet and applies without a restart",
-    { timeout: SLOW * 2 },
+    SLOW * 2,
     async (t) => {
-      if (!installed) {
-        t.skip('the agent is not installed');
-        return;
-      }
       const pod = await agentPod();
       const old = await pvAt(join(dirs.fast, 'vol0'), 'published');
       const times: number[] = [];
@@ -575,11 +580,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     },
   );
 
-  it('an invalid edit is rejected: the pod keeps running the old config', { timeout: SLOW * 2 }, async (t) => {
-    if (!installed) {
-      t.skip('the agent is not installed');
-      return;
-    }
+  step('an invalid edit is rejected: the pod keeps running the old config', SLOW * 2, async () => {
     const was = await statusLease();
     const pod = await agentPod();
     await editConfig(setClassField('fast-disks', 'volumeMode', '"Blok"'));
@@ -605,54 +606,35 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     assert.equal(back[`${STATE}applied-hash`], was[`${STATE}applied-hash`]);
   });
 
-  it(
-    'provisioner reload and provisioner dashboard --once through kubectl exec in the pod',
-    { timeout: SLOW * 2 },
-    async (t) => {
-      if (!installed) {
-        t.skip('the agent is not installed');
-        return;
-      }
-      const pod = await agentPod();
-      const name = pod.metadata?.name ?? '';
-      const noop = await execIn(kc, NS, name, 'provisioner', ['provisioner', 'reload', '-o', 'json']);
-      assert.equal(noop.exitCode, 0, noop.stderr);
-      const json = JSON.parse(noop.stdout) as { result?: { outcome?: string } };
-      assert.equal(json.result?.outcome, 'noop', noop.stdout);
-      const forced = await execIn(kc, NS, name, 'provisioner', ['provisioner', 'reload', '--force']);
-      assert.equal(forced.exitCode, 0, forced.stderr);
-      assert.match(forced.stdout, /^Applied \(forced\): generation \d+ serves sha256:/);
-      const dash = await execIn(kc, NS, name, 'provisioner', ['provisioner', 'dashboard', '--once']);
-      assert.equal(dash.exitCode, 0, dash.stderr);
-      assert.ok(dash.stdout.includes(theNode().name), dash.stdout);
-      for (const cls of ['fast-disks', 'claim-disks', 'block-disks']) assert.ok(dash.stdout.includes(cls), dash.stdout);
-      assert.ok(!dash.stdout.includes('\u001b['), 'plain text, no terminal escapes');
-    },
-  );
+  step('provisioner reload and provisioner dashboard --once through kubectl exec in the pod', SLOW * 2, async () => {
+    const pod = await agentPod();
+    const name = pod.metadata?.name ?? '';
+    const noop = await execIn(kc, NS, name, 'provisioner', ['provisioner', 'reload', '-o', 'json']);
+    assert.equal(noop.exitCode, 0, noop.stderr);
+    const json = JSON.parse(noop.stdout) as { result?: { outcome?: string } };
+    assert.equal(json.result?.outcome, 'noop', noop.stdout);
+    const forced = await execIn(kc, NS, name, 'provisioner', ['provisioner', 'reload', '--force']);
+    assert.equal(forced.exitCode, 0, forced.stderr);
+    assert.match(forced.stdout, /^Applied \(forced\): generation \d+ serves sha256:/);
+    const dash = await execIn(kc, NS, name, 'provisioner', ['provisioner', 'dashboard', '--once']);
+    assert.equal(dash.exitCode, 0, dash.stderr);
+    assert.ok(dash.stdout.includes(theNode().name), dash.stdout);
+    for (const cls of ['fast-disks', 'claim-disks', 'block-disks']) assert.ok(dash.stdout.includes(cls), dash.stdout);
+    assert.ok(!dash.stdout.includes('\u001b['), 'plain text, no terminal escapes');
+  });
 
-  it(
+  step(
     'a StatefulSet claim is written, released, cleaned in-process and republished: the next claim sees an empty volume',
-    { timeout: SLOW * 2 },
+    SLOW * 2,
     async (t) => {
-      if (!installed) {
-        t.skip('the agent is not installed');
-        return;
-      }
       const path = join(dirs.claim, 'c0');
       const first = await runClaim(
-        statefulSet('writer', 'claim-disks', 'Filesystem', [
-          'ls',
-          '/data',
-          '--',
-          'write',
-          '/data/hello',
-          'hi',
-          '--',
-          'ls',
-          '/data',
-          '--',
-          'sleep',
-        ]),
+        statefulSet(
+          'writer',
+          'claim-disks',
+          'Filesystem',
+          box('ls /data', 'write /data/hello hi', 'ls /data', 'sleep'),
+        ),
         /ls \/data: hello/,
       );
       assert.equal(first.pv.spec?.local?.path, path);
@@ -664,7 +646,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       assert.deepEqual(readdirSync(path), [], 'emptied on the host');
       assert.equal(again.metadata?.name, first.pv.metadata?.name, 'the same name (upstream hash of the path)');
       const second = await runClaim(
-        statefulSet('reader', 'claim-disks', 'Filesystem', ['ls', '/data', '--', 'sleep']),
+        statefulSet('reader', 'claim-disks', 'Filesystem', box('ls /data', 'sleep')),
         /ls \/data: /,
       );
       assert.equal(second.pv.metadata?.uid, again.metadata?.uid);
@@ -676,27 +658,18 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     },
   );
 
-  it(
+  step(
     'a Block claim released with useJobForCleaning: a Job of the image runs /scripts, the next claim reads zeros',
-    { timeout: SLOW * 2 },
+    SLOW * 2,
     async (t) => {
-      if (!installed) {
-        t.skip('the agent is not installed');
-        return;
-      }
       const path = join(dirs.block, 'blk1');
       const first = await runClaim(
-        statefulSet('blockwriter', 'block-disks', 'Block', [
-          'write',
-          '/dev/xvda',
-          'LVPDATA1',
-          '--',
-          'peek',
-          '/dev/xvda',
-          '8',
-          '--',
-          'sleep',
-        ]),
+        statefulSet(
+          'blockwriter',
+          'block-disks',
+          'Block',
+          box('write /dev/xvda LVPDATA1', 'peek /dev/xvda 8', 'sleep'),
+        ),
         /peek \/dev\/xvda: /,
       );
       assert.equal(first.pv.spec?.local?.path, path);
@@ -739,7 +712,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       const head = readFileSync(loop?.path ?? '').subarray(0, 8);
       assert.equal(head.toString('hex'), '0000000000000000', 'the device zeroed on the host');
       const second = await runClaim(
-        statefulSet('blockreader', 'block-disks', 'Block', ['peek', '/dev/xvda', '8', '--', 'sleep']),
+        statefulSet('blockreader', 'block-disks', 'Block', box('peek /dev/xvda 8', 'sleep')),
         /peek \/dev\/xvda: /,
       );
       assert.equal(second.pv.metadata?.uid, again.metadata?.uid);
@@ -751,14 +724,10 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     },
   );
 
-  it(
+  step(
     'the agent pod deleted during a cleanup: SIGTERM, a graceful stop, and the new pod finishes it exactly once',
-    { timeout: SLOW * 3 },
+    SLOW * 3,
     async (t) => {
-      if (!installed) {
-        t.skip('the agent is not installed');
-        return;
-      }
       const path = join(dirs.block, 'blk1');
       const log = join(dirs.block, CLEANER_LOG);
       // in-process now, with a cleaner slow enough to be caught in the middle (hot reload again)
@@ -774,16 +743,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       });
       const current = await pvAt(path, 'Available', (pv) => pv.status?.phase === 'Available');
       const claim = await runClaim(
-        statefulSet('victim', 'block-disks', 'Block', [
-          'write',
-          '/dev/xvda',
-          'LVPDATA2',
-          '--',
-          'echo',
-          'written',
-          '--',
-          'sleep',
-        ]),
+        statefulSet('victim', 'block-disks', 'Block', box('write /dev/xvda LVPDATA2', 'echo written', 'sleep')),
         /written/,
       );
       assert.equal(claim.pv.metadata?.uid, current.metadata?.uid);
@@ -847,14 +807,10 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     },
   );
 
-  it(
+  step(
     "the chart's API config source: helm upgrade, then an edit is applied without the kubelet",
-    { timeout: SLOW * 2 },
+    SLOW * 2,
     async (t) => {
-      if (!installed) {
-        t.skip('the agent is not installed');
-        return;
-      }
       assert.ok(plane);
       const before = await agentPod();
       const upgrade = runHelm([
