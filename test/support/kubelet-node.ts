@@ -1361,7 +1361,7 @@ export async function startExtraControllerManager(options: {
   readonly binDir: string;
   readonly controllers: readonly string[];
   readonly dir: string;
-  /** More flags, e.g. `--root-ca-file` for `root-ca-cert-publisher-controller`. */
+  /** More flags, e.g. `--root-ca-file` for `root-ca-certificate-publisher-controller`. */
   readonly extraArgs?: readonly string[];
 }): Promise<ExtraControllerManager> {
   const { plane, binDir, controllers, dir } = options;
