@@ -9,7 +9,7 @@
 // config source. The figures (t.diagnostic) are the ones in docs/benchmarks.md.
 //
 // How the pod reaches the apiserver: the test apiserver listens on 127.0.0.1 only and there is no
-// kube-proxy, so the `kubernetes` Service's ClusterIP leads nowhere. A loopback TCP proxy listens on
+// kube-proxy, so the `kubernetes` Service's ClusterIP leads nowhere. A TCP proxy of the test listens on
 // the node IP (TLS passes through), and the agent gets a kubeconfig (the chart's `kubeConfigEnv`, a
 // ConfigMap through `additionalVolumes`) that names that address, the serving certificate's name
 // `kubernetes.default.svc`, and the pod's own projected token and CA files. The DaemonSet is the
