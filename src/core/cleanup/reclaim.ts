@@ -85,6 +85,12 @@ export function reportCleanupFailures(deps: {
 export class Reclaimer {
   /** Problems already logged in this generation (events are rate-limited by the recorder). */
   private readonly reported = new Set<string>();
+  /**
+   * PVs this reclaimer deleted after their cleanup (name → UID), kept while the list passed in still
+   * shows them: a cache that has not seen the delete yet (a watch that lags or broke) must not start
+   * the same volume's cleanup again, which would wipe it once more and race its republication.
+   */
+  private readonly deletedHere = new Map<string, string>();
 
   constructor(
     private readonly settings: ReclaimSettings,
@@ -120,6 +126,8 @@ export class Reclaimer {
     const started: string[] = [];
     const orphaned: { pv: string; reason: string }[] = [];
     const present = new Set(persistentVolumes.map((pv) => pv.metadata.name));
+    const listed = new Set(persistentVolumes.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
+    for (const [name, uid] of this.deletedHere) if (!listed.has(`${name}/${uid}`)) this.deletedHere.delete(name);
     // Entries of PVs that are gone (deleted by someone) and not running are forgotten.
     for (const entry of this.deps.table.list()) {
       if (!present.has(entry.pvName) && entry.state !== 'running' && entry.state !== 'queued')
@@ -127,6 +135,7 @@ export class Reclaimer {
     }
     for (const pv of persistentVolumes) {
       if (pv.status?.phase !== 'Released' || pv.metadata.deletionTimestamp !== undefined) continue;
+      if (this.deletedHere.get(pv.metadata.name) === (pv.metadata.uid ?? '')) continue;
       const policy = pv.spec.persistentVolumeReclaimPolicy ?? 'Delete';
       if (policy === 'Retain') continue;
       if (policy === 'Recycle') {
@@ -336,6 +345,7 @@ export class Reclaimer {
       (clock.now() - entry.startedAt) / 1000,
     );
     table.remove(name);
+    this.deletedHere.set(name, entry.pvUid);
     logger.log('info', 'deleted PV after successful cleanup', { pv: name, method: entry.method });
     if (entry.method === 'job') {
       await cluster.jobs

@@ -137,6 +137,23 @@ describe('reclaiming released PVs', () => {
     assert.equal(w.table.get('pv-fs'), undefined);
   });
 
+  it('a cache that has not seen the delete yet does not start the cleanup again', async () => {
+    const w = world();
+    await w.released('pv-fs', '/mnt/fast/disk1', 'fast');
+    const r = w.reclaimer(PROCESS);
+    await r.pass(await w.list());
+    await waitFor(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
+    // the informer's copy from before the delete (a watch that lags or broke, seen on a real node)
+    const stale = await w.list();
+    assert.deepEqual((await r.pass(stale)).deleted, ['pv-fs']);
+    for (let i = 0; i < 3; i++) assert.deepEqual(await r.pass(stale), { deleted: [], started: [], orphaned: [] });
+    assert.deepEqual(w.cleaner.calls, [{ kind: 'filesystem', path: '/mnt/fast/disk1' }], 'cleaned once');
+    assert.equal(w.table.get('pv-fs'), undefined);
+    // a later PV of that name (another UID) is not held back
+    const later = stale.map((pv) => ({ ...pv, metadata: { ...pv.metadata, uid: 'uid-of-a-later-pv' } }));
+    assert.deepEqual((await r.pass(later)).started, ['pv-fs']);
+  });
+
   it('runs the Block cleaner command for a block volume, with a VolumeDelete event', async () => {
     const w = world();
     await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
@@ -277,6 +294,23 @@ describe('job-based cleaning', () => {
     assert.equal(await w.gone('pv-raw'), true);
     await assert.rejects(w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' }), isNotFound);
     assert.deepEqual(w.cleaner.calls, [], 'nothing cleaned in-process');
+  });
+
+  it('no second Job for a PV it deleted while the cache still lists it Released', async () => {
+    const w = world();
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    const r = w.reclaimer(JOBS);
+    await r.pass(await w.list());
+    await w.markJob('cleanup-pv-raw', 'succeeded');
+    const stale = await w.list();
+    assert.deepEqual((await r.pass(stale)).deleted, ['pv-raw']);
+    await assert.rejects(w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' }), isNotFound);
+    assert.deepEqual((await r.pass(stale)).started, []);
+    await assert.rejects(
+      w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' }),
+      isNotFound,
+      'no new cleanup Job for the deleted PV',
+    );
   });
 
   it('reports a failed Job, keeps it for inspection during the backoff, then replaces it', async () => {
