@@ -305,7 +305,11 @@ async function terminate(child: ChildProcess): Promise<void> {
   liveChildren.delete(child);
 }
 
-function spawnLogged(binary: string, args: readonly string[], logFile: string): ChildProcess {
+/**
+ * Spawns a test binary with its output appended to logFile, killed with this process (setpriv's
+ * pdeathsig, and the exit handler for the children still alive).
+ */
+export function spawnLogged(binary: string, args: readonly string[], logFile: string): ChildProcess {
   const fd = openSync(logFile, 'a');
   try {
     const [command, commandArgs] =
@@ -313,7 +317,7 @@ function spawnLogged(binary: string, args: readonly string[], logFile: string): 
     const child = spawn(command, commandArgs, {
       detached: false,
       stdio: ['ignore', fd, fd],
-      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? '/' },
+      env: { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', HOME: process.env['HOME'] ?? '/' },
     });
     liveChildren.add(child);
     child.once('exit', () => liveChildren.delete(child));
@@ -387,7 +391,8 @@ async function waitUntil(
   }
 }
 
-function kubeconfigYaml(server: string, caFile: string, token: string, user = 'lvp-test-admin'): string {
+/** A kubeconfig for a bearer token (JSON, which is valid YAML). */
+export function kubeconfigYaml(server: string, caFile: string, token: string, user = 'lvp-test-admin'): string {
   // JSON is valid YAML, and every kubeconfig reader accepts it.
   return `${JSON.stringify(
     {

@@ -38,16 +38,14 @@
  *
  * Requires root, Linux, util-linux, iproute2 and what scripts/prepare-node.sh installs.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
-  closeSync,
   copyFileSync,
   existsSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
-  openSync,
   readFileSync,
   readdirSync,
   readlinkSync,
@@ -58,7 +56,7 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { freePort } from './control-plane.js';
+import { freePort, kubeconfigYaml, spawnLogged } from './control-plane.js';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -772,25 +770,6 @@ function readSysctls(): Record<string, string> {
   return values;
 }
 
-/** `setpriv --pdeathsig KILL`: the kernel kills the child when this process dies, even by SIGKILL. */
-const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
-
-function spawnLogged(binary: string, args: readonly string[], logFile: string): ChildProcess {
-  const fd = openSync(logFile, 'a');
-  try {
-    const [command, commandArgs] =
-      SETPRIV === undefined ? [binary, [...args]] : [SETPRIV, ['--pdeathsig', 'KILL', '--', binary, ...args]];
-    const child = spawn(command, commandArgs, {
-      stdio: ['ignore', fd, fd],
-      env: { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', HOME: process.env['HOME'] ?? '/' },
-    });
-    child.on('error', () => undefined);
-    return child;
-  } finally {
-    closeSync(fd);
-  }
-}
-
 function exited(child: ChildProcess): boolean {
   return child.exitCode !== null || child.signalCode !== null;
 }
@@ -1041,19 +1020,8 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
     const caFile = join(dir, 'ca.crt');
     copyFileSync(options.plane.caFile, caFile);
     const kubeconfig = join(dir, 'kubelet.kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      `${JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [{ name: 'lvp-test', cluster: { server: options.plane.server, 'certificate-authority': caFile } }],
-        // The apiserver's admin (system:masters): a test node needs no Node authorizer identity.
-        users: [{ name: 'lvp-test-admin', user: { token: options.plane.adminToken } }],
-        contexts: [{ name: 'lvp-test', context: { cluster: 'lvp-test', user: 'lvp-test-admin' } }],
-        'current-context': 'lvp-test',
-      })}\n`,
-      { mode: 0o600 },
-    );
+    // The apiserver's admin (system:masters): a test node needs no Node authorizer identity.
+    writeFileSync(kubeconfig, kubeconfigYaml(options.plane.server, caFile, options.plane.adminToken), { mode: 0o600 });
     const kubeletPort = await freePort();
     const healthzPort = await freePort();
     writeFileSync(join(dir, 'resolv.conf'), 'nameserver 127.0.0.1\noptions ndots:0\n');
@@ -1367,18 +1335,7 @@ export async function startExtraControllerManager(options: {
   const { plane, binDir, controllers, dir } = options;
   mkdirSync(dir, { recursive: true });
   const kubeconfig = join(dir, 'kcm.kubeconfig');
-  writeFileSync(
-    kubeconfig,
-    `${JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [{ name: 'lvp-test', cluster: { server: plane.server, 'certificate-authority': plane.caFile } }],
-      users: [{ name: 'lvp-test-admin', user: { token: plane.adminToken } }],
-      contexts: [{ name: 'lvp-test', context: { cluster: 'lvp-test', user: 'lvp-test-admin' } }],
-      'current-context': 'lvp-test',
-    })}\n`,
-    { mode: 0o600 },
-  );
+  writeFileSync(kubeconfig, kubeconfigYaml(plane.server, plane.caFile, plane.adminToken), { mode: 0o600 });
   const port = await freePort();
   const log = join(dir, 'kube-controller-manager-extra.log');
   const child = spawnLogged(
