@@ -6,16 +6,21 @@
 # images are) with Node 24 and npm from the npm registry installed under /usr/local as in the
 # official image, in podman's local storage as localhost/node:24-bookworm-slim (never pulled).
 # Cached by content in ${XDG_CACHE_HOME:-$HOME/.cache}/lvp-image (LVP_IMAGE_CACHE):
-#   base-<key>/id         the base's image id; key: this script's base recipe, the Debian suite, the
-#                         Node and npm versions and tarball digests
-#   image-<key>/id, image.oci.tar
-#                         the image; key: the base key and every file of the build context (what
-#                         .dockerignore lets through: package.json, package-lock.json, tsconfig.json,
-#                         scripts/bundle.mjs, scripts/oclif-manifest.mjs, src/, bin/, cleaners/), the
-#                         Dockerfile and .dockerignore (path, mode, content)
-# A warm run (nothing changed) takes about two seconds; an image gone from podman's storage is loaded
-# back from its archive. A changed context rebuilds with podman's layer cache (`npm ci` is redone
-# only when package.json or package-lock.json changed); the three newest archives are kept.
+#   base-<key>/id, base.oci.tar
+#                         the base; key: this script's base recipe, the Debian suite, the Node and npm
+#                         versions and tarball digests
+#   image-<key>/id, base-id, image.oci.tar
+#                         the image and the id of the base it was built on; key: the base key and
+#                         every file of the build context (what .dockerignore lets through:
+#                         package.json, package-lock.json, tsconfig.json, scripts/bundle.mjs,
+#                         scripts/oclif-manifest.mjs, src/, bin/, cleaners/), the Dockerfile and
+#                         .dockerignore (path, mode, content)
+# A warm run (nothing changed) takes about two seconds. podman's storage is one per machine and other
+# cache roots (another checkout, another XDG_CACHE_HOME) build their own base into it and move its
+# tag: an image or base gone from the storage is loaded back from its archive and retagged, and an
+# image whose base is not the cached one is rebuilt. A changed context rebuilds with podman's layer
+# cache (`npm ci` is redone only when package.json or package-lock.json changed); the three newest
+# image archives are kept.
 #
 # Needs root (rootful podman, debootstrap). Installs podman, debootstrap and (on a cgroup v1 or
 # hybrid host, where crun refuses to run) runc with apt-get when missing.
@@ -316,6 +321,8 @@ build_base() { # build_base <base dir>
   log "built $BASE_REF in $(($(date +%s) - start))s"
 
   mkdir -p "$dir"
+  "${PODMAN[@]}" save --format oci-archive -o "$work/base.oci.tar" "$BASE_REF" >&2 || die "podman save $BASE_REF failed"
+  mv -f "$work/base.oci.tar" "$dir/base.oci.tar"
   image_id "$BASE_REF" >"$dir/id.tmp" && mv -f "$dir/id.tmp" "$dir/id"
 }
 
@@ -412,31 +419,37 @@ result() { # result <image id> <base id>
 
 log "podman: $(podman --version) (${PODMAN[*]}); image $IMAGE_REF, key $IMAGE_KEY; base $BASE_REF, key $BASE_KEY"
 
-# Warm: the archive and the image id are cached; the image is in podman's storage (or loaded back).
-if [[ -s "$ARCHIVE" && -s "$IMAGE_DIR/id" ]]; then
-  want="$(cat "$IMAGE_DIR/id")"
-  if [[ "$(image_id "$IMAGE_REF")" != "$want" ]]; then
-    if [[ -z "$(image_id "$want")" ]]; then
-      log "image not in podman's storage: loading $ARCHIVE"
-      "${PODMAN[@]}" load -q -i "$ARCHIVE" >&2 || die "podman load $ARCHIVE failed"
-    fi
-    "${PODMAN[@]}" tag "$want" "$IMAGE_REF" || die "podman tag $want $IMAGE_REF failed"
+# restore <ref> <id> <archive>: makes <ref> name image <id> in podman's storage, loading <archive>
+# when the image is gone from it. Fails (status 1) when neither the image nor its archive is there.
+restore() {
+  local ref="$1" want="$2" archive="$3"
+  [[ -n "$want" ]] || return 1
+  if [[ "$(image_id "$ref")" == "$want" ]]; then return 0; fi
+  if [[ -z "$(image_id "$want")" ]]; then
+    [[ -s "$archive" ]] || return 1
+    log "$ref ($want) not in podman's storage: loading $archive"
+    "${PODMAN[@]}" load -q -i "$archive" >&2 || die "podman load $archive failed"
+    [[ -n "$(image_id "$want")" ]] || die "$archive does not hold image $want"
   fi
-  [[ "$(image_id "$IMAGE_REF")" == "$want" ]] || die "$IMAGE_REF is not the cached image $want"
+  "${PODMAN[@]}" tag "$want" "$ref" || die "podman tag $want $ref failed"
+  [[ "$(image_id "$ref")" == "$want" ]] || die "$ref is not image $want after tagging"
+}
+cached_base() { cat "$BASE_DIR/id" 2>/dev/null || true; }
+
+# Warm: the image and the base it was built on are cached, and in podman's storage (or loaded back).
+if [[ -s "$ARCHIVE" && -s "$IMAGE_DIR/id" && "$(cat "$IMAGE_DIR/base-id" 2>/dev/null)" == "$(cached_base)" ]] \
+  && restore "$BASE_REF" "$(cached_base)" "$BASE_DIR/base.oci.tar" \
+  && restore "$IMAGE_REF" "$(cat "$IMAGE_DIR/id")" "$ARCHIVE"; then
   log "image cached"
-  result "$want" "$(cat "$BASE_DIR/id" 2>/dev/null || true)"
+  result "$(cat "$IMAGE_DIR/id")" "$(cached_base)"
   exit 0
 fi
 
 check_free_disk
 
-# The base: in podman's storage with the id recorded when it was built (retagged if the tag moved),
-# else built. Only a rebuild of the image needs it; a cached image does not.
-base_want="$(cat "$BASE_DIR/id" 2>/dev/null || true)"
-if [[ -n "$base_want" && -n "$(image_id "$base_want")" ]]; then
-  if [[ "$(image_id "$BASE_REF")" != "$base_want" ]]; then
-    "${PODMAN[@]}" tag "$base_want" "$BASE_REF" || die "podman tag $base_want $BASE_REF failed"
-  fi
+# The base: in podman's storage with the id recorded when it was built (loaded back from its archive,
+# retagged if the tag moved), else built.
+if restore "$BASE_REF" "$(cached_base)" "$BASE_DIR/base.oci.tar"; then
   log "base cached"
 else
   start_base="$(date +%s)"
@@ -487,6 +500,7 @@ start="$(date +%s)"
 "${PODMAN[@]}" save --format oci-archive -o "$WORK/image.oci.tar" "$IMAGE_REF" >&2 || die "podman save failed"
 mkdir -p "$IMAGE_DIR"
 mv -f "$WORK/image.oci.tar" "$ARCHIVE"
+printf '%s\n' "$base_id" >"$IMAGE_DIR/base-id"
 printf '%s\n' "$id" >"$IMAGE_DIR/id.tmp" && mv -f "$IMAGE_DIR/id.tmp" "$IMAGE_DIR/id"
 log "saved $ARCHIVE in $(($(date +%s) - start))s"
 
