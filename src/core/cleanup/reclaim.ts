@@ -3,7 +3,7 @@
 // completed. A cleanup in flight is always finished by the method it started with, whatever the
 // config says now, so a reload never cleans a volume twice (the four cases in docs/cleanup.md).
 import type { Clock } from '../clock.js';
-import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
+import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/model.js';
 import { isAlreadyExists, isNotFound } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { EventSink } from '../kube/events.js';
@@ -45,6 +45,8 @@ export interface ReclaimSummary {
   readonly started: readonly string[];
   readonly orphaned: readonly { readonly pv: string; readonly reason: string }[];
 }
+
+type ReclaimOutcome = 'deleted' | 'started' | 'waiting' | { readonly orphan: string };
 
 const GiB = 2 ** 30;
 
@@ -125,37 +127,9 @@ export class Reclaimer {
     const deleted: string[] = [];
     const started: string[] = [];
     const orphaned: { pv: string; reason: string }[] = [];
-    const present = new Set(persistentVolumes.map((pv) => pv.metadata.name));
-    const listed = new Set(persistentVolumes.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
-    for (const [name, uid] of this.deletedHere) if (!listed.has(`${name}/${uid}`)) this.deletedHere.delete(name);
-    // Entries of PVs that are gone (deleted by someone) and not running are forgotten.
-    for (const entry of this.deps.table.list()) {
-      if (!present.has(entry.pvName) && entry.state !== 'running' && entry.state !== 'queued')
-        this.deps.table.remove(entry.pvName);
-    }
+    this.forgetGone(persistentVolumes);
     for (const pv of persistentVolumes) {
-      if (pv.status?.phase !== 'Released' || pv.metadata.deletionTimestamp !== undefined) continue;
-      if (this.deletedHere.get(pv.metadata.name) === (pv.metadata.uid ?? '')) continue;
-      const policy = pv.spec.persistentVolumeReclaimPolicy ?? 'Delete';
-      if (policy === 'Retain') continue;
-      if (policy === 'Recycle') {
-        this.reportOnce(
-          `recycle:${pv.metadata.name}`,
-          pv,
-          'VolumeUnsupportedReclaimPolicy',
-          `Volume has unsupported PersistentVolumeReclaimPolicy: ${policy}`,
-        );
-        continue;
-      }
-      if (policy !== 'Delete') {
-        this.reportOnce(
-          `policy:${pv.metadata.name}`,
-          pv,
-          'VolumeUnknownReclaimPolicy',
-          `Volume has unknown PersistentVolumeReclaimPolicy: ${policy}`,
-        );
-        continue;
-      }
+      if (!this.isToReclaim(pv)) continue;
       try {
         const outcome = await this.reclaim(pv);
         if (outcome === 'deleted') deleted.push(pv.metadata.name);
@@ -168,63 +142,119 @@ export class Reclaimer {
     return { deleted, started, orphaned };
   }
 
-  private async reclaim(pv: PersistentVolume): Promise<'deleted' | 'started' | 'waiting' | { orphan: string }> {
-    const { table, clock } = this.deps;
+  /** Step 0: forget what the list no longer shows (PVs deleted here and seen gone; idle entries of deleted PVs). */
+  private forgetGone(persistentVolumes: readonly PersistentVolume[]): void {
+    const present = new Set(persistentVolumes.map((pv) => pv.metadata.name));
+    const listed = new Set(persistentVolumes.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
+    for (const [name, uid] of this.deletedHere) if (!listed.has(`${name}/${uid}`)) this.deletedHere.delete(name);
+    for (const entry of this.deps.table.list()) {
+      if (!present.has(entry.pvName) && entry.state !== 'running' && entry.state !== 'queued')
+        this.deps.table.remove(entry.pvName);
+    }
+  }
+
+  /** Step 1: a Released PV, not being deleted, not deleted here already, whose policy is Delete. */
+  private isToReclaim(pv: PersistentVolume): boolean {
+    if (pv.status?.phase !== 'Released' || pv.metadata.deletionTimestamp !== undefined) return false;
+    if (this.deletedHere.get(pv.metadata.name) === (pv.metadata.uid ?? '')) return false;
+    const policy = pv.spec.persistentVolumeReclaimPolicy ?? 'Delete';
+    if (policy === 'Delete') return true;
+    if (policy === 'Recycle') {
+      this.reportOnce(
+        `recycle:${pv.metadata.name}`,
+        pv,
+        'VolumeUnsupportedReclaimPolicy',
+        `Volume has unsupported PersistentVolumeReclaimPolicy: ${policy}`,
+      );
+    } else if (policy !== 'Retain') {
+      this.reportOnce(
+        `policy:${pv.metadata.name}`,
+        pv,
+        'VolumeUnknownReclaimPolicy',
+        `Volume has unknown PersistentVolumeReclaimPolicy: ${policy}`,
+      );
+    }
+    return false;
+  }
+
+  /** Steps 2–5 for one PV: follow a cleanup in flight, or adopt a Job, or start a cleanup; delete once it succeeded. */
+  private async reclaim(pv: PersistentVolume): Promise<ReclaimOutcome> {
+    const followed = await this.followInFlight(pv);
+    if (followed === 'waiting') return 'waiting';
+    if (followed?.state === 'succeeded') return (await this.deleteAfterCleanup(pv, followed)) ? 'deleted' : 'waiting';
+    if (followed?.state === 'failed' && (followed.retryAt ?? 0) > this.deps.clock.now()) return 'waiting';
+    if (await this.adoptJob(pv, followed)) return 'waiting';
+    const target = this.cleanupTarget(pv);
+    if ('orphan' in target) return target;
+    return this.startCleanup(pv, target.spec, target.classConfig);
+  }
+
+  /**
+   * Step 2: this process's record of the PV's cleanup, brought up to date. A queued or running
+   * in-process cleanup, or a Job still running, is waited for; a finished Job is recorded.
+   */
+  private async followInFlight(pv: PersistentVolume): Promise<CleanupEntry | undefined | 'waiting'> {
+    const { table } = this.deps;
     const name = pv.metadata.name;
     const uid = pv.metadata.uid ?? '';
-    let entry = table.get(name);
+    const entry = table.get(name);
     if (entry && entry.pvUid !== uid) {
       // A record of an earlier PV of the same name never speaks for this one (upstream PR #174).
       table.remove(name);
-      entry = undefined;
+      return undefined;
     }
     if (entry?.state === 'queued') return 'waiting';
-    if (entry?.state === 'running') {
-      if (entry.method === 'process') return 'waiting';
-      const job = await this.deps.jobs.get(cleanupJobName(name));
-      if (job?.metadata.labels?.['pvuuid'] !== uid) {
-        table.finishJob(name, {
-          ok: false,
-          error: `cleanup Job ${cleanupJobName(name)} disappeared before it finished`,
-        });
-        return 'waiting';
-      }
-      const outcome = jobOutcome(job);
-      if (outcome === 'running') return 'waiting';
-      table.finishJob(name, outcome === 'succeeded' ? { ok: true } : { ok: false, error: jobFailureMessage(job) });
-      entry = table.get(name);
+    if (entry?.state !== 'running') return entry;
+    if (entry.method === 'process') return 'waiting';
+    const job = await this.deps.jobs.get(cleanupJobName(name));
+    if (job?.metadata.labels?.['pvuuid'] !== uid) {
+      table.finishJob(name, { ok: false, error: `cleanup Job ${cleanupJobName(name)} disappeared before it finished` });
+      return 'waiting';
     }
-    if (entry?.state === 'succeeded') return (await this.deleteAfterCleanup(pv, entry)) ? 'deleted' : 'waiting';
-    if (entry?.state === 'failed' && (entry.retryAt ?? 0) > clock.now()) return 'waiting';
+    const outcome = jobOutcome(job);
+    if (outcome === 'running') return 'waiting';
+    table.finishJob(name, outcome === 'succeeded' ? { ok: true } : { ok: false, error: jobFailureMessage(job) });
+    return table.get(name);
+  }
 
-    // No cleanup in flight for this PV in this process. A Job may still exist: started by an
-    // earlier agent process or before a reload turned job cleaning off. Follow it to the end.
+  /**
+   * Step 3: no cleanup in flight in this process, but a Job may exist — started by an earlier agent
+   * process or before a reload turned Job cleaning off. This PV's Job is followed to the end (true);
+   * a finished Job of an earlier PV of this name, or a failed one whose backoff is over, is deleted.
+   */
+  private async adoptJob(pv: PersistentVolume, entry: CleanupEntry | undefined): Promise<boolean> {
+    const name = pv.metadata.name;
+    const uid = pv.metadata.uid ?? '';
     const existing = await this.deps.jobs.get(cleanupJobName(name));
-    const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
-    if (existing && existing.metadata.labels?.['pvuuid'] === uid && entry?.state !== 'failed') {
-      const mode: VolumeMode = 'Block';
+    if (existing === undefined) return false;
+    if (existing.metadata.labels?.['pvuuid'] === uid && entry?.state !== 'failed') {
       const spec: CleanupSpec = {
         pvName: name,
         pvUid: uid,
         className: pv.spec.storageClassName ?? '',
-        mode,
+        mode: 'Block',
         path: existing.metadata.annotations?.['device'] ?? '',
         command: existing.spec?.template.spec.containers[0]?.command ?? [],
         capacityBytes: parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
       };
       const startTime = Date.parse(existing.metadata.annotations?.['start-time'] ?? '');
-      table.trackJob(spec, Number.isNaN(startTime) ? clock.now() : startTime);
-      return 'waiting';
+      this.deps.table.trackJob(spec, Number.isNaN(startTime) ? this.deps.clock.now() : startTime);
+      return true;
     }
-    if (existing) {
-      // A finished Job of an earlier PV of this name, or a failed one whose backoff is over.
-      await this.deps.cluster.jobs
-        .delete(existing.metadata.name, { namespace: this.settings.namespace, propagationPolicy: 'Background' })
-        .catch((err: unknown) => {
-          if (!isNotFound(err)) throw err;
-        });
-    }
+    await this.deps.cluster.jobs
+      .delete(existing.metadata.name, { namespace: this.settings.namespace, propagationPolicy: 'Background' })
+      .catch((err: unknown) => {
+        if (!isNotFound(err)) throw err;
+      });
+    return false;
+  }
 
+  /** Step 4: the class and the path inside the container the volume is cleaned at; else why it cannot be. */
+  private cleanupTarget(
+    pv: PersistentVolume,
+  ): { readonly spec: CleanupSpec; readonly classConfig: ClassConfig } | { readonly orphan: string } {
+    const name = pv.metadata.name;
+    const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
     if (!classConfig) {
       const reason = `storage class ${pv.spec.storageClassName ?? '(none)'} is not configured: the volume is not cleaned and the PV is kept`;
       this.reportOnce(`orphan:${name}`, pv, 'VolumeFailedDelete', reason);
@@ -238,13 +268,25 @@ export class Reclaimer {
     }
     const spec: CleanupSpec = {
       pvName: name,
-      pvUid: uid,
+      pvUid: pv.metadata.uid ?? '',
       className: pv.spec.storageClassName ?? '',
       mode: 'Filesystem',
       path,
       command: classConfig.blockCleanerCommand,
       capacityBytes: parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
     };
+    return { spec, classConfig };
+  }
+
+  /** Step 5: what is at the path decides the mode; a Block volume by Job when configured, else in-process. */
+  private async startCleanup(
+    pv: PersistentVolume,
+    spec: CleanupSpec,
+    classConfig: ClassConfig,
+  ): Promise<'started' | 'waiting'> {
+    const { clock } = this.deps;
+    const name = pv.metadata.name;
+    const { path } = spec;
     const info = await this.deps.volumes.entryInfo(path);
     if (info.kind === 'missing' || info.kind === 'other') {
       // Never delete a PV whose volume cannot be cleaned (upstream FAQ; issue #6 stays a manual decision).
@@ -270,17 +312,16 @@ export class Reclaimer {
         );
         return 'waiting';
       }
-      const startTime = new Date(clock.now()).toISOString();
       const job = buildCleanupJob({
         pvName: name,
-        pvUid: uid,
+        pvUid: spec.pvUid,
         nodeName: this.settings.node.name,
         namespace: this.settings.namespace,
         image: this.settings.jobImage,
         classConfig,
         config: this.settings.config,
         devicePath: path,
-        startTime,
+        startTime: new Date(clock.now()).toISOString(),
       });
       try {
         await this.deps.cluster.jobs.create(job, { namespace: this.settings.namespace });

@@ -2,7 +2,7 @@
 // cluster state, decide which PVs to create and why every other entry is skipped. Writes nothing;
 // `publish.ts` carries the plan out and `simulate` prints it. Rules follow upstream's
 // discoverVolumesAtPath (pkg/discovery/discovery.go) step by step.
-import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
+import type { ProvisionerConfig, ClassConfig, VolumeMode } from '../config/model.js';
 import { goFilepathMatch, splitNamePattern } from '../config/glob.js';
 import type { PersistentVolume, StorageClass } from '../kube/objects.js';
 import { roundDownCapacityPretty } from '../node/capacity.js';
@@ -128,156 +128,215 @@ function mountPointSet(table: readonly MountPoint[]): ReadonlySet<string> {
   return set;
 }
 
-export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPlan> {
-  const { config, node, volumes } = input;
-  const create: PlannedVolume[] = [];
-  const skipped: SkippedEntry[] = [];
-  const classProblems: ClassProblem[] = [];
-  let entries = 0;
+/** This node's PVs by name and by host path (the cache's view, extended as the pass plans). */
+interface PublishedIndex {
+  readonly byName: ReadonlyMap<string, PersistentVolume>;
+  readonly byPath: Map<string, string>;
+}
 
-  const byName = new Map(input.persistentVolumes.map((pv) => [pv.metadata.name, pv]));
+function indexPublished(persistentVolumes: readonly PersistentVolume[]): PublishedIndex {
+  const byName = new Map(persistentVolumes.map((pv) => [pv.metadata.name, pv]));
   const byPath = new Map<string, string>();
-  for (const pv of input.persistentVolumes) {
+  for (const pv of persistentVolumes) {
     const path = pv.spec.local?.path;
     if (path !== undefined) byPath.set(path, pv.metadata.name);
   }
-  const mountPoints = mountPointSet(await volumes.mountPoints());
+  return { byName, byPath };
+}
 
-  for (const [className, classConfig] of Object.entries(config.storageClassMap)) {
-    const storageClass = input.storageClass(className);
-    if (!storageClass) {
-      classProblems.push({
-        className,
-        message: `StorageClass ${className} not found: create it (provisioner kubernetes.io/no-provisioner)`,
-      });
-      continue;
+/** What every entry of one class is planned with: its config, its StorageClass's policy, the pass's facts. */
+interface ClassPass {
+  readonly input: DiscoveryInput;
+  readonly className: string;
+  readonly classConfig: ClassConfig;
+  readonly reclaimPolicy: 'Delete' | 'Retain';
+  readonly mountOptions: readonly string[];
+  readonly published: PublishedIndex;
+  readonly mountPoints: ReadonlySet<string>;
+}
+
+/** Step 1 of a class: its StorageClass exists and has a policy this agent supports. */
+function classStorage(
+  input: DiscoveryInput,
+  className: string,
+): { readonly reclaimPolicy: 'Delete' | 'Retain'; readonly mountOptions: readonly string[] } | ClassProblem {
+  const storageClass = input.storageClass(className);
+  if (!storageClass) {
+    return {
+      className,
+      message: `StorageClass ${className} not found: create it (provisioner kubernetes.io/no-provisioner)`,
+    };
+  }
+  const reclaimPolicy = storageClass.reclaimPolicy ?? 'Delete';
+  if (reclaimPolicy !== 'Delete' && reclaimPolicy !== 'Retain') {
+    return {
+      className,
+      message: `StorageClass ${className} has reclaimPolicy ${reclaimPolicy}; only Delete and Retain are supported`,
+    };
+  }
+  return { reclaimPolicy, mountOptions: storageClass.mountOptions ?? [] };
+}
+
+/** Step 2 of an entry: what its name alone decides (kept across passes by NameVerdicts). */
+function nameVerdict(pass: ClassPass, entry: string, patterns: readonly string[]): NameVerdict {
+  const { classConfig, className } = pass;
+  const path = joinHostPath(classConfig.mountDir, entry);
+  if (!patterns.some((p) => goFilepathMatch(p, entry))) return { kind: 'name-pattern', path };
+  if (isUnsafeName(entry)) return { kind: 'unsafe-name', path };
+  const hostPath = joinHostPath(classConfig.hostDir, entry);
+  return { kind: 'candidate', path, hostPath, pvName: persistentVolumeName(entry, pass.input.node.name, className) };
+}
+
+type EntryOutcome =
+  | { readonly kind: 'create'; readonly volume: PlannedVolume }
+  | {
+      readonly kind: 'skip';
+      readonly reason: SkipReason;
+      readonly message: string;
+      readonly persistentVolume?: string;
+    };
+
+const skipFor = (reason: SkipReason, message: string, persistentVolume?: string): EntryOutcome => ({
+  kind: 'skip',
+  reason,
+  message,
+  ...(persistentVolume !== undefined ? { persistentVolume } : {}),
+});
+
+/** Step 3 of an entry: the cluster's side — a PV of its name or path, or a cleanup of it, keeps it. */
+function clusterVerdict(
+  pass: ClassPass,
+  verdict: NameVerdict,
+  entry: string,
+): EntryOutcome | { readonly kind: 'examine'; readonly pvName: string; readonly hostPath: string } {
+  if (verdict.kind === 'name-pattern')
+    return skipFor('name-pattern', `does not match namePattern "${pass.classConfig.namePattern}"`);
+  if (verdict.kind === 'unsafe-name')
+    return skipFor(
+      'unsafe-name',
+      `name ${JSON.stringify(entry)} contains control characters or invalid UTF-8; rename it`,
+    );
+  const { pvName, hostPath } = verdict;
+  if (pass.published.byName.has(pvName)) return skipFor('already-published', 'already published', pvName);
+  const holder = pass.published.byPath.get(hostPath);
+  if (holder !== undefined)
+    return skipFor('path-in-use', `path ${hostPath} is already used by PersistentVolume ${holder}`, holder);
+  if (pass.input.cleanupInProgress?.(pvName) === true)
+    return skipFor('cleanup-in-progress', 'a cleanup of its previous PersistentVolume is in progress', pvName);
+  return { kind: 'examine', pvName, hostPath };
+}
+
+/** Step 4 of an entry: the node's side — what the entry is, its mode and capacity, and the PV for it. */
+async function examineEntry(pass: ClassPass, entry: string, path: string): Promise<EntryOutcome> {
+  const { volumes, config, node } = pass.input;
+  const { classConfig, className } = pass;
+  const info = await volumes.entryInfo(path);
+  let detectedMode: VolumeMode;
+  let capacity: number;
+  if (info.kind === 'missing') {
+    return skipFor('vanished', info.isSymlink ? 'symlink target does not exist' : 'entry disappeared during discovery');
+  } else if (info.kind === 'other') {
+    return skipFor('not-a-volume', 'not a directory nor block device');
+  } else if (info.kind === 'block-device') {
+    detectedMode = 'Block';
+    capacity = await volumes.blockDeviceCapacity(path);
+  } else {
+    if (info.isSymlink) {
+      return skipFor(
+        'symlink-to-directory',
+        `symlink to directory ${info.realPath ?? '?'} is not published: bind-mount the directory at ${path} instead`,
+      );
     }
-    const reclaimPolicy = storageClass.reclaimPolicy ?? 'Delete';
-    if (reclaimPolicy !== 'Delete' && reclaimPolicy !== 'Retain') {
-      classProblems.push({
+    if (classConfig.volumeMode === 'Block')
+      return skipFor('mode-mismatch', `path "${path}" of filesystem mode cannot be used to create block volume`);
+    if (!pass.mountPoints.has(path)) return skipFor('not-a-mount-point', `path "${path}" is not a valid mount point`);
+    detectedMode = 'Filesystem';
+    capacity = await volumes.filesystemCapacity(path);
+  }
+  const capacityBytes = roundDownCapacityPretty(capacity);
+  if (capacityBytes <= 0) return skipFor('zero-capacity', 'capacity is 0 bytes');
+  const persistentVolume = buildPersistentVolume({
+    config,
+    className,
+    classConfig,
+    entryName: entry,
+    node,
+    capacityBytes,
+    reclaimPolicy: pass.reclaimPolicy,
+    mountOptions: pass.mountOptions,
+  });
+  return { kind: 'create', volume: { className, entry, path, detectedMode, capacityBytes, persistentVolume } };
+}
+
+/** One class: its directory listed, each entry through the steps above. */
+async function planClass(pass: ClassPass, names: readonly string[], plan: MutablePlan): Promise<void> {
+  const { input, className, classConfig } = pass;
+  const patterns = splitNamePattern(classConfig.namePattern);
+  const previous = input.nameVerdicts?.previous(input.config, input.node.name, className) ?? NO_VERDICTS;
+  const verdicts = new Map<string, NameVerdict>();
+  for (const entry of names) {
+    plan.entries += 1;
+    const verdict = previous.get(entry) ?? nameVerdict(pass, entry, patterns);
+    verdicts.set(entry, verdict);
+    const { path } = verdict;
+    let outcome: EntryOutcome;
+    const onCluster = clusterVerdict(pass, verdict, entry);
+    if (onCluster.kind !== 'examine') {
+      outcome = onCluster;
+    } else {
+      try {
+        outcome = await examineEntry(pass, entry, path);
+      } catch (err) {
+        outcome = skipFor('error', errorMessage(err));
+      }
+      // Two entries can never claim one path in the same pass.
+      if (outcome.kind === 'create') pass.published.byPath.set(onCluster.hostPath, onCluster.pvName);
+    }
+    if (outcome.kind === 'create') {
+      plan.create.push(outcome.volume);
+    } else {
+      plan.skipped.push({
         className,
-        message: `StorageClass ${className} has reclaimPolicy ${reclaimPolicy}; only Delete and Retain are supported`,
+        entry,
+        path,
+        reason: outcome.reason,
+        message: outcome.message,
+        ...(outcome.persistentVolume !== undefined ? { persistentVolume: outcome.persistentVolume } : {}),
       });
+    }
+  }
+  input.nameVerdicts?.keep(className, verdicts);
+}
+
+interface MutablePlan {
+  readonly create: PlannedVolume[];
+  readonly skipped: SkippedEntry[];
+  readonly classProblems: ClassProblem[];
+  entries: number;
+}
+
+export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPlan> {
+  const plan: MutablePlan = { create: [], skipped: [], classProblems: [], entries: 0 };
+  const published = indexPublished(input.persistentVolumes);
+  const mountPoints = mountPointSet(await input.volumes.mountPoints());
+  for (const [className, classConfig] of Object.entries(input.config.storageClassMap)) {
+    const storage = classStorage(input, className);
+    if ('message' in storage) {
+      plan.classProblems.push(storage);
       continue;
     }
     let names: readonly string[];
     try {
-      names = [...(await volumes.listDirectory(classConfig.mountDir))].sort();
+      names = [...(await input.volumes.listDirectory(classConfig.mountDir))].sort();
     } catch (err) {
-      classProblems.push({
+      plan.classProblems.push({
         className,
         message: `cannot read discovery directory ${classConfig.mountDir}: ${errorMessage(err)} (is hostDir ${classConfig.hostDir} mounted into the pod?)`,
       });
       continue;
     }
-    const patterns = splitNamePattern(classConfig.namePattern);
-    const previous = input.nameVerdicts?.previous(config, node.name, className) ?? NO_VERDICTS;
-    const verdicts = new Map<string, NameVerdict>();
-    const verdictOf = (entry: string): NameVerdict => {
-      const path = joinHostPath(classConfig.mountDir, entry);
-      if (!patterns.some((p) => goFilepathMatch(p, entry))) return { kind: 'name-pattern', path };
-      if (isUnsafeName(entry)) return { kind: 'unsafe-name', path };
-      const hostPath = joinHostPath(classConfig.hostDir, entry);
-      return { kind: 'candidate', path, hostPath, pvName: persistentVolumeName(entry, node.name, className) };
-    };
-    for (const entry of names) {
-      entries += 1;
-      const verdict = previous.get(entry) ?? verdictOf(entry);
-      verdicts.set(entry, verdict);
-      const { path } = verdict;
-      const skip = (reason: SkipReason, text: string, persistentVolume?: string): void => {
-        skipped.push({
-          className,
-          entry,
-          path,
-          reason,
-          message: text,
-          ...(persistentVolume !== undefined ? { persistentVolume } : {}),
-        });
-      };
-      if (verdict.kind === 'name-pattern') {
-        skip('name-pattern', `does not match namePattern "${classConfig.namePattern}"`);
-        continue;
-      }
-      if (verdict.kind === 'unsafe-name') {
-        skip('unsafe-name', `name ${JSON.stringify(entry)} contains control characters or invalid UTF-8; rename it`);
-        continue;
-      }
-      const { pvName, hostPath } = verdict;
-      if (byName.has(pvName)) {
-        skip('already-published', 'already published', pvName);
-        continue;
-      }
-      const holder = byPath.get(hostPath);
-      if (holder !== undefined) {
-        skip('path-in-use', `path ${hostPath} is already used by PersistentVolume ${holder}`, holder);
-        continue;
-      }
-      if (input.cleanupInProgress?.(pvName) === true) {
-        skip('cleanup-in-progress', 'a cleanup of its previous PersistentVolume is in progress', pvName);
-        continue;
-      }
-      try {
-        const info = await volumes.entryInfo(path);
-        let detectedMode: VolumeMode;
-        let capacity: number;
-        if (info.kind === 'missing') {
-          skip('vanished', info.isSymlink ? 'symlink target does not exist' : 'entry disappeared during discovery');
-          continue;
-        } else if (info.kind === 'other') {
-          skip('not-a-volume', 'not a directory nor block device');
-          continue;
-        } else if (info.kind === 'block-device') {
-          detectedMode = 'Block';
-          capacity = await volumes.blockDeviceCapacity(path);
-        } else {
-          if (info.isSymlink) {
-            skip(
-              'symlink-to-directory',
-              `symlink to directory ${info.realPath ?? '?'} is not published: bind-mount the directory at ${path} instead`,
-            );
-            continue;
-          }
-          if (classConfig.volumeMode === 'Block') {
-            skip('mode-mismatch', `path "${path}" of filesystem mode cannot be used to create block volume`);
-            continue;
-          }
-          if (!mountPoints.has(path)) {
-            skip('not-a-mount-point', `path "${path}" is not a valid mount point`);
-            continue;
-          }
-          detectedMode = 'Filesystem';
-          capacity = await volumes.filesystemCapacity(path);
-        }
-        const capacityBytes = roundDownCapacityPretty(capacity);
-        if (capacityBytes <= 0) {
-          skip('zero-capacity', 'capacity is 0 bytes');
-          continue;
-        }
-        create.push({
-          className,
-          entry,
-          path,
-          detectedMode,
-          capacityBytes,
-          persistentVolume: buildPersistentVolume({
-            config,
-            className,
-            classConfig,
-            entryName: entry,
-            node,
-            capacityBytes,
-            reclaimPolicy,
-            mountOptions: storageClass.mountOptions ?? [],
-          }),
-        });
-        // Two entries can never claim one path in the same pass.
-        byPath.set(hostPath, pvName);
-      } catch (err) {
-        skip('error', errorMessage(err));
-      }
-    }
-    input.nameVerdicts?.keep(className, verdicts);
+    await planClass({ input, className, classConfig, ...storage, published, mountPoints }, names, plan);
   }
+  const { create, skipped, classProblems, entries } = plan;
   return { create, skipped, classProblems, entries };
 }
