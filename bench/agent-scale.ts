@@ -77,6 +77,7 @@ async function publishRun(
     {
       discoveryPeriodMs: 3_600_000,
       changePollMs: 0,
+      mountGraceMs: 0,
       createConcurrency: settings.concurrency,
       namespace: 'default',
       jobImage: undefined,

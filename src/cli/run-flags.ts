@@ -91,6 +91,12 @@ export const RUN_FLAGS = {
       'Poll interval for mount-table and discovery-directory changes when findmnt cannot report them as events; 0 turns change detection off (Go duration).',
     default: '500ms',
   },
+  'mount-grace-period': {
+    kind: 'string',
+    description:
+      'How long a discovery-directory entry that is not (yet) a mount point waits before it is reported as skipped (log, Node Event): an operator mounts right after mkdir. 0 reports at once (Go duration).',
+    default: '10s',
+  },
   'create-concurrency': {
     kind: 'integer',
     description: 'PersistentVolume creations in flight at once.',

@@ -91,6 +91,7 @@ export function parseRunArgs(
     'drain-timeout': required('drain-timeout'),
     'start-timeout': required('start-timeout'),
     'change-poll-interval': required('change-poll-interval'),
+    'mount-grace-period': required('mount-grace-period'),
     'create-concurrency': int('create-concurrency'),
     'cleanup-concurrency': int('cleanup-concurrency'),
     'kube-api-qps': int('kube-api-qps'),

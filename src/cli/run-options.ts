@@ -27,6 +27,7 @@ export interface RunFlagValues {
   readonly 'drain-timeout': string;
   readonly 'start-timeout': string;
   readonly 'change-poll-interval': string;
+  readonly 'mount-grace-period': string;
   readonly 'create-concurrency': number;
   readonly 'cleanup-concurrency': number;
   readonly 'kube-api-qps': number;
@@ -115,6 +116,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       metricsPath: flags['metrics-path'],
       discoveryPeriodMs: ms('discovery-period'),
       changePollMs: ms('change-poll-interval', 'zero-or-positive'),
+      mountGraceMs: ms('mount-grace-period', 'zero-or-positive'),
       createConcurrency: flags['create-concurrency'],
       cleanupConcurrency: flags['cleanup-concurrency'],
       jobImage: env['JOB_CONTAINER_IMAGE'],

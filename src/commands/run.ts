@@ -39,6 +39,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     'drain-timeout': Flags.string(RUN_FLAGS['drain-timeout']),
     'start-timeout': Flags.string(RUN_FLAGS['start-timeout']),
     'change-poll-interval': Flags.string(RUN_FLAGS['change-poll-interval']),
+    'mount-grace-period': Flags.string(RUN_FLAGS['mount-grace-period']),
     'create-concurrency': Flags.integer(RUN_FLAGS['create-concurrency']),
     'cleanup-concurrency': Flags.integer(RUN_FLAGS['cleanup-concurrency']),
     'kube-api-qps': Flags.integer(RUN_FLAGS['kube-api-qps']),

@@ -309,6 +309,7 @@ export function toScenarioJson(r: ScenarioReport): ScenarioJson {
     settings: {
       discoveryPeriodMs: s.discoveryPeriodMs,
       changePollMs: s.changePollMs,
+      mountGraceMs: s.mountGraceMs,
       reactionMs: s.reactionMs,
       jobImage: s.jobImage,
       namespace: s.namespace,

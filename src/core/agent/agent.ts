@@ -32,7 +32,7 @@ import { provisionerName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
 import { adoptNodeVolumes } from './adoption.js';
-import { Generation, nodeIdentity } from './generation.js';
+import { DEFAULT_MOUNT_GRACE_MS, Generation, nodeIdentity } from './generation.js';
 import { startHttpServer } from './http.js';
 import type { RunningHttpServer } from './http.js';
 import { startAdminServer } from './admin-server.js';
@@ -79,6 +79,8 @@ export interface AgentOptions {
   readonly cleanupBackoff?: BackoffPolicy;
   /** Longest wait for the old generation to stop on a reload (default 10 s). */
   readonly drainTimeoutMs?: number;
+  /** --mount-grace-period: how long an entry that is not a mount point is pending before it is reported (default 10 s). */
+  readonly mountGraceMs?: number;
   /** Longest wait for a new generation's caches to sync before rolling back (default 30 s). */
   readonly startTimeoutMs?: number;
   /** Agent version, for the status. */
@@ -360,6 +362,7 @@ export class Agent implements AdminTarget {
       {
         discoveryPeriodMs: this.options.discoveryPeriodMs,
         changePollMs: this.options.changePollMs,
+        mountGraceMs: this.options.mountGraceMs ?? DEFAULT_MOUNT_GRACE_MS,
         createConcurrency: this.options.createConcurrency,
         namespace: this.options.namespace,
         jobImage: this.options.jobImage,

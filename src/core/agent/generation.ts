@@ -41,6 +41,11 @@ export interface GenerationSettings {
    */
   readonly changePollMs: number;
   readonly createConcurrency: number;
+  /**
+   * How long a directory that is not (yet) a mount point is pending before it is reported (log,
+   * Node Event): an operator's mkdir is followed by its mount a moment later. 0 reports at once.
+   */
+  readonly mountGraceMs: number;
   /** Namespace of cleanup Jobs (MY_NAMESPACE). */
   readonly namespace: string;
   /** JOB_CONTAINER_IMAGE. */
@@ -77,6 +82,12 @@ export function nodeIdentity(node: Node): NodeIdentity {
   };
 }
 
+/** The default of --mount-grace-period: upstream polls every 10 s, so an operator's mount lands within one of its periods. */
+export const DEFAULT_MOUNT_GRACE_MS = 10_000;
+
+/** Skips that are often a moment in an operator's work (mkdir, then mount): reported after a grace period. */
+const GRACE_SKIPS: ReadonlySet<SkipReason> = new Set(['not-a-mount-point']);
+
 export class Generation {
   readonly persistentVolumes: Reflector<PersistentVolume>;
   readonly storageClasses: Reflector<StorageClass>;
@@ -102,6 +113,8 @@ export class Generation {
   /** Resolves when every informer of this generation has listed (the reload commit point). */
   readonly whenSynced: Promise<void>;
   private readonly reported = new Set<string>();
+  /** Skips within their grace period (key → first seen), not reported yet. */
+  private readonly pendingSince = new Map<string, number>();
 
   constructor(
     readonly number: number,
@@ -231,6 +244,15 @@ export class Generation {
     };
   }
 
+  /** The discovery period, or less when a pending skip's grace period ends first (it is then reported). */
+  private nextWaitMs(): number {
+    let wait = this.settings.discoveryPeriodMs;
+    const now = this.deps.clock.now();
+    for (const since of this.pendingSince.values())
+      wait = Math.min(wait, Math.max(0, since + this.settings.mountGraceMs - now));
+    return wait;
+  }
+
   private async waitForTrigger(signal: AbortSignal): Promise<void> {
     // Stopped during the pass: an 'abort' listener added now would never fire (the sleep would run out).
     if (this.pendingTrigger || signal.aborted) return;
@@ -241,7 +263,7 @@ export class Generation {
     signal.addEventListener('abort', stop, { once: true });
     try {
       await Promise.race([
-        this.deps.clock.sleep(this.settings.discoveryPeriodMs, timer.signal).catch(() => undefined),
+        this.deps.clock.sleep(this.nextWaitMs(), timer.signal).catch(() => undefined),
         new Promise<void>((resolve) => {
           this.wake = resolve;
         }),
@@ -373,9 +395,25 @@ export class Generation {
       for (const [reason, n] of row) metrics.skippedEntries.set({ storageclass, reason }, n);
     const nodeRef = { apiVersion: 'v1', kind: 'Node', name: this.node.name, uid: this.node.uid };
     const current = new Set<string>();
+    const pending = new Set<string>();
+    const now = this.deps.clock.now();
     for (const s of skipped) {
       if (ROUTINE_SKIPS.has(s.reason)) continue;
       const key = `entry:${s.path}:${s.reason}`;
+      if (GRACE_SKIPS.has(s.reason) && !this.reported.has(key)) {
+        const since = this.pendingSince.get(key) ?? now;
+        if (now - since < this.settings.mountGraceMs) {
+          if (!this.pendingSince.has(key))
+            logger.log('debug', 'discovery waits for an entry to become a mount point', {
+              storageClass: s.className,
+              path: s.path,
+              graceMs: this.settings.mountGraceMs,
+            });
+          this.pendingSince.set(key, since);
+          pending.add(key);
+          continue;
+        }
+      }
       current.add(key);
       if (this.reported.has(key)) continue;
       logger.log('warn', 'discovery skipped an entry', {
@@ -395,6 +433,7 @@ export class Generation {
     }
     this.reported.clear();
     for (const k of current) this.reported.add(k);
+    for (const k of this.pendingSince.keys()) if (!pending.has(k)) this.pendingSince.delete(k);
   }
 
   /**

@@ -203,6 +203,7 @@ class ScenarioRun {
           metricsPath: '/metrics',
           discoveryPeriodMs: s.discoveryPeriodMs,
           changePollMs: s.changePollMs,
+          mountGraceMs: s.mountGraceMs,
           createConcurrency: 4,
           cleanupConcurrency: s.cleanupConcurrency,
           jobImage: s.jobImage,

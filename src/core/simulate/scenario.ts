@@ -9,6 +9,7 @@ import { ALLOW_NAMES, DEFAULT_RELOAD_GUARD_POLICY, RELOAD_GUARD_POLICIES } from 
 import type { GuardedImpact, ReloadGuardPolicy } from '../config/reload-guard.js';
 import type { SourcePosition } from '../errors.js';
 import { nodeNameProblem } from '../kube/validation.js';
+import { DEFAULT_MOUNT_GRACE_MS } from '../agent/generation.js';
 import { Input, readInputText } from './input.js';
 import { readEntry } from './node-facts.js';
 import type { EntryType } from './node-facts.js';
@@ -94,6 +95,8 @@ export type Step = StepBase &
 export interface ScenarioSettings {
   readonly discoveryPeriodMs: number;
   readonly changePollMs: number;
+  /** The agent's --mount-grace-period. */
+  readonly mountGraceMs: number;
   /** Virtual time each step gives the agent to react before its expectations are checked. */
   readonly reactionMs: number;
   readonly jobImage: string;
@@ -111,6 +114,7 @@ export interface ScenarioSettings {
 export const DEFAULT_SETTINGS: ScenarioSettings = {
   discoveryPeriodMs: 10_000,
   changePollMs: 500,
+  mountGraceMs: DEFAULT_MOUNT_GRACE_MS,
   reactionMs: 1_000,
   jobImage: 'local-volume-provisioner:simulate',
   namespace: 'default',
@@ -141,6 +145,7 @@ const TOP_KEYS = ['name', 'description', 'node', 'config', 'disks', 'cluster', '
 const SETTING_KEYS = [
   'discoveryPeriod',
   'changePollInterval',
+  'mountGracePeriod',
   'reactionTime',
   'jobImage',
   'namespace',
@@ -370,6 +375,7 @@ function readSettings(input: Input, node: Node | null): ScenarioSettings {
   const settings: ScenarioSettings = {
     discoveryPeriodMs: ms('discoveryPeriod', DEFAULT_SETTINGS.discoveryPeriodMs),
     changePollMs: ms('changePollInterval', DEFAULT_SETTINGS.changePollMs),
+    mountGraceMs: ms('mountGracePeriod', DEFAULT_SETTINGS.mountGraceMs),
     reactionMs: ms('reactionTime', DEFAULT_SETTINGS.reactionMs),
     jobImage: input.string(input.get(map, 'jobImage'), 'settings.jobImage') ?? DEFAULT_SETTINGS.jobImage,
     namespace: input.string(input.get(map, 'namespace'), 'settings.namespace') ?? DEFAULT_SETTINGS.namespace,

@@ -307,4 +307,93 @@ describe('discovery on a real node against the real apiserver', { skip: skipUnle
     assert.equal(await exited, 0, stderr);
     assert.match(stderr, /"msg":"agent stopped"/u);
   });
+
+  it('`provisioner run`: 200 mkdir then 200 mounts raise no Warning; an entry left unmounted is reported once after the grace period (10 s)', async () => {
+    const plane = requireTestControlPlane();
+    const store = join(root, 'burst-store');
+    mkdirSync(store);
+    mountTmpfs(cleanup, store, 256 * MiB);
+    const child = spawn(
+      process.execPath,
+      [
+        CLI,
+        'run',
+        '--config-dir',
+        configDir,
+        '--listen-address',
+        '127.0.0.1:0',
+        '--log-format',
+        'json',
+        '--discovery-period',
+        '1h',
+      ],
+      {
+        env: { ...process.env, MY_NODE_NAME: NODE, KUBECONFIG: plane.kubeconfigPath },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => {
+        resolve(code);
+      }),
+    );
+    const burstEvents = async (): Promise<string[]> =>
+      (await cluster.events.list({ namespace: 'default' })).items
+        .filter(
+          (e) =>
+            e.reason === 'VolumeDiscoverySkipped' && e.involvedObject.name === NODE && e.message.includes('/burst-'),
+        )
+        .map((e) => e.message);
+    try {
+      const port = await eventually(
+        async () => Promise.resolve(/"msg":"agent started".*?"listen":"[^"]*:(\d+)"/u.exec(stderr)?.[1]),
+        'the agent to start',
+        20_000,
+      );
+      await eventually(
+        async () => ((await fetch(`http://127.0.0.1:${port}/ready`)).status === 200 ? true : undefined),
+        'ready',
+      );
+      // As an operator's script prepares disks: every directory made, then each mounted; one left
+      // unmounted. The new entries trigger passes while the mounts are still landing.
+      const target = (i: number): string => join(fastDir(), `burst-${String(i).padStart(3, '0')}`);
+      for (let i = 0; i < 200; i++) {
+        mkdirSync(join(store, `v${i}`));
+        mkdirSync(target(i));
+      }
+      mkdirSync(join(fastDir(), 'burst-left'));
+      for (let i = 0; i < 200; i++) bindMount(cleanup, join(store, `v${i}`), target(i));
+      await eventually(
+        async () => {
+          const n = (await pvsOf(FAST)).filter((pv) => pv.spec.local?.path.includes('/burst-') === true).length;
+          return n >= 200 ? n : undefined;
+        },
+        '200 PVs of the burst',
+        60_000,
+      );
+      const reported = await eventually(
+        async () => {
+          const messages = await burstEvents();
+          return messages.length > 0 ? messages : undefined;
+        },
+        'the Warning for the entry left unmounted',
+        30_000,
+      );
+      assert.deepEqual(
+        reported.map((m) => m.split(':')[0]),
+        [join(fastDir(), 'burst-left')],
+        'only the entry left unmounted is reported',
+      );
+      const warned = stderr
+        .split('\n')
+        .filter((l) => l.includes('"msg":"discovery skipped an entry"') && l.includes('/burst-'));
+      assert.equal(warned.length, 1, warned.join('\n'));
+      assert.match(warned[0] ?? '', /burst-left/u);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    assert.equal(await exited, 0, stderr);
+  });
 });

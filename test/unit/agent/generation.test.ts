@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { adoptNodeVolumes } from '../../../src/core/agent/adoption.js';
 import { Generation, nodeIdentity } from '../../../src/core/agent/generation.js';
-import { systemClock } from '../../../src/core/clock.js';
+import { ManualClock, systemClock, type Clock } from '../../../src/core/clock.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import type { LoadedConfig } from '../../../src/core/config/source/port.js';
@@ -50,16 +50,19 @@ async function setup(
   const loaded = load(configText);
   const cleaner = new MemoryCleaner();
   const table = new CleanupTable({ cleaner, clock: systemClock, logger, concurrency: 2 });
-  const start = (settings: { discoveryPeriodMs?: number; changePollMs?: number } = {}): Generation => {
+  const start = (
+    settings: { discoveryPeriodMs?: number; changePollMs?: number; mountGraceMs?: number; clock?: Clock } = {},
+  ): Generation => {
     const g = new Generation(
       1,
       loaded.config,
       loaded.hash,
       nodeIdentity(nodeObject),
-      { cluster, volumes, clock: systemClock, logger, metrics, events, table },
+      { cluster, volumes, clock: settings.clock ?? systemClock, logger, metrics, events, table },
       {
         discoveryPeriodMs: settings.discoveryPeriodMs ?? 3_600_000,
         changePollMs: settings.changePollMs ?? 0,
+        mountGraceMs: settings.mountGraceMs ?? 0,
         createConcurrency: 4,
         namespace: 'default',
         jobImage: undefined,
@@ -220,6 +223,74 @@ describe('a sync-loop generation', () => {
         ['not-a-mount-point'],
       );
       assert.equal(g.status().ready, true, 'a bad entry does not make the agent unready');
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('does not report an entry mounted within the mount grace period (mkdir, then mount)', async () => {
+    const t = await setup();
+    const clock = new ManualClock(1_000_000);
+    const g = t.start({ mountGraceMs: 10_000, clock });
+    try {
+      await g.whenReady;
+      t.volumes.addDirectory('/mnt/fast/new');
+      g.trigger();
+      await waitFor(
+        () => g.status().lastPass?.skipped.some((s) => s.path === '/mnt/fast/new') === true,
+        'a pass that saw the directory',
+      );
+      await clock.advance(9_000);
+      t.volumes.addMount('/mnt/fast/new', { capacity: 5 * GiB });
+      g.trigger();
+      const pvName = persistentVolumeName('new', 'node-a', 'fast');
+      await waitFor(() => g.status().lastPass?.created.includes(pvName) === true, 'the PV of the mounted entry');
+      await t.events.flush();
+      const skippedEvents = (await t.cluster.events.list({ namespace: 'default' })).items.filter(
+        (e) => e.reason === 'VolumeDiscoverySkipped',
+      );
+      assert.deepEqual(skippedEvents, [], 'no Warning for an entry mounted within the grace period');
+      assert.equal(t.logger.messages('warn').filter((m) => m === 'discovery skipped an entry').length, 0);
+      assert.equal(
+        t.logger.messages('debug').filter((m) => m === 'discovery waits for an entry to become a mount point').length,
+        1,
+        'the wait is logged once, at debug',
+      );
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('reports an entry still not mounted when its grace period ends, once, without waiting for the discovery period', async () => {
+    const t = await setup();
+    const clock = new ManualClock(1_000_000);
+    const g = t.start({ mountGraceMs: 10_000, clock });
+    try {
+      await g.whenReady;
+      t.volumes.addDirectory('/mnt/fast/forgotten');
+      g.trigger();
+      await waitFor(
+        () => g.status().lastPass?.skipped.some((s) => s.path === '/mnt/fast/forgotten') === true,
+        'a pass that saw the directory',
+      );
+      const passes = g.status().passes;
+      assert.equal(t.logger.messages('warn').filter((m) => m === 'discovery skipped an entry').length, 0);
+      // The discovery period is an hour: only the grace deadline wakes the loop.
+      await clock.advance(10_000);
+      await waitFor(() => g.status().passes > passes, 'a pass at the end of the grace period');
+      await waitFor(
+        () => t.logger.messages('warn').filter((m) => m === 'discovery skipped an entry').length === 1,
+        'the entry reported',
+      );
+      g.trigger();
+      await waitFor(() => g.status().passes > passes + 1, 'one more pass');
+      await t.events.flush();
+      const skippedEvents = (await t.cluster.events.list({ namespace: 'default' })).items.filter(
+        (e) => e.reason === 'VolumeDiscoverySkipped',
+      );
+      assert.equal(skippedEvents.length, 1, 'one Node Event, not one per pass');
+      assert.match(skippedEvents[0]?.message ?? '', /\/mnt\/fast\/forgotten: .* is not a valid mount point/u);
+      assert.equal(t.logger.messages('warn').filter((m) => m === 'discovery skipped an entry').length, 1);
     } finally {
       await g.stop();
     }

@@ -173,6 +173,7 @@ describe('simulate: scenarios', () => {
         [
           '  - disk added: { name: disk2, class: fast, mounted: false }',
           '    expect: { skipped: { disk2: not-a-mount-point, disk1: none } }',
+          '  - time passes: 10s',
           '  - disk removed: disk1',
           '    expect: { pvs: 1, pv: { volume: disk1, exists: true } }',
           '',
@@ -180,8 +181,15 @@ describe('simulate: scenarios', () => {
       ),
     );
     assert.equal(r.passed, true, JSON.stringify(r.steps.map((s) => s.expectations)));
-    const skipped = toScenarioJson(r).steps[1]?.actions.find((a) => a.type === 'skipped');
+    const steps = toScenarioJson(r).steps;
+    // Not a mount point yet: pending for the mount grace period (10 s), then reported once.
+    assert.equal(
+      steps[1]?.actions.find((a) => a.type === 'skipped'),
+      undefined,
+    );
+    const skipped = steps[2]?.actions.find((a) => a.type === 'skipped');
     assert.match(skipped?.summary ?? '', /^skipped fast\/disk2: path "\/mnt\/fast\/disk2" is not a valid mount point/u);
+    assert.equal(steps.flatMap((s) => s.actions).filter((a) => a.type === 'skipped').length, 1);
   });
 
   it('config from a file, merged inline keys, and a missing StorageClass when asked not to create it', async () => {
