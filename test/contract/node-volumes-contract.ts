@@ -9,7 +9,7 @@ import { posix } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { NodeVolumeError } from '../../src/core/node/volume-error.js';
-import type { NodeVolumes } from '../../src/core/node/volumes.js';
+import type { NodeVolumes, VolumeIdentity } from '../../src/core/node/volumes.js';
 
 export const MiB = 1024 * 1024;
 /** Size of the filesystems the contract mounts (a page multiple, so tmpfs reports it exactly). */
@@ -26,12 +26,21 @@ export interface NodeVolumesFixture {
   readonly root: string;
   /** Creates a directory and its missing parents. */
   makeDirectory(path: string): Promise<void>;
-  /** Creates the directory path and mounts a fresh filesystem of fsType `tmpfs` and capacityBytes on it. */
-  mountFilesystem(path: string, capacityBytes: number): Promise<void>;
+  /**
+   * Creates the directory path and mounts a fresh filesystem of capacityBytes on it: a `tmpfs`, or
+   * with options.uuid an `ext4` with that UUID (on Linux made by `mkfs.ext4 -U` on a new loop device).
+   */
+  mountFilesystem(path: string, capacityBytes: number, options?: { readonly uuid?: string }): Promise<void>;
   /** Unmounts the topmost filesystem mounted at path. */
   unmount(path: string): Promise<void>;
-  /** Creates a block device node of sizeBytes at path (the parent exists). */
+  /** Unmounts the topmost filesystem at path (one with a UUID) and mounts that same filesystem there again. */
+  remountFilesystem(path: string): Promise<void>;
+  /** Bind-mounts the directory source on target, creating target when missing. */
+  bindMount(source: string, target: string): Promise<void>;
+  /** Creates a block device node of sizeBytes at path (the parent exists): a loop device over a fresh backing file. */
   makeBlockDevice(path: string, sizeBytes: number): Promise<void>;
+  /** Attaches the loop device behind the block device node at path to another fresh backing file of sizeBytes. */
+  reattachBlockDevice(path: string, sizeBytes: number): Promise<void>;
   /** Creates a regular file (the parent exists). */
   makeFile(path: string): Promise<void>;
   /** Creates a symlink at path to target, which need not exist (the parent exists). */
@@ -311,6 +320,149 @@ export function nodeVolumesContract(
           volumes.blockDeviceCapacity(dangling),
           volumeError('blockDeviceCapacity', dangling, 'ENOENT'),
         );
+      });
+    });
+
+    describe('volumeIdentity', () => {
+      /** The identity at path, which must have one. */
+      async function identityOf(volumes: NodeVolumes, path: string): Promise<VolumeIdentity> {
+        const identity = await volumes.volumeIdentity(path);
+        assert.ok(identity !== undefined, `${path} has an identity`);
+        assert.equal(identity.id.split(':')[0], identity.source, 'the id starts with its source');
+        assert.match(identity.device, /^\d+:\d+$/);
+        return identity;
+      }
+
+      async function topMountDevice(volumes: NodeVolumes, mountPoint: string): Promise<string> {
+        const mount = (await volumes.mountPoints()).findLast((m) => m.mountPoint === mountPoint);
+        assert.ok(mount !== undefined, `${mountPoint} is mounted`);
+        return mount.device;
+      }
+
+      it('is dev-ino for a tmpfs mount point, on its device, and changes once another tmpfs is mounted there', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const mnt = posix.join(dir, AWKWARD_NAME);
+        await fx.mountFilesystem(mnt, FS_BYTES);
+        const first = await identityOf(volumes, mnt);
+        const device = await topMountDevice(volumes, mnt);
+        assert.equal(first.source, 'dev-ino');
+        assert.match(first.id, new RegExp(`^dev-ino:${device}:\\d+:\\d+$`));
+        assert.equal(first.device, device);
+        assert.deepEqual(await volumes.volumeIdentity(mnt), first, 'the same while nothing changed');
+        await fx.unmount(mnt);
+        await fx.mountFilesystem(mnt, FS_BYTES);
+        const second = await identityOf(volumes, mnt);
+        assert.equal(second.source, 'dev-ino');
+        assert.notEqual(second.id, first.id, 'a new tmpfs is a new, empty volume');
+      });
+
+      it('is fs-uuid for a filesystem with a UUID: kept across a remount, another for another filesystem there', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const mnt = posix.join(dir, 'disk with spaces');
+        await fx.mountFilesystem(mnt, FS_BYTES, { uuid: '0b1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6' });
+        const first = await identityOf(volumes, mnt);
+        assert.deepEqual(
+          { id: first.id, source: first.source, device: first.device },
+          {
+            id: 'fs-uuid:0b1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6',
+            source: 'fs-uuid',
+            device: await topMountDevice(volumes, mnt),
+          },
+        );
+        await fx.makeSymlink(posix.join(dir, 'link'), mnt);
+        assert.deepEqual(await volumes.volumeIdentity(posix.join(dir, 'link')), first, 'symlinks are followed');
+        await fx.remountFilesystem(mnt);
+        assert.equal((await identityOf(volumes, mnt)).id, first.id, 'the same filesystem mounted again');
+        await fx.unmount(mnt);
+        // Written in capitals: the id has the usual lowercase form whatever the UUID was made from.
+        await fx.mountFilesystem(mnt, FS_BYTES, { uuid: 'F1E2D3C4-B5A6-4978-8695-A4B3C2D1E0F9' });
+        assert.equal((await identityOf(volumes, mnt)).id, 'fs-uuid:f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9');
+      });
+
+      it('tells bind mounts of two sub-directories of one filesystem apart, and from the filesystem', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const uuid = '3c9d5e7f-1a2b-4c3d-9e8f-7a6b5c4d3e2f';
+        const fs = posix.join(dir, 'fs');
+        await fx.mountFilesystem(fs, FS_BYTES, { uuid });
+        await fx.makeDirectory(posix.join(fs, 'a'));
+        await fx.makeDirectory(posix.join(fs, 'b'));
+        await fx.bindMount(posix.join(fs, 'a'), posix.join(dir, 'x'));
+        await fx.bindMount(posix.join(fs, 'b'), posix.join(dir, 'y'));
+        await fx.bindMount(posix.join(fs, 'a'), posix.join(dir, 'z'));
+        const x = await identityOf(volumes, posix.join(dir, 'x'));
+        const y = await identityOf(volumes, posix.join(dir, 'y'));
+        const z = await identityOf(volumes, posix.join(dir, 'z'));
+        assert.match(x.id, new RegExp(`^fs-uuid:${uuid}:ino:\\d+:\\d+$`));
+        assert.match(y.id, new RegExp(`^fs-uuid:${uuid}:ino:\\d+:\\d+$`));
+        assert.notEqual(x.id, y.id);
+        assert.equal(z.id, x.id, 'one directory bind-mounted twice is one volume');
+        assert.equal((await identityOf(volumes, fs)).id, `fs-uuid:${uuid}`);
+      });
+
+      it('is dev-ino for a directory that is not a mount point, on the device of the filesystem holding it', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const mnt = posix.join(dir, 'mnt');
+        await fx.mountFilesystem(mnt, FS_BYTES);
+        await fx.makeDirectory(posix.join(mnt, 'one'));
+        await fx.makeDirectory(posix.join(mnt, 'two'));
+        const device = await topMountDevice(volumes, mnt);
+        const one = await identityOf(volumes, posix.join(mnt, 'one'));
+        const two = await identityOf(volumes, posix.join(mnt, 'two'));
+        assert.equal(one.source, 'dev-ino');
+        assert.equal(one.device, device);
+        assert.match(one.id, new RegExp(`^dev-ino:${device}:\\d+:\\d+$`));
+        assert.notEqual(one.id, two.id);
+        assert.notEqual(one.id, (await identityOf(volumes, mnt)).id);
+      });
+
+      it('is another identity for a directory removed and made again, also bind-mounted (inode numbers are reused)', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const fs = posix.join(dir, 'fs');
+        await fx.mountFilesystem(fs, FS_BYTES, { uuid: '5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b' });
+        const sub = posix.join(fs, 'vol');
+        const bind = posix.join(dir, 'bind');
+        await fx.makeDirectory(sub);
+        await fx.bindMount(sub, bind);
+        const [oldDir, oldBind] = [await identityOf(volumes, sub), await identityOf(volumes, bind)];
+        await fx.unmount(bind);
+        await fx.remove(sub);
+        await fx.makeDirectory(sub);
+        await fx.bindMount(sub, bind);
+        const [newDir, newBind] = [await identityOf(volumes, sub), await identityOf(volumes, bind)];
+        assert.equal(newDir.source, 'dev-ino');
+        assert.equal(newBind.source, 'fs-uuid');
+        assert.notEqual(newDir.id, oldDir.id, 'the directory');
+        assert.notEqual(newBind.id, oldBind.id, 'the bind mount of it');
+      });
+
+      it('is loop for a loop device, the same through a symlink, and another once it is re-attached to another file', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const device = posix.join(dir, 'disk0');
+        await fx.makeBlockDevice(device, DEVICE_BYTES);
+        await fx.makeDirectory(posix.join(dir, 'discovery'));
+        const link = posix.join(dir, 'discovery', AWKWARD_NAME);
+        await fx.makeSymlink(link, '../disk0');
+        const first = await identityOf(volumes, device);
+        assert.equal(first.source, 'loop');
+        assert.match(first.id, /^loop:\d+:\d+:\d+$/);
+        assert.deepEqual(await volumes.volumeIdentity(link), first);
+        await fx.reattachBlockDevice(device, DEVICE_BYTES);
+        const second = await identityOf(volumes, link);
+        assert.equal(second.source, 'loop');
+        assert.notEqual(second.id, first.id, 'another backing file is another disk');
+        assert.deepEqual(await volumes.volumeIdentity(device), second);
+      });
+
+      it('rejects a missing path and a dangling symlink (ENOENT) and a regular file (ENOTBLK), naming the path', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const missing = posix.join(dir, 'missing');
+        await assert.rejects(volumes.volumeIdentity(missing), volumeError('volumeIdentity', missing, 'ENOENT'));
+        const dangling = posix.join(dir, 'dangling');
+        await fx.makeSymlink(dangling, posix.join(dir, 'nowhere'));
+        await assert.rejects(volumes.volumeIdentity(dangling), volumeError('volumeIdentity', dangling, 'ENOENT'));
+        const file = posix.join(dir, 'file');
+        await fx.makeFile(file);
+        await assert.rejects(volumes.volumeIdentity(file), volumeError('volumeIdentity', file, 'ENOTBLK'));
       });
     });
 

@@ -15,6 +15,8 @@ import type { NodeIdentity } from '../pv/naming.js';
 import { removeStartupTaint } from './taint.js';
 import { adoptNodeVolume } from './adoption.js';
 import { Reclaimer } from '../cleanup/reclaim.js';
+import { VolumeHealth } from '../health/volume-health.js';
+import type { HealthSummary } from '../health/volume-health.js';
 import type { JobLookup, ReclaimDeps, ReclaimSummary } from '../cleanup/reclaim.js';
 import { HOSTNAME_LABEL } from '../pv/naming.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
@@ -59,6 +61,8 @@ export interface PassSummary extends Pick<DiscoveryPlan, 'entries' | 'skipped' |
   readonly created: readonly string[];
   readonly failed: readonly { readonly name: string; readonly path: string; readonly error: string }[];
   readonly reclaim: ReclaimSummary;
+  /** The volume health check of this node's Available and Bound PVs. */
+  readonly health: HealthSummary;
 }
 
 export interface GenerationStatus {
@@ -94,6 +98,7 @@ export class Generation {
   /** Cleanup Jobs of this node, watched only while job cleaning is on. */
   readonly jobs: Reflector<Job> | undefined;
   private readonly reclaimer: Reclaimer;
+  private readonly health: VolumeHealth;
   private jobsForbiddenLogged = false;
   private readonly abort = new AbortController();
   /** Entry names already judged by an earlier pass of this generation (same config, same node). */
@@ -157,6 +162,7 @@ export class Generation {
       { config, node, namespace: settings.namespace, jobImage: settings.jobImage },
       { ...deps, jobs: this.jobLookup() },
     );
+    this.health = new VolumeHealth({ config, node }, deps);
     this.storageClasses = new Reflector<StorageClass>({
       client: deps.cluster.storageClasses,
       clock: deps.clock,
@@ -324,6 +330,7 @@ export class Generation {
     const cpuStart = host.cpuUsage();
     // Upstream's order: reclaim released volumes, then discover.
     const reclaim = await this.reclaimer.pass(this.persistentVolumes.list());
+    const health = await this.health.check(this.persistentVolumes.list(), await this.deps.volumes.mountPoints());
     const plan = await planDiscovery({
       config: this.config,
       node: this.node,
@@ -364,6 +371,7 @@ export class Generation {
       skipped: plan.skipped.filter((s) => !ROUTINE_SKIPS.has(s.reason)),
       classProblems: plan.classProblems,
       reclaim,
+      health,
     };
     this.deps.onPass?.(this.number, this.lastPass);
     metrics.discoveryPassDuration.observe({}, durationMs / 1000);

@@ -67,6 +67,12 @@ export interface ClassStatus {
     readonly capacity: string;
     readonly phase: string;
     readonly claim?: string;
+    /**
+     * Set while the volume is not healthy (volume health: `not-mounted`, `path-missing`,
+     * `device-missing`, `unreadable`, `identity-changed`) or the PV is quarantined
+     * (`quarantined: identity-changed` or `quarantined: node-rebuilt`; docs/disk-identity.md).
+     */
+    readonly condition?: { readonly reason: string; readonly message: string };
   }[];
   readonly skipped: readonly { readonly entry: string; readonly reason: string; readonly message: string }[];
   readonly problem?: string;

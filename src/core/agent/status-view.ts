@@ -129,6 +129,14 @@ function classes(
   pvs: readonly PersistentVolume[],
   lastPass: PassSummary | undefined,
 ): ClassStatus[] {
+  const conditions = new Map<string, { reason: string; message: string }>();
+  for (const a of lastPass?.health.abnormal ?? []) conditions.set(a.pv, { reason: a.reason, message: a.message });
+  for (const q of lastPass?.reclaim.quarantined ?? [])
+    conditions.set(q.pv, { reason: `quarantined: ${q.reason}`, message: q.message });
+  const conditionOf = (pv: string): { condition?: { reason: string; message: string } } => {
+    const condition = conditions.get(pv);
+    return condition !== undefined ? { condition } : {};
+  };
   return Object.entries(applied.config.storageClassMap).map(([name, c]) => {
     const problem = lastPass?.classProblems.find((p) => p.className === name)?.message;
     return {
@@ -145,6 +153,7 @@ function classes(
           ...(pv.spec.claimRef?.name !== undefined
             ? { claim: `${pv.spec.claimRef.namespace ?? ''}/${pv.spec.claimRef.name}` }
             : {}),
+          ...conditionOf(pv.metadata.name),
         }))
         .sort((a, b) => (a.path < b.path ? -1 : 1)),
       skipped: (lastPass?.skipped ?? [])

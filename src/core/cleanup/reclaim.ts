@@ -12,7 +12,17 @@ import { parseQuantity } from '../kube/quantity.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import type { NodeVolumes } from '../node/volumes.js';
+import { containerPath } from '../pv/container-path.js';
 import type { NodeIdentity } from '../pv/naming.js';
+import {
+  acceptRequested,
+  checkIdentity,
+  hasRecordedIdentity,
+  IDENTITY_ACTION_ANNOTATION,
+  NO_IDENTITY,
+  recordIdentityPatch,
+} from '../pv/identity.js';
+import type { QuarantineReason } from '../pv/identity.js';
 import { buildCleanupJob, cleanupJobName, jobFailureMessage, jobOutcome } from './jobs.js';
 import type { CleanupEntry, CleanupMethod, CleanupSpec, CleanupTable } from './table.js';
 import { errorMessage } from '../unknown-values.js';
@@ -40,13 +50,26 @@ export interface ReclaimSettings {
   readonly jobImage: string | undefined;
 }
 
+export interface QuarantinedVolume {
+  readonly pv: string;
+  readonly reason: QuarantineReason;
+  readonly message: string;
+}
+
 export interface ReclaimSummary {
   readonly deleted: readonly string[];
   readonly started: readonly string[];
   readonly orphaned: readonly { readonly pv: string; readonly reason: string }[];
+  /** Released PVs held back: the disk at the path is not the one they were published for. */
+  readonly quarantined: readonly QuarantinedVolume[];
+  /** PVs whose identity this pass recorded (first seen without one, or accepted by an operator). */
+  readonly identitiesRecorded: readonly string[];
 }
 
-type ReclaimOutcome = 'deleted' | 'started' | 'waiting' | { readonly orphan: string };
+/** At most this many PVs get their identity recorded per pass (adopted PVs: a patch each). */
+const IDENTITY_RECORDS_PER_PASS = 100;
+
+type ReclaimOutcome = 'deleted' | 'started' | 'waiting' | { readonly orphan: string } | QuarantinedVolume;
 
 const GiB = 2 ** 30;
 
@@ -112,34 +135,111 @@ export class Reclaimer {
     this.deps.logger.log('error', 'cleanup could not start', { pv: pv.metadata.name, error });
   }
 
-  /** mountDir + rel(hostDir, pv path); undefined when the PV's path is not under hostDir. */
-  private containerPath(pv: PersistentVolume, hostDir: string, mountDir: string): string | undefined {
-    const path = pv.spec.local?.path;
-    if (path === undefined) return undefined;
-    const prefix = hostDir === '/' ? '/' : `${hostDir}/`;
-    if (!path.startsWith(prefix)) return undefined;
-    const rest = path.slice(prefix.length);
-    if (rest === '' || rest.split('/').includes('..')) return undefined;
-    return mountDir === '/' ? `/${rest}` : `${mountDir}/${rest}`;
-  }
-
-  async pass(persistentVolumes: readonly PersistentVolume[]): Promise<ReclaimSummary> {
+  async pass(listed: readonly PersistentVolume[]): Promise<ReclaimSummary> {
     const deleted: string[] = [];
     const started: string[] = [];
     const orphaned: { pv: string; reason: string }[] = [];
-    this.forgetGone(persistentVolumes);
+    const quarantined: QuarantinedVolume[] = [];
+    this.forgetGone(listed);
+    const { persistentVolumes, recorded } = await this.recordIdentities(listed);
     for (const pv of persistentVolumes) {
       if (!this.isToReclaim(pv)) continue;
       try {
         const outcome = await this.reclaim(pv);
         if (outcome === 'deleted') deleted.push(pv.metadata.name);
         else if (outcome === 'started') started.push(pv.metadata.name);
-        else if (outcome !== 'waiting') orphaned.push({ pv: pv.metadata.name, reason: outcome.orphan });
+        else if (outcome === 'waiting') continue;
+        else if ('orphan' in outcome) orphaned.push({ pv: pv.metadata.name, reason: outcome.orphan });
+        else quarantined.push(outcome);
       } catch (err) {
         this.deps.logger.log('error', 'reclaiming a PV failed', { pv: pv.metadata.name, error: errorMessage(err) });
       }
     }
-    return { deleted, started, orphaned };
+    this.deps.metrics.quarantinedVolumes.reset();
+    for (const q of quarantined)
+      this.deps.metrics.quarantinedVolumes.set({ persistentvolume: q.pv, reason: q.reason }, 1);
+    return { deleted, started, orphaned, quarantined, identitiesRecorded: recorded };
+  }
+
+  /**
+   * Step 0b: identities to record. A PV an operator marked `identity-action: accept` gets the
+   * identity of the disk now at its path; an Available or Bound PV without one (adopted from
+   * upstream, or published by an older agent) gets it on first sight (trust on first use). Released
+   * PVs are never recorded here: that is the moment the check exists for. Returns the list with the
+   * patched PVs in place.
+   */
+  private async recordIdentities(
+    listed: readonly PersistentVolume[],
+  ): Promise<{ persistentVolumes: readonly PersistentVolume[]; recorded: string[] }> {
+    const recorded: string[] = [];
+    let result: PersistentVolume[] | undefined;
+    for (const [index, pv] of listed.entries()) {
+      if (recorded.length >= IDENTITY_RECORDS_PER_PASS) break;
+      const accept = acceptRequested(pv);
+      const phase = pv.status?.phase;
+      const firstSight = !hasRecordedIdentity(pv) && (phase === 'Available' || phase === 'Bound');
+      if ((!accept && !firstSight) || pv.metadata.deletionTimestamp !== undefined) continue;
+      const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
+      const path = classConfig && containerPath(pv, classConfig.hostDir, classConfig.mountDir);
+      if (path === undefined) continue;
+      try {
+        const identity = await this.deps.volumes.volumeIdentity(path);
+        const patched = await this.deps.cluster.persistentVolumes.patch(
+          pv.metadata.name,
+          recordIdentityPatch(identity, this.settings.node),
+        );
+        recorded.push(pv.metadata.name);
+        (result ??= [...listed])[index] = patched;
+        const text = accept
+          ? `Disk ${identity?.id ?? NO_IDENTITY} at ${path} accepted by the operator as this PV's disk`
+          : `Disk identity ${identity?.id ?? NO_IDENTITY} recorded (first seen without one)`;
+        this.deps.logger.log('info', accept ? 'disk identity accepted' : 'disk identity recorded', {
+          pv: pv.metadata.name,
+          identity: identity?.id ?? NO_IDENTITY,
+        });
+        if (accept) this.deps.events.record(pvRef(pv), 'Normal', 'VolumeIdentityAccepted', text);
+      } catch (err) {
+        if (isNotFound(err)) continue;
+        this.deps.logger.log('warn', 'could not record a disk identity', {
+          pv: pv.metadata.name,
+          path,
+          error: errorMessage(err),
+        });
+      }
+    }
+    return { persistentVolumes: result ?? listed, recorded };
+  }
+
+  /**
+   * The identity check before a destructive step: the disk at the path must be the one the PV was
+   * published for. A mismatch is reported once (log, Warning Event on the PV) and held back.
+   */
+  private async verifyIdentity(
+    pv: PersistentVolume,
+    spec: CleanupSpec,
+    step: 'cleanup' | 'deletion',
+  ): Promise<QuarantinedVolume | 'verified' | 'unreadable'> {
+    let current;
+    try {
+      current = await this.deps.volumes.volumeIdentity(spec.path);
+    } catch (err) {
+      const error = `cannot read the disk identity at ${spec.path}: ${errorMessage(err)}`;
+      if (step === 'cleanup') this.failure(pv, spec, 'process', `${error}; the volume is not cleaned`);
+      else
+        this.reportOnce(
+          `identity-unreadable:${pv.metadata.name}`,
+          pv,
+          'VolumeFailedDelete',
+          `${error}; the PV is kept`,
+        );
+      return 'unreadable';
+    }
+    const verdict = checkIdentity(pv, current, this.settings.node);
+    if (verdict.kind !== 'mismatch') return 'verified';
+    const name = pv.metadata.name;
+    const message = `${verdict.message}; not ${step === 'cleanup' ? 'cleaned' : 'deleted'}, the PV is kept (quarantined). To wipe and reuse the disk now at the path: kubectl annotate pv ${name} ${IDENTITY_ACTION_ANNOTATION}=accept; to retire the PV: kubectl delete pv ${name}`;
+    this.reportOnce(`quarantine:${name}:${verdict.found}`, pv, 'VolumeIdentityMismatch', message);
+    return { pv: name, reason: verdict.reason, message };
   }
 
   /** Step 0: forget what the list no longer shows (PVs deleted here and seen gone; idle entries of deleted PVs). */
@@ -181,7 +281,15 @@ export class Reclaimer {
   private async reclaim(pv: PersistentVolume): Promise<ReclaimOutcome> {
     const followed = await this.followInFlight(pv);
     if (followed === 'waiting') return 'waiting';
-    if (followed?.state === 'succeeded') return (await this.deleteAfterCleanup(pv, followed)) ? 'deleted' : 'waiting';
+    if (followed?.state === 'succeeded') {
+      // Deleting the PV republishes what is at the path: only the disk that was cleaned.
+      // A Job of an earlier agent may not say which device it cleaned: the PV's path does.
+      const target = followed.path !== '' ? undefined : this.cleanupTarget(pv);
+      const spec = target === undefined || 'orphan' in target ? followed : { ...followed, path: target.spec.path };
+      const verified = spec.path === '' ? 'verified' : await this.verifyIdentity(pv, spec, 'deletion');
+      if (verified !== 'verified') return verified === 'unreadable' ? 'waiting' : verified;
+      return (await this.deleteAfterCleanup(pv, followed)) ? 'deleted' : 'waiting';
+    }
     if (followed?.state === 'failed' && (followed.retryAt ?? 0) > this.deps.clock.now()) return 'waiting';
     if (await this.adoptJob(pv, followed)) return 'waiting';
     const target = this.cleanupTarget(pv);
@@ -260,7 +368,7 @@ export class Reclaimer {
       this.reportOnce(`orphan:${name}`, pv, 'VolumeFailedDelete', reason);
       return { orphan: reason };
     }
-    const path = this.containerPath(pv, classConfig.hostDir, classConfig.mountDir);
+    const path = containerPath(pv, classConfig.hostDir, classConfig.mountDir);
     if (path === undefined) {
       const reason = `PV path ${pv.spec.local?.path ?? '(none)'} is not under hostDir ${classConfig.hostDir}: the volume is not cleaned and the PV is kept`;
       this.reportOnce(`orphan:${name}`, pv, 'VolumeFailedDelete', reason);
@@ -283,7 +391,7 @@ export class Reclaimer {
     pv: PersistentVolume,
     spec: CleanupSpec,
     classConfig: ClassConfig,
-  ): Promise<'started' | 'waiting'> {
+  ): Promise<'started' | 'waiting' | QuarantinedVolume> {
     const { clock } = this.deps;
     const name = pv.metadata.name;
     const { path } = spec;
@@ -302,6 +410,9 @@ export class Reclaimer {
     }
     const mode: VolumeMode = info.kind === 'block-device' ? 'Block' : 'Filesystem';
     const withMode = { ...spec, mode };
+    const verified = await this.verifyIdentity(pv, withMode, 'cleanup');
+    if (verified === 'unreadable') return 'waiting';
+    if (verified !== 'verified') return verified;
     if (mode === 'Block' && this.settings.config.useJobForCleaning) {
       if (this.settings.jobImage === undefined || this.settings.jobImage === '') {
         this.failure(

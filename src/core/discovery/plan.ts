@@ -8,6 +8,7 @@ import type { PersistentVolume, StorageClass } from '../kube/objects.js';
 import { roundDownCapacityPretty } from '../node/capacity.js';
 import type { MountPoint, NodeVolumes } from '../node/volumes.js';
 import { buildPersistentVolume, joinHostPath } from '../pv/build.js';
+import { withIdentity } from '../pv/identity.js';
 import { persistentVolumeName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
@@ -255,7 +256,7 @@ async function examineEntry(pass: ClassPass, entry: string, path: string): Promi
   }
   const capacityBytes = roundDownCapacityPretty(capacity);
   if (capacityBytes <= 0) return skipFor('zero-capacity', 'capacity is 0 bytes');
-  const persistentVolume = buildPersistentVolume({
+  const built = buildPersistentVolume({
     config,
     className,
     classConfig,
@@ -265,6 +266,11 @@ async function examineEntry(pass: ClassPass, entry: string, path: string): Promi
     reclaimPolicy: pass.reclaimPolicy,
     mountOptions: pass.mountOptions,
   });
+  // The disk's identity goes on the PV (docs/disk-identity.md); unreadable: recorded on first sight later.
+  const persistentVolume = await volumes.volumeIdentity(path).then(
+    (identity) => withIdentity(built, identity, node),
+    () => built,
+  );
   return { kind: 'create', volume: { className, entry, path, detectedMode, capacityBytes, persistentVolume } };
 }
 

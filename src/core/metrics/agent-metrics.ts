@@ -25,6 +25,10 @@ export interface AgentMetrics {
   readonly adoptedVolumes: Counter;
   readonly deleteTotal: Counter;
   readonly deleteFailed: Counter;
+  /** 1 per PV held back because the disk at its path is not the one it was published for. */
+  readonly quarantinedVolumes: Gauge;
+  /** 1 per Available or Bound PV whose volume is not healthy, by reason (volume health). */
+  readonly abnormalVolumes: Gauge;
   readonly deleteDuration: Histogram;
   readonly eventsDropped: Counter;
   /** Where the proctable gauges read their values (the process-level cleanup table). */
@@ -153,6 +157,16 @@ export function createAgentMetrics(
       'mode',
       'type',
     ]),
+    quarantinedVolumes: registry.gauge(
+      `${P}_persistentvolume_quarantined`,
+      'PVs not cleaned, deleted or republished because the disk at their path is not the one they were published for (docs/disk-identity.md).',
+      ['persistentvolume', 'reason'],
+    ),
+    abnormalVolumes: registry.gauge(
+      `${P}_volume_health_abnormal`,
+      'Available or Bound PVs whose volume is not healthy: not mounted, device or path missing, unreadable, or another disk at the path (docs/disk-identity.md).',
+      ['persistentvolume', 'reason'],
+    ),
     deleteDuration: registry.histogram(
       `${P}_persistentvolume_delete_duration_seconds`,
       'From the start of a cleanup to the deletion of its PersistentVolume.',

@@ -8,6 +8,15 @@
 //   compared as exact strings; the table lists mounts in mount order;
 // - filesystemCapacity answers for the filesystem on top at the path (the last mounted one
 //   whose mount point contains it).
+// - volumeIdentity: a block device has the wwid, serial or loop backing it was created with (the
+//   first of them), else none; a mount point has `fs-uuid:<uuid>` when its filesystem was mounted
+//   with a uuid (`:ino:<n>:<birth>` added for a mount of a sub-directory), else, like any
+//   directory, `dev-ino:<device of the filesystem holding it>:<n>:<birth>`: n is a per-node inode
+//   number of the directory, birth when it was made (a counter); a mount point shows the root of
+//   the filesystem mounted there: the directory's n and when the filesystem (device) was first
+//   mounted; a bind mount, its source directory's. byId is the first name in /dev/disk/by-id
+//   (sorted) whose link leads to the device. A disk swap: unmount and mount with another uuid, or
+//   replaceBlockDevice.
 // - watchChanges reports mount-table changes at, below or above a watched directory (as the
 //   kernel names it, symlinks resolved) and entries created or removed directly in a watched
 //   directory (not capacity or size changes), on a microtask after the mutation.
@@ -16,20 +25,44 @@
 
 import { posix } from 'node:path';
 
+import {
+  attributeValue,
+  devInoValue,
+  fsUuidValue,
+  loopValue,
+  makeIdentity,
+  normalizeUuid,
+  parseDeviceNumber,
+  type DirectoryStamp,
+} from './identity.js';
 import { encodeMountInfoField } from './mountinfo.js';
 import { NodeVolumeError, type NodeVolumeOperation } from './volume-error.js';
 import { mountChangeConcerns } from './volumes.js';
-import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from './volumes.js';
+import type {
+  ChangeWatch,
+  ChangeWatchOptions,
+  EntryInfo,
+  IdentitySource,
+  MountPoint,
+  NodeVolumes,
+  VolumeIdentity,
+} from './volumes.js';
 import { asError } from '../unknown-values.js';
 
 interface DirectoryNode {
   readonly type: 'directory';
   readonly children: Map<string, FsNode>;
+  /** The directory's inode number, unique on this node. */
+  readonly ino: number;
+  /** When it was made, on the node's clock (a counter): its birth time. */
+  readonly birthNs: number;
 }
 interface BlockDeviceNode {
   readonly type: 'block-device';
   size: number;
-  readonly device: string;
+  device: string;
+  /** What identifies the disk behind the node (source and value), when anything does. */
+  identity: { readonly source: IdentitySource; readonly value: string } | undefined;
 }
 interface OtherNode {
   readonly type: 'other';
@@ -51,6 +84,37 @@ export interface MemoryMountOptions {
   readonly device?: string;
   /** Capacity in bytes of the filesystem; default the node's defaultCapacity (kept when the device is already known). */
   readonly capacity?: number;
+  /**
+   * The filesystem's UUID (8-4-4-4-12 hex, either case), making its identity `fs-uuid:<uuid>`
+   * (lowercase), as ext4, XFS or btrfs on a disk; default none (kept when the device is already
+   * known), so the identity is `dev-ino:…` as a tmpfs's. Give fsType too: the default stays `tmpfs`.
+   */
+  readonly uuid?: string;
+}
+
+/** A loop device's backing file, as the kernel names it: its filesystem's device and its inode. */
+export interface MemoryLoopBacking {
+  /** `major:minor` of the filesystem holding the backing file. */
+  readonly device: string;
+  readonly inode: number;
+}
+
+/**
+ * What identifies the disk behind a block device; the first given counts, as on Linux (wwid, then
+ * serial, then loop). None: volumeIdentity answers undefined, as for a disk that reports nothing.
+ */
+export interface MemoryDiskIdentity {
+  /** The disk's WWID: identity `wwid:<wwid>` (blanks as `_`, as read from sysfs), e.g. `naa.5000c500a1b2c3d4`. */
+  readonly wwid?: string;
+  /** The disk's serial number: identity `serial:<serial>` (blanks as `_`). */
+  readonly serial?: string;
+  /** A loop device's backing file: identity `loop:<device>:<inode>`. */
+  readonly loop?: MemoryLoopBacking;
+}
+
+export interface MemoryBlockDeviceOptions extends MemoryDiskIdentity {
+  /** `major:minor` of the device; default a fresh `7:N` (a loop device). */
+  readonly device?: string;
 }
 
 export interface MemoryVolumesOptions {
@@ -75,10 +139,24 @@ function isWithin(path: string, mountPoint: string): boolean {
 }
 
 export class MemoryVolumes implements NodeVolumes {
-  private readonly tree: DirectoryNode = { type: 'directory', children: new Map() };
+  private nextInode = 2;
+  /** The node's clock for birth times: it moves on every directory made and filesystem first mounted. */
+  private clock = 1;
+  private readonly tree: DirectoryNode = {
+    type: 'directory',
+    children: new Map(),
+    ino: this.nextInode++,
+    birthNs: this.clock++,
+  };
   private readonly mounts: MountPoint[] = [];
   /** Capacity per filesystem device (`major:minor`), so bind mounts share their source's. */
   private readonly capacities = new Map<string, number>();
+  /** UUID per filesystem device, for the filesystems mounted with one (bind mounts share it). */
+  private readonly uuids = new Map<string, string>();
+  /** Birth time of each filesystem's root, per device: when it was first mounted. */
+  private readonly filesystemBirths = new Map<string, number>();
+  /** A bind mount's source directory: what stat shows at the bind mount's target. */
+  private readonly bindSources = new WeakMap<MountPoint, DirectoryStamp>();
   private nextAnonymousMinor = 100;
   private nextBlockMinor = 0;
   private readonly defaultCapacity: number;
@@ -89,6 +167,7 @@ export class MemoryVolumes implements NodeVolumes {
     if (options.rootMount ?? true) {
       this.mounts.push({ mountPoint: '/', root: '/', fsType: 'ext4', source: '/dev/root', device: '254:0' });
       this.capacities.set('254:0', this.defaultCapacity);
+      this.filesystemBirths.set('254:0', this.clock++);
     }
   }
 
@@ -139,6 +218,28 @@ export class MemoryVolumes implements NodeVolumes {
     });
   }
 
+  volumeIdentity(path: string): Promise<VolumeIdentity | undefined> {
+    return settle(() => {
+      const found = this.lookup('volumeIdentity', path, true);
+      if (!found.ok) throw this.error('volumeIdentity', path, found.code);
+      const { node } = found;
+      if (node.type === 'block-device') {
+        if (node.identity === undefined) return undefined;
+        return makeIdentity(node.identity.source, node.identity.value, node.device, this.byIdName(node.device));
+      }
+      if (node.type !== 'directory') {
+        throw this.error('volumeIdentity', path, 'ENOTBLK', 'neither a directory nor a block device');
+      }
+      const mount = this.mountContaining(found.path);
+      if (mount === undefined) throw this.error('volumeIdentity', path, 'ENOENT', 'no filesystem is mounted there');
+      const isMountPoint = mount.mountPoint === found.path;
+      const stamp = isMountPoint ? this.mountRootStamp(mount, node) : node;
+      const uuid = isMountPoint ? this.uuids.get(mount.device) : undefined;
+      if (uuid !== undefined) return makeIdentity('fs-uuid', fsUuidValue(uuid, mount.root, stamp), mount.device);
+      return makeIdentity('dev-ino', devInoValue(mount.device, stamp), mount.device);
+    });
+  }
+
   watchChanges(options: ChangeWatchOptions): ChangeWatch {
     const ended: Promise<{ ok: true }> = Promise.resolve({ ok: true });
     if (options.signal.aborted) return { ready: ended, done: ended };
@@ -172,14 +273,33 @@ export class MemoryVolumes implements NodeVolumes {
     return this;
   }
 
-  /** Creates a block device node of sizeBytes; device defaults to a fresh `7:N` (a loop device). */
-  addBlockDevice(path: string, sizeBytes: number, options: { device?: string } = {}): this {
+  /**
+   * Creates a block device node of sizeBytes; device defaults to a fresh `7:N` (a loop device).
+   * Its identity comes from options.wwid, serial or loop (see MemoryDiskIdentity); none by default.
+   */
+  addBlockDevice(path: string, sizeBytes: number, options: MemoryBlockDeviceOptions = {}): this {
     assertSize(sizeBytes, path);
-    this.create(path, {
-      type: 'block-device',
-      size: sizeBytes,
-      device: options.device ?? `7:${this.nextBlockMinor++}`,
-    });
+    const device = this.deviceOption(path, options.device) ?? `7:${this.nextBlockMinor++}`;
+    const identity = this.diskIdentity(path, options);
+    this.create(path, { type: 'block-device', size: sizeBytes, device, identity });
+    return this;
+  }
+
+  /**
+   * Puts another disk behind the existing block device at path (followed): a new size and identity
+   * (none unless options give one), the device number kept unless options.device gives one. As on
+   * Linux, where a swapped disk may come back under the same /dev node, the directory is unchanged.
+   */
+  replaceBlockDevice(path: string, sizeBytes: number, options: MemoryBlockDeviceOptions = {}): this {
+    assertSize(sizeBytes, path);
+    const found = this.lookup('mutate', path, true);
+    if (!found.ok) throw this.error('mutate', path, found.code);
+    if (found.node.type !== 'block-device') throw this.error('mutate', path, 'ENOTBLK', 'not a block device');
+    const device = this.deviceOption(path, options.device) ?? found.node.device;
+    const identity = this.diskIdentity(path, options);
+    found.node.size = sizeBytes;
+    found.node.device = device;
+    found.node.identity = identity;
     return this;
   }
 
@@ -207,11 +327,17 @@ export class MemoryVolumes implements NodeVolumes {
   addMount(path: string, options: MemoryMountOptions = {}): this {
     const mountPoint = this.mountTarget(path);
     const fsType = options.fsType ?? 'tmpfs';
-    const device = options.device ?? `0:${this.nextAnonymousMinor++}`;
+    const device = this.deviceOption(path, options.device) ?? `0:${this.nextAnonymousMinor++}`;
     if (options.capacity !== undefined) assertSize(options.capacity, path);
+    const uuid = options.uuid === undefined ? undefined : normalizeUuid(options.uuid);
+    if (options.uuid !== undefined && uuid === undefined) {
+      throw this.error('mutate', path, 'EINVAL', `${JSON.stringify(options.uuid)} is not a UUID`);
+    }
     if (options.capacity !== undefined || !this.capacities.has(device)) {
       this.capacities.set(device, options.capacity ?? this.defaultCapacity);
     }
+    if (uuid !== undefined) this.uuids.set(device, uuid);
+    if (!this.filesystemBirths.has(device)) this.filesystemBirths.set(device, this.clock++);
     this.mounts.push({ mountPoint, root: options.root ?? '/', fsType, source: options.source ?? fsType, device });
     this.mountChanged(mountPoint);
     return this;
@@ -228,7 +354,13 @@ export class MemoryVolumes implements NodeVolumes {
     if (from === undefined) throw this.error('mutate', source, 'ENOENT', 'no filesystem is mounted there');
     const relative = from.mountPoint === '/' ? found.path : found.path.slice(from.mountPoint.length);
     const root = posix.join(from.root, relative === '' ? '/' : relative);
-    return this.addMount(target, { fsType: from.fsType, source: from.source, device: from.device, root });
+    const { node } = found;
+    const stamp =
+      node.type !== 'directory' ? undefined : from.mountPoint === found.path ? this.mountRootStamp(from, node) : node;
+    this.addMount(target, { fsType: from.fsType, source: from.source, device: from.device, root });
+    const bind = this.mounts.at(-1);
+    if (bind !== undefined && stamp !== undefined) this.bindSources.set(bind, stamp);
+    return this;
   }
 
   /** Unmounts the topmost mount at exactly path (symlinks resolved); EINVAL when nothing is mounted there. */
@@ -301,6 +433,52 @@ export class MemoryVolumes implements NodeVolumes {
 
   // ---- Internals ---------------------------------------------------------------------------
 
+  private deviceOption(path: string, device: string | undefined): string | undefined {
+    if (device === undefined || parseDeviceNumber(device) === device) return device;
+    throw this.error('mutate', path, 'EINVAL', `device ${JSON.stringify(device)} is not major:minor`);
+  }
+
+  /** What stat shows at a mount point: the root of the filesystem mounted there (or a bind mount's source). */
+  private mountRootStamp(mount: MountPoint, directory: DirectoryNode): DirectoryStamp {
+    return this.bindSources.get(mount) ?? { ino: directory.ino, birthNs: this.filesystemBirths.get(mount.device) ?? 0 };
+  }
+
+  /** The identity options give, normalized as LinuxVolumes reads them from sysfs. */
+  private diskIdentity(path: string, options: MemoryDiskIdentity): BlockDeviceNode['identity'] {
+    const invalid = (what: string): NodeVolumeError => this.error('mutate', path, 'EINVAL', what);
+    if (options.wwid !== undefined) {
+      const value = attributeValue(options.wwid);
+      if (value === undefined) throw invalid(`wwid ${JSON.stringify(options.wwid)} is empty or has control characters`);
+      return { source: 'wwid', value };
+    }
+    if (options.serial !== undefined) {
+      const value = attributeValue(options.serial);
+      if (value === undefined) {
+        throw invalid(`serial ${JSON.stringify(options.serial)} is empty or has control characters`);
+      }
+      return { source: 'serial', value };
+    }
+    if (options.loop !== undefined) {
+      const { device, inode } = options.loop;
+      if (parseDeviceNumber(device) !== device)
+        throw invalid(`loop device ${JSON.stringify(device)} is not major:minor`);
+      if (!Number.isSafeInteger(inode) || inode < 0) throw invalid(`loop inode ${inode} is not a non-negative integer`);
+      return { source: 'loop', value: loopValue(device, inode) };
+    }
+    return undefined;
+  }
+
+  /** The first name in /dev/disk/by-id (sorted) whose link leads to a block device numbered device. */
+  private byIdName(device: string): string | undefined {
+    const dir = '/dev/disk/by-id';
+    const found = this.lookup('volumeIdentity', dir, true);
+    if (!found.ok || found.node.type !== 'directory') return undefined;
+    return [...found.node.children.keys()].sort().find((name) => {
+      const target = this.lookup('volumeIdentity', `${dir}/${name}`, true);
+      return target.ok && target.node.type === 'block-device' && target.node.device === device;
+    });
+  }
+
   private error(operation: NodeVolumeOperation, path: string, code: string, detail?: string): NodeVolumeError {
     return new NodeVolumeError(operation, path, code, detail ?? DESCRIPTIONS[code] ?? code);
   }
@@ -369,7 +547,7 @@ export class MemoryVolumes implements NodeVolumes {
         child = found.node;
       }
       if (child === undefined) {
-        child = { type: 'directory', children: new Map() };
+        child = { type: 'directory', children: new Map(), ino: this.nextInode++, birthNs: this.clock++ };
         current.children.set(name, child);
         this.entryChanged(posix.dirname(walked));
       }

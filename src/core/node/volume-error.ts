@@ -9,6 +9,7 @@ export type NodeVolumeOperation =
   | 'entryInfo'
   | 'filesystemCapacity'
   | 'blockDeviceCapacity'
+  | 'volumeIdentity'
   /** A mutation of the in-memory node (test / simulate set-up). */
   | 'mutate';
 
@@ -20,7 +21,8 @@ export class NodeVolumeError extends Error {
     readonly path: string,
     /**
      * errno-style code: the system error's code (`ENOENT`, `ENOTDIR`, `EACCES`, ...), `ENOTBLK`
-     * when a block device was expected, `EINVAL` for unusable data (e.g. an unreadable sysfs size).
+     * when a block device (for volumeIdentity: a block device or a directory) was expected,
+     * `EINVAL` for unusable data (e.g. an unreadable sysfs size).
      */
     readonly code: string,
     detail: string,

@@ -47,6 +47,29 @@ export interface ChangeWatch {
   readonly done: Promise<ChangeWatchOutcome>;
 }
 
+/** Where a volume's identity comes from, strongest first (docs/disk-identity.md). */
+export type IdentitySource = 'wwid' | 'serial' | 'loop' | 'fs-uuid' | 'dev-ino';
+
+/**
+ * What identifies the volume at a path across agent restarts and reboots: recorded on its PV at
+ * publish and compared before every destructive or binding step. Compared by `id` alone.
+ */
+export interface VolumeIdentity {
+  /**
+   * `<source>:<value>`, e.g. `wwid:naa.5000c500a1b2c3d4`, `fs-uuid:0b1e…`, `loop:7:1:131074`. The
+   * forms (src/core/node/identity.ts): `wwid:<wwid>` and `serial:<serial>` (blanks as `_`; a
+   * partition's: its disk's with `-part<N>`), `loop:<backing file's M:m>:<its inode>`,
+   * `fs-uuid:<uuid>` (a mount of a sub-directory: `:ino:<inode>:<birth ns>` added),
+   * `dev-ino:<M:m>:<inode>:<birth ns>` (birth 0 where the filesystem keeps none).
+   */
+  readonly id: string;
+  readonly source: IdentitySource;
+  /** The device the volume lives on, `major:minor` (for people: it may change across reboots). */
+  readonly device: string;
+  /** A /dev/disk/by-id name linking to the device, when there is one (for people, not compared). */
+  readonly byId?: string;
+}
+
 export interface NodeVolumes {
   /** Mount table of this process's mount namespace (/proc/self/mountinfo). */
   mountPoints(): Promise<readonly MountPoint[]>;
@@ -58,6 +81,13 @@ export interface NodeVolumes {
   filesystemCapacity(path: string): Promise<number>;
   /** Size in bytes of the block device at path (after following symlinks). */
   blockDeviceCapacity(path: string): Promise<number>;
+  /**
+   * The identity of the volume at path (a block device, or a directory: the filesystem mounted on
+   * it, else the directory itself), symlinks followed; undefined when the node offers nothing
+   * stable (e.g. a block device with no WWID, serial or loop backing). Rejects with a
+   * NodeVolumeError when the path cannot be read (e.g. ENOENT), or is neither (ENOTBLK).
+   */
+  volumeIdentity(path: string): Promise<VolumeIdentity | undefined>;
   /** Reports changes of the mount table and of directories' entries as they happen, until the signal aborts. */
   watchChanges(options: ChangeWatchOptions): ChangeWatch;
 }

@@ -1,9 +1,20 @@
 // The node as `provisioner run --sandbox` sees it: the real filesystem, except that every
 // first-level directory of a sandbox discovery directory counts as a mounted volume, so a newcomer
 // can "add a disk" with mkdir, without root or real mounts.
-import { realpath } from 'node:fs/promises';
-import { isAbsolute, relative, sep } from 'node:path';
-import type { ChangeWatch, ChangeWatchOptions, EntryInfo, MountPoint, NodeVolumes } from '../node/volumes.js';
+import { realpath, stat } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, relative, sep } from 'node:path';
+
+import { devInoValue, makeIdentity } from '../node/identity.js';
+import { deviceName, directoryStamp } from '../node/linux-volumes.js';
+import { wrapSystemError } from '../node/volume-error.js';
+import type {
+  ChangeWatch,
+  ChangeWatchOptions,
+  EntryInfo,
+  MountPoint,
+  NodeVolumes,
+  VolumeIdentity,
+} from '../node/volumes.js';
 
 /** Whether `path` lies strictly below `dir` (both absolute, compared as written). */
 export function isBelow(dir: string, path: string): boolean {
@@ -56,6 +67,36 @@ export class SandboxVolumes implements NodeVolumes {
 
   blockDeviceCapacity(path: string): Promise<number> {
     return this.real.blockDeviceCapacity(path);
+  }
+
+  /**
+   * A fake mount has no filesystem of its own: its identity is the directory's device, inode and
+   * birth time (so an rm -r and mkdir is a new disk). Everything else is the real node's answer.
+   */
+  async volumeIdentity(path: string): Promise<VolumeIdentity | undefined> {
+    if (!(await this.isFakeMount(path))) return this.real.volumeIdentity(path);
+    try {
+      const stats = await stat(path, { bigint: true });
+      const device = deviceName(stats.dev);
+      return makeIdentity('dev-ino', devInoValue(device, directoryStamp(stats)), device);
+    } catch (error) {
+      throw wrapSystemError('volumeIdentity', path, error);
+    }
+  }
+
+  /** Whether mountPoints lists path as a fake mount: a directory, not a symlink, right in a confined discovery directory. */
+  private async isFakeMount(path: string): Promise<boolean> {
+    const confine = await realpath(this.disksDir).catch(() => undefined);
+    const parent = await realpath(dirname(path)).catch(() => undefined);
+    if (confine === undefined || parent === undefined || !isBelow(confine, parent) || basename(path) === '')
+      return false;
+    let inDiscoveryDir = false;
+    for (const dir of this.discoveryDirs()) {
+      if ((await realpath(dir).catch(() => undefined)) === parent) inDiscoveryDir = true;
+    }
+    if (!inDiscoveryDir) return false;
+    const info = await this.real.entryInfo(path).catch(() => undefined);
+    return info?.kind === 'directory' && !info.isSymlink;
   }
 
   /** A "mount" here is a mkdir in a discovery directory: the real node's directory watch sees it. */

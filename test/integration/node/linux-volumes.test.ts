@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -29,10 +29,13 @@ import {
   loopDevicesBackedBy,
   makeBlockDeviceNode,
   makeTempDir,
+  mountTable,
   mountTmpfs,
   mountsUnder,
+  run,
   skipUnlessRoot,
   unmount,
+  type LoopDevice,
 } from '../../support/real-node.js';
 import { waitFor } from '../../support/eventually.js';
 
@@ -44,11 +47,52 @@ function findmntChildren(): string[] {
   return r.stdout.split('\n').filter((l) => l !== '');
 }
 
+/** Mounts source (a device) on path, creating path; undone by cleanup while that very mount is there. */
+function mountDevice(cleanup: Cleanup, source: string, path: string, fsType: string): void {
+  mkdirSync(path, { recursive: true });
+  run('mount', ['-t', fsType, source, path]);
+  const real = realpathSync(path);
+  const entry = mountTable().findLast((m) => m.mountPoint === real);
+  if (entry === undefined) throw new Error(`mounting ${source} on ${real} succeeded but it is not in the mount table`);
+  cleanup.defer(`unmount ${source} at ${real}`, () => {
+    if (mountTable().some((m) => m.mountId === entry.mountId && m.mountPoint === real)) unmount(real);
+  });
+}
+
+/**
+ * Makes an ext4 with uuid on a new loop device over backingFile and mounts it on path. The steps
+ * undo in reverse (unmount, then detach); the temp dir's own undo catches whatever they leave.
+ */
+function mountExt4(cleanup: Cleanup, backingFile: string, path: string, sizeBytes: number, uuid: string): LoopDevice {
+  const loop = attachLoopDevice(cleanup, backingFile, sizeBytes);
+  // No lazy initialisation: nothing is written in the background once mounted.
+  run('mkfs.ext4', ['-q', '-F', '-U', uuid, '-E', 'lazy_itable_init=0,lazy_journal_init=0', loop.path]);
+  mountDevice(cleanup, loop.path, path, 'ext4');
+  return loop;
+}
+
+/**
+ * Attaches loop (detached first) to a new sparse backingFile. Throws when another process took
+ * the device in between (parallel test files attach loop devices too).
+ */
+function reattachLoopDevice(cleanup: Cleanup, loop: LoopDevice, backingFile: string, sizeBytes: number): LoopDevice {
+  detachLoopDevice(loop);
+  writeFileSync(backingFile, '', { flag: 'wx' });
+  run('truncate', ['-s', String(sizeBytes), backingFile]);
+  const again: LoopDevice = { ...loop, backingFile, sizeBytes };
+  cleanup.defer(`detach ${loop.path} (${backingFile})`, () => {
+    detachLoopDevice(again);
+  });
+  run('losetup', [loop.path, backingFile]);
+  return again;
+}
+
 function realFixture(): Promise<NodeVolumesFixture> {
   const cleanup = new Cleanup();
   try {
     const root = makeTempDir(cleanup, 'lvp-contract-');
     let devices = 0;
+    const loops = new Map<string, LoopDevice>();
     return Promise.resolve({
       volumes: new LinuxVolumes(),
       root,
@@ -56,12 +100,25 @@ function realFixture(): Promise<NodeVolumesFixture> {
         mkdirSync(path, { recursive: true });
         return Promise.resolve();
       },
-      mountFilesystem: (path, capacity) => {
-        mountTmpfs(cleanup, path, capacity);
+      mountFilesystem: (path, capacity, options) => {
+        if (options?.uuid === undefined) mountTmpfs(cleanup, path, capacity);
+        else mountExt4(cleanup, join(root, `.ext4-${++devices}`), path, capacity, options.uuid);
         return Promise.resolve();
       },
       unmount: (path) => {
         unmount(path);
+        return Promise.resolve();
+      },
+      remountFilesystem: (path) => {
+        const real = realpathSync(path);
+        const top = mountTable().findLast((m) => m.mountPoint === real);
+        assert.ok(top?.source.startsWith('/dev/') === true, `a device is mounted on ${real}`);
+        unmount(real);
+        mountDevice(cleanup, top.source, real, top.fsType);
+        return Promise.resolve();
+      },
+      bindMount: (source, target) => {
+        bindMount(cleanup, source, target);
         return Promise.resolve();
       },
       makeBlockDevice: (path, size) => {
@@ -69,6 +126,22 @@ function realFixture(): Promise<NodeVolumesFixture> {
         // the node simulates a vanished disk without touching /dev).
         const loop = attachLoopDevice(cleanup, join(root, `.backing-${++devices}`), size);
         makeBlockDeviceNode(cleanup, path, loop.major, loop.minor);
+        loops.set(path, loop);
+        return Promise.resolve();
+      },
+      reattachBlockDevice: (path, size) => {
+        const loop = loops.get(path);
+        assert.ok(loop !== undefined, `${path} was made by makeBlockDevice`);
+        const backing = join(root, `.backing-${++devices}`);
+        try {
+          loops.set(path, reattachLoopDevice(cleanup, loop, backing, size));
+        } catch {
+          // Another process took the detached device: another loop device, behind the same node path.
+          const next = attachLoopDevice(cleanup, `${backing}-again`, size);
+          rmSync(path);
+          makeBlockDeviceNode(cleanup, path, next.major, next.minor);
+          loops.set(path, next);
+        }
         return Promise.resolve();
       },
       makeFile: (path) => {
@@ -299,6 +372,93 @@ describe('LinuxVolumes on a real node', { skip }, () => {
     mkdirSync(join(fakeSys, 'dev', 'block', `${loop.major}:${loop.minor}`), { recursive: true });
     writeFileSync(join(fakeSys, 'dev', 'block', `${loop.major}:${loop.minor}`, 'size'), '3\n');
     assert.equal(await withoutSysfs.blockDeviceCapacity(loop.path), 3 * 512);
+  });
+
+  it("reads an ext4 mount's UUID from its superblock without udev, and prefers udev's ID_FS_UUID when there is a record", async () => {
+    const uuid = '7d1c2b3a-4e5f-4a6b-9c8d-0e1f2a3b4c5d';
+    const mnt = join(dir, 'ext4 for udev');
+    const loop = mountExt4(cleanup, join(dir, 'backing-ext4-udev'), mnt, FS_BYTES, uuid);
+    const udev = join(dir, 'fake-udev');
+    mkdirSync(join(udev, 'data'), { recursive: true });
+    const withUdev = new LinuxVolumes({ udevRoot: udev });
+    assert.deepEqual(await withUdev.volumeIdentity(mnt), {
+      id: `fs-uuid:${uuid}`,
+      source: 'fs-uuid',
+      device: `${loop.major}:${loop.minor}`,
+    });
+    writeFileSync(
+      join(udev, 'data', `b${loop.major}:${loop.minor}`),
+      'E:ID_FS_TYPE=ext4\nE:ID_FS_UUID=C0FFEE00-1111-4222-8333-444455556666\n',
+    );
+    assert.equal((await withUdev.volumeIdentity(mnt))?.id, 'fs-uuid:c0ffee00-1111-4222-8333-444455556666');
+  });
+
+  it('reads no superblock from a /dev node that is not the device sysfs names (a /dev of another node)', async () => {
+    const mnt = join(dir, 'ext4 with a foreign dev');
+    const loop = mountExt4(
+      cleanup,
+      join(dir, 'backing-ext4-dev'),
+      mnt,
+      FS_BYTES,
+      '9a8b7c6d-5e4f-4321-8fed-cba987654321',
+    );
+    const fakeDev = join(dir, 'fake-dev');
+    mkdirSync(fakeDev);
+    // A regular file with another ext4, where loopN should be.
+    const made = spawnSync('mkfs.ext4', [
+      '-q',
+      '-F',
+      '-U',
+      '11111111-2222-4333-8444-555555555555',
+      join(fakeDev, loop.name),
+      '8M',
+    ]);
+    assert.equal(made.status, 0, String(made.stderr));
+    const volumes = new LinuxVolumes({ devRoot: fakeDev, udevRoot: join(dir, 'no-udev') });
+    const identity = await volumes.volumeIdentity(mnt);
+    assert.equal(identity?.source, 'dev-ino');
+    assert.equal(identity.device, `${loop.major}:${loop.minor}`);
+  });
+
+  it('names a block device by its first /dev/disk/by-id link, sorted, and takes a loop backing from udev only when it agrees', async () => {
+    const loop = attachLoopDevice(cleanup, join(dir, 'backing-by-id'), DEVICE_BYTES);
+    const fakeDev = join(dir, 'fake-dev-by-id');
+    mkdirSync(join(fakeDev, 'disk', 'by-id'), { recursive: true });
+    symlinkSync(loop.path, join(fakeDev, 'disk', 'by-id', 'wwn-0x5000'));
+    symlinkSync(loop.path, join(fakeDev, 'disk', 'by-id', 'scsi-0QEMU'));
+    symlinkSync('/dev/null', join(fakeDev, 'disk', 'by-id', 'a-character-device'));
+    symlinkSync(join(dir, 'nowhere'), join(fakeDev, 'disk', 'by-id', 'a-dangling-link'));
+    const udev = join(dir, 'fake-udev-loop');
+    mkdirSync(join(udev, 'data'), { recursive: true });
+    const volumes = new LinuxVolumes({ devRoot: fakeDev, udevRoot: udev });
+    const backing = statSync(loop.backingFile, { bigint: true });
+    const { major, minor } = decodeDeviceNumber(backing.dev);
+    const expected = {
+      id: `loop:${major}:${minor}:${backing.ino}`,
+      source: 'loop',
+      device: `${loop.major}:${loop.minor}`,
+      byId: 'scsi-0QEMU',
+    };
+    assert.deepEqual(await volumes.volumeIdentity(loop.path), expected);
+    const record = join(udev, 'data', `b${loop.major}:${loop.minor}`);
+    writeFileSync(record, `E:ID_LOOP_BACKING_DEVICE=${major}:${minor}\nE:ID_LOOP_BACKING_INODE=${backing.ino}\n`);
+    assert.deepEqual(await volumes.volumeIdentity(loop.path), expected);
+    writeFileSync(record, `E:ID_LOOP_BACKING_DEVICE=${major}:${minor}\nE:ID_LOOP_BACKING_INODE=${backing.ino + 1n}\n`);
+    assert.equal(
+      await volumes.volumeIdentity(loop.path),
+      undefined,
+      'udev and the kernel disagree: neither is trusted',
+    );
+  });
+
+  it('has no identity for a detached loop device', async (t) => {
+    const loop = attachLoopDevice(cleanup, join(dir, 'backing-detached-identity'), DEVICE_BYTES);
+    assert.equal((await volumes.volumeIdentity(loop.path))?.source, 'loop');
+    detachLoopDevice(loop);
+    const identity = await volumes.volumeIdentity(loop.path);
+    // As above: a parallel test file may attach the free device at any moment.
+    if (loopBackingFile(loop.name) === undefined) assert.equal(identity, undefined);
+    else t.diagnostic(`${loop.path} was re-attached by another process; check skipped`);
   });
 
   it('leaves nothing mounted under its temp dir once cleaned up (self-check of the helpers)', () => {

@@ -60,6 +60,8 @@ describe('agent stop() while the apiserver hangs on event writes', () => {
         metricsPath: '/metrics',
         discoveryPeriodMs: 50,
         changePollMs: 20,
+        // The not-mounted entries are reported at once: their Events are what backs up.
+        mountGraceMs: 0,
         createConcurrency: 4,
         cleanupConcurrency: 2,
         jobImage: 'img',

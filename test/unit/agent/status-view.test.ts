@@ -55,7 +55,8 @@ const generation: GenerationStatus = {
       },
     ],
     classProblems: [{ className: 'slow', message: 'hostDir missing' }],
-    reclaim: { deleted: ['pv-old'], started: [], orphaned: [] },
+    reclaim: { deleted: ['pv-old'], started: [], orphaned: [], quarantined: [], identitiesRecorded: [] },
+    health: { checked: 0, abnormal: [] },
   },
 };
 

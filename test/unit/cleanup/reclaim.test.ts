@@ -18,6 +18,7 @@ import type { Job, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import { IDENTITY_ACTION_ANNOTATION, IDENTITY_ANNOTATION, NODE_UID_ANNOTATION } from '../../../src/core/pv/identity.js';
 import type { NodeIdentity } from '../../../src/core/pv/naming.js';
 import { waitFor } from '../../support/eventually.js';
 
@@ -146,7 +147,14 @@ describe('reclaiming released PVs', () => {
     // the informer's copy from before the delete (a watch that lags or broke, seen on a real node)
     const stale = await w.list();
     assert.deepEqual((await r.pass(stale)).deleted, ['pv-fs']);
-    for (let i = 0; i < 3; i++) assert.deepEqual(await r.pass(stale), { deleted: [], started: [], orphaned: [] });
+    for (let i = 0; i < 3; i++)
+      assert.deepEqual(await r.pass(stale), {
+        deleted: [],
+        started: [],
+        orphaned: [],
+        quarantined: [],
+        identitiesRecorded: [],
+      });
     assert.deepEqual(w.cleaner.calls, [{ kind: 'filesystem', path: '/mnt/fast/disk1' }], 'cleaned once');
     assert.equal(w.table.get('pv-fs'), undefined);
     // a later PV of that name (another UID) is not held back
@@ -431,5 +439,140 @@ describe("the seed's four cleanup transitions across a reload: each volume clean
     await w.markJob('cleanup-pv-raw', 'succeeded');
     await restarted.pass(await w.list());
     assert.equal(await w.gone('pv-raw'), true);
+  });
+
+  describe('disk identity', () => {
+    const UUID_A = '0b1e8c52-0d9c-4c5e-9d65-2f6d3c1f0a01';
+    const UUID_B = '77aa0d3e-5b1f-4f0c-8a3e-9e2b6c4d5f02';
+    /** disk1 as an ext4 of UUID_A, and a Released PV that recorded it on this node. */
+    async function recordedWorld(recorded: string, nodeUid = 'uid-a') {
+      const w = world();
+      w.volumes.removeMount('/mnt/fast/disk1').addMount('/mnt/fast/disk1', { fsType: 'ext4', uuid: UUID_A });
+      await w.released('pv-fs', '/mnt/fast/disk1', 'fast');
+      await w.cluster.persistentVolumes.patch('pv-fs', {
+        metadata: { annotations: { [IDENTITY_ANNOTATION]: recorded, [NODE_UID_ANNOTATION]: nodeUid } },
+      });
+      return w;
+    }
+    const swapDisk = (w: ReturnType<typeof world>, uuid: string): void => {
+      w.volumes.removeMount('/mnt/fast/disk1').addMount('/mnt/fast/disk1', { fsType: 'ext4', uuid });
+    };
+    const warnings = async (w: ReturnType<typeof world>, reason: string): Promise<string[]> => {
+      await w.events.flush();
+      return (await w.cluster.events.list({ namespace: 'default' })).items
+        .filter((e) => e.reason === reason)
+        .map((e) => e.message);
+    };
+
+    it('cleans a Released PV whose disk is the recorded one', async () => {
+      const w = await recordedWorld(`fs-uuid:${UUID_A}`);
+      const r = w.reclaimer(PROCESS);
+      assert.deepEqual((await r.pass(await w.list())).started, ['pv-fs']);
+      await waitFor(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
+      assert.deepEqual((await r.pass(await w.list())).deleted, ['pv-fs']);
+    });
+
+    it('quarantines a Released PV whose path holds another disk: never cleaned or deleted, reported once; the right disk back, it is cleaned', async () => {
+      const w = await recordedWorld(`fs-uuid:${UUID_A}`);
+      swapDisk(w, UUID_B);
+      const r = w.reclaimer(PROCESS);
+      for (let i = 0; i < 3; i++) {
+        const summary = await r.pass(await w.list());
+        assert.deepEqual(summary.started, []);
+        assert.deepEqual(
+          summary.quarantined.map((q) => [q.pv, q.reason]),
+          [['pv-fs', 'identity-changed']],
+        );
+      }
+      assert.deepEqual(w.cleaner.calls, [], 'never wiped');
+      assert.equal(await w.gone('pv-fs'), false, 'never deleted');
+      assert.equal(w.metrics.quarantinedVolumes.get({ persistentvolume: 'pv-fs', reason: 'identity-changed' }), 1);
+      const messages = await warnings(w, 'VolumeIdentityMismatch');
+      assert.equal(messages.length, 1, 'one Warning Event for three passes');
+      assert.match(
+        messages[0] ?? '',
+        new RegExp(`published for disk fs-uuid:${UUID_A}, but the disk at the path is fs-uuid:${UUID_B}`, 'u'),
+      );
+      assert.match(messages[0] ?? '', /kubectl annotate pv pv-fs local-static-provisioner\/identity-action=accept/u);
+      swapDisk(w, UUID_A);
+      const back = await r.pass(await w.list());
+      assert.deepEqual(back.started, ['pv-fs']);
+      assert.deepEqual(back.quarantined, []);
+      assert.equal(
+        w.metrics.quarantinedVolumes.get({ persistentvolume: 'pv-fs', reason: 'identity-changed' }),
+        undefined,
+      );
+    });
+
+    it('an operator’s accept records the disk now at the path, clears the action and lets the cleanup run in the same pass', async () => {
+      const w = await recordedWorld(`fs-uuid:${UUID_A}`);
+      swapDisk(w, UUID_B);
+      const r = w.reclaimer(PROCESS);
+      assert.equal((await r.pass(await w.list())).quarantined.length, 1);
+      await w.cluster.persistentVolumes.patch('pv-fs', {
+        metadata: { annotations: { [IDENTITY_ACTION_ANNOTATION]: 'accept' } },
+      });
+      const summary = await r.pass(await w.list());
+      assert.deepEqual(summary.identitiesRecorded, ['pv-fs']);
+      assert.deepEqual(summary.started, ['pv-fs']);
+      const annotations = (await w.cluster.persistentVolumes.get('pv-fs')).metadata.annotations ?? {};
+      assert.equal(annotations[IDENTITY_ANNOTATION], `fs-uuid:${UUID_B}`);
+      assert.equal(annotations[IDENTITY_ACTION_ANNOTATION], undefined, 'the action is cleared');
+      assert.equal((await warnings(w, 'VolumeIdentityAccepted')).length, 1);
+      await waitFor(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
+      assert.deepEqual(w.cleaner.calls, [{ kind: 'filesystem', path: '/mnt/fast/disk1' }]);
+    });
+
+    it('a disk swapped after its cleanup, before the PV is deleted: kept, not republished', async () => {
+      const w = await recordedWorld(`fs-uuid:${UUID_A}`);
+      let finish = (): void => undefined;
+      w.cleaner.hold('/mnt/fast/disk1', new Promise((resolve) => (finish = resolve)));
+      const r = w.reclaimer(PROCESS);
+      await r.pass(await w.list());
+      swapDisk(w, UUID_B);
+      finish();
+      await waitFor(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
+      const summary = await r.pass(await w.list());
+      assert.deepEqual(summary.deleted, []);
+      assert.deepEqual(
+        summary.quarantined.map((q) => q.pv),
+        ['pv-fs'],
+      );
+      assert.equal(await w.gone('pv-fs'), false);
+      assert.match((await warnings(w, 'VolumeIdentityMismatch'))[0] ?? '', /not deleted, the PV is kept/u);
+    });
+
+    it('a node rebuilt under the same name: a PV of the old Node UID is verified by its disk, or quarantined', async () => {
+      const same = await recordedWorld(`fs-uuid:${UUID_A}`, 'uid-old');
+      assert.deepEqual((await same.reclaimer(PROCESS).pass(await same.list())).started, ['pv-fs']);
+      const unverifiable = await recordedWorld('none', 'uid-old');
+      const summary = await unverifiable.reclaimer(PROCESS).pass(await unverifiable.list());
+      assert.deepEqual(
+        summary.quarantined.map((q) => [q.pv, q.reason]),
+        [['pv-fs', 'node-rebuilt']],
+      );
+      assert.deepEqual(unverifiable.cleaner.calls, []);
+    });
+
+    it('records the identity of an Available or Bound PV that has none (taken over from upstream), never of a Released one', async () => {
+      const w = world();
+      await w.released('pv-released', '/mnt/fast/disk1', 'fast');
+      w.volumes.addMount('/mnt/fast/disk2', { fsType: 'ext4', uuid: UUID_B });
+      await w.released('pv-available', '/mnt/fast/disk2', 'fast');
+      const available = await w.cluster.persistentVolumes.get('pv-available');
+      await w.cluster.persistentVolumes.updateStatus({ ...available, status: { phase: 'Available' } });
+      const r = w.reclaimer(PROCESS);
+      const summary = await r.pass(await w.list());
+      assert.deepEqual(summary.identitiesRecorded, ['pv-available']);
+      assert.deepEqual(summary.started, ['pv-released'], 'upstream’s Released PV is cleaned as upstream would');
+      const annotations = (await w.cluster.persistentVolumes.get('pv-available')).metadata.annotations ?? {};
+      assert.equal(annotations[IDENTITY_ANNOTATION], `fs-uuid:${UUID_B}`);
+      assert.equal(annotations[NODE_UID_ANNOTATION], 'uid-a');
+      assert.equal(
+        (await w.cluster.persistentVolumes.get('pv-released')).metadata.annotations?.[IDENTITY_ANNOTATION],
+        undefined,
+      );
+      assert.deepEqual((await r.pass(await w.list())).identitiesRecorded, [], 'recorded once');
+    });
   });
 });

@@ -92,6 +92,8 @@ describe('simulate: plans from fixtures (golden)', () => {
       p.plan.writes.map((w) => `${w.verb} ${w.resource}/${w.name}`),
       [
         'patch persistentvolumes/local-pv-bc80c0e4',
+        // an Available PV of the fixture without a disk identity: recorded on first sight
+        'patch persistentvolumes/local-pv-e4175caf',
         'create jobs/cleanup-local-pv-7861486e',
         'delete persistentvolumes/local-pv-5277544d',
       ],
