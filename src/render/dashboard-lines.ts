@@ -280,6 +280,7 @@ function volumeRowLine(row: VolumeRow, cols: Columns): Line {
         seg(pad(row.phase, cols.phase), PHASE_TONE[row.phase] ?? 'plain'),
         seg(pad(row.claim ?? '-', cols.claim), row.claim === undefined ? 'dim' : 'plain'),
         seg(row.path, 'dim'),
+        ...(row.condition !== undefined ? [seg(`  ${row.condition}`, 'bad')] : []),
       ];
     case 'skipped':
       return [seg(`  skipped ${row.entry}: ${row.reason}${row.message === '' ? '' : ` (${row.message})`}`, 'dim')];

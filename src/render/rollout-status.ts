@@ -1,7 +1,7 @@
 // Text and JSON renderings of a rollout status. The JSON is a documented contract
 // (docs/rollout-status.md, docs/schemas/rollout-status.v1.schema.json).
 import type { NodeRollout, NodeRolloutState, RolloutStatus, RolloutVerdict } from '../core/fleet/rollout.js';
-import { shortHash } from './text.js';
+import { plural, shortHash } from './text.js';
 
 export const ROLLOUT_FORMAT_VERSION = 1;
 
@@ -27,6 +27,10 @@ export interface NodeRolloutJson {
   /** RFC 3339 */
   readonly heartbeat?: string;
   readonly heartbeatAgeSeconds?: number;
+  /** Available or Bound PVs of the node whose volume is not healthy (absent: none). */
+  readonly volumesAbnormal?: number;
+  /** Released PVs of the node quarantined: another disk is at their path (absent: none). */
+  readonly volumesQuarantined?: number;
 }
 
 export interface RolloutJson {
@@ -63,6 +67,8 @@ function nodeJson(n: NodeRollout, now: number): NodeRolloutJson {
     ...(p.heartbeatAt !== undefined
       ? { heartbeat: iso(p.heartbeatAt), heartbeatAgeSeconds: Math.max(0, Math.round((now - p.heartbeatAt) / 1000)) }
       : {}),
+    ...(p.volumesAbnormal !== undefined ? { volumesAbnormal: p.volumesAbnormal } : {}),
+    ...(p.volumesQuarantined !== undefined ? { volumesQuarantined: p.volumesQuarantined } : {}),
   };
 }
 
@@ -122,6 +128,15 @@ export function stateCell(n: NodeRollout, now: number): { readonly state: string
   }
 }
 
+/** The node's volumes that need a look (docs/disk-identity.md), or ''. */
+function volumesDetail(n: NodeRollout): string {
+  const p = n.published;
+  const parts: string[] = [];
+  if (p?.volumesAbnormal !== undefined) parts.push(`${plural(p.volumesAbnormal, 'volume')} abnormal`);
+  if (p?.volumesQuarantined !== undefined) parts.push(`${plural(p.volumesQuarantined, 'PV')} quarantined`);
+  return parts.join(', ');
+}
+
 function pad(text: string, width: number): string {
   return text + ' '.repeat(Math.max(0, width - text.length));
 }
@@ -145,7 +160,8 @@ export function renderRolloutText(status: RolloutStatus, timedOut?: boolean): st
   ];
   const rows = status.nodes.map((n) => {
     const cell = stateCell(n, now);
-    return [n.node, n.published === undefined ? '-' : shortHash(n.published.appliedHash), cell.state, cell.detail];
+    const detail = [cell.detail, volumesDetail(n)].filter((d) => d !== '').join('; ');
+    return [n.node, n.published === undefined ? '-' : shortHash(n.published.appliedHash), cell.state, detail];
   });
   const header = ['NODE', 'APPLIED', 'STATE', 'DETAIL'];
   const widths = [0, 1, 2].map((i) => Math.max(header[i]?.length ?? 0, ...rows.map((r) => r[i]?.length ?? 0)));

@@ -124,6 +124,10 @@ export interface AgentStatusJson {
     readonly durationMs: number;
     readonly created: number;
     readonly deleted: number;
+    /** Available or Bound PVs whose volume is not healthy (docs/disk-identity.md). */
+    readonly abnormal: number;
+    /** Released PVs quarantined: another disk is at their path. */
+    readonly quarantined: number;
   };
   /** Process health for leak checks: open handles by type (timers, sockets, fs watchers…), memory. */
   readonly diagnostics?: {
@@ -153,6 +157,10 @@ export type AgentEvent =
       readonly created: readonly string[];
       readonly deleted: readonly string[];
       readonly skipped: number;
+      /** Available or Bound PVs whose volume is not healthy after this pass. */
+      readonly abnormal: number;
+      /** Released PVs quarantined after this pass. */
+      readonly quarantined: number;
     }
   | { readonly type: 'cleanup'; readonly at: number; readonly cleanup: CleanupStatus }
   | {

@@ -116,6 +116,8 @@ export function statusJson(s: StatusInputs): AgentStatusJson {
             durationMs: lastPass.durationMs,
             created: lastPass.created.length,
             deleted: lastPass.reclaim.deleted.length,
+            abnormal: lastPass.health.abnormal.length,
+            quarantined: lastPass.reclaim.quarantined.length,
           },
         }
       : {}),
@@ -183,6 +185,8 @@ export function passEvent(generation: number, pass: PassSummary): AgentEvent {
     created: pass.created,
     deleted: pass.reclaim.deleted,
     skipped: pass.skipped.length,
+    abnormal: pass.health.abnormal.length,
+    quarantined: pass.reclaim.quarantined.length,
   };
 }
 

@@ -210,6 +210,8 @@ export type VolumeRow =
       readonly capacity: string;
       readonly phase: string;
       readonly claim?: string;
+      /** Not healthy, or quarantined (docs/disk-identity.md). */
+      readonly condition?: string;
     }
   | {
       readonly kind: 'skipped';
@@ -232,7 +234,11 @@ export function volumeRows(state: DashboardState): readonly VolumeRow[] {
     const classMatches = matches(state.filter, c.name, c.hostDir, c.mountDir);
     const children: VolumeRow[] = [
       ...c.persistentVolumes
-        .filter((pv) => classMatches || matches(state.filter, pv.name, pv.path, pv.capacity, pv.phase, pv.claim))
+        .filter(
+          (pv) =>
+            classMatches ||
+            matches(state.filter, pv.name, pv.path, pv.capacity, pv.phase, pv.claim, pv.condition?.reason),
+        )
         .map((pv): VolumeRow => ({
           kind: 'pv',
           className: c.name,
@@ -241,6 +247,7 @@ export function volumeRows(state: DashboardState): readonly VolumeRow[] {
           capacity: pv.capacity,
           phase: pv.phase,
           ...(pv.claim !== undefined ? { claim: pv.claim } : {}),
+          ...(pv.condition !== undefined ? { condition: pv.condition.reason } : {}),
         })),
       ...c.skipped
         .filter((s) => classMatches || matches(state.filter, s.entry, s.reason, s.message))

@@ -12,8 +12,14 @@ export interface RunningStatePublisher {
 export function publishAgentState(agent: AdminTarget, options: StatePublisherOptions): RunningStatePublisher {
   const publisher = new StatePublisher(options);
   publisher.start(appliedStateFromStatus(agent.status()));
+  let counts = '';
   const unsubscribe = agent.subscribe((event) => {
     if (event.type === 'reload') publisher.update(appliedStateFromStatus(agent.status()));
+    // A pass that changes the volume counts changes the state (not every pass: status() walks every PV).
+    if (event.type === 'pass' && `${event.abnormal}/${event.quarantined}` !== counts) {
+      counts = `${event.abnormal}/${event.quarantined}`;
+      publisher.update(appliedStateFromStatus(agent.status()));
+    }
   });
   return {
     publisher,

@@ -28,6 +28,10 @@ export interface AppliedState {
   /** Where the agent reads its config (a directory path, or a ConfigMap). */
   readonly source: string;
   readonly agentVersion: string;
+  /** Available or Bound PVs of the node whose volume is not healthy (last pass); absent: none, or an older agent. */
+  readonly volumesAbnormal?: number;
+  /** Released PVs held back because another disk is at their path (last pass); absent: none. */
+  readonly volumesQuarantined?: number;
 }
 
 /** A published state as read back, with its heartbeat. */
@@ -56,6 +60,8 @@ const A = {
   candidateHash: `${STATE_PREFIX}candidate-hash`,
   source: `${STATE_PREFIX}source`,
   agentVersion: `${STATE_PREFIX}agent-version`,
+  volumesAbnormal: `${STATE_PREFIX}volumes-abnormal`,
+  volumesQuarantined: `${STATE_PREFIX}volumes-quarantined`,
 } as const;
 
 /** A reason longer than this is cut: annotations are bounded, a Lease is read by every status call. */
@@ -127,6 +133,12 @@ export function appliedStateFromStatus(status: AgentStatusJson): AppliedState {
         ? status.config.source
         : `${status.config.source} (fallback from ${sourceLabel(status.source.configured)})`,
     agentVersion: status.version,
+    ...(status.lastPass !== undefined && status.lastPass.abnormal > 0
+      ? { volumesAbnormal: status.lastPass.abnormal }
+      : {}),
+    ...(status.lastPass !== undefined && status.lastPass.quarantined > 0
+      ? { volumesQuarantined: status.lastPass.quarantined }
+      : {}),
   };
 }
 
@@ -139,7 +151,9 @@ export function sameState(a: AppliedState, b: AppliedState): boolean {
     a.reason === b.reason &&
     a.candidateHash === b.candidateHash &&
     a.source === b.source &&
-    a.agentVersion === b.agentVersion
+    a.agentVersion === b.agentVersion &&
+    a.volumesAbnormal === b.volumesAbnormal &&
+    a.volumesQuarantined === b.volumesQuarantined
   );
 }
 
@@ -155,7 +169,19 @@ export function stateAnnotations(state: AppliedState): Record<string, string> {
     ...(state.candidateHash !== undefined ? { [A.candidateHash]: state.candidateHash } : {}),
     [A.source]: state.source,
     [A.agentVersion]: state.agentVersion,
+    ...(state.volumesAbnormal !== undefined ? { [A.volumesAbnormal]: String(state.volumesAbnormal) } : {}),
+    ...(state.volumesQuarantined !== undefined ? { [A.volumesQuarantined]: String(state.volumesQuarantined) } : {}),
   };
+}
+
+function optionalCount<K extends string>(key: K, n: number | undefined): Partial<Record<K, number>> {
+  return n === undefined ? {} : ({ [key]: n } as Partial<Record<K, number>>);
+}
+
+/** A count annotation written by an agent (anything else, from someone else's hand: none). */
+function countOf(text: string | undefined): number | undefined {
+  if (text === undefined || !/^[1-9]\d{0,8}$/u.test(text)) return undefined;
+  return Number(text);
 }
 
 /** metav1.MicroTime: RFC 3339 in UTC with six fraction digits. */
@@ -234,6 +260,8 @@ export function stateFromLease(lease: Lease): PublishedState | undefined {
     ...(candidateHash !== undefined ? { candidateHash } : {}),
     source: a[A.source] ?? '',
     agentVersion: a[A.agentVersion] ?? '',
+    ...optionalCount('volumesAbnormal', countOf(a[A.volumesAbnormal])),
+    ...optionalCount('volumesQuarantined', countOf(a[A.volumesQuarantined])),
     heartbeatAt: heartbeatAt === undefined || Number.isNaN(heartbeatAt) ? undefined : heartbeatAt,
     staleAfterMs: (lease.spec?.leaseDurationSeconds ?? 0) * 1000,
   };

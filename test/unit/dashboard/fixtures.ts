@@ -74,7 +74,7 @@ export function status(overrides: Partial<AgentStatusJson> = {}): AgentStatusJso
       },
     ],
     cleanups: [cleanup()],
-    lastPass: { at: T0 - 3000, durationMs: 12, created: 0, deleted: 0 },
+    lastPass: { at: T0 - 3000, durationMs: 12, created: 0, deleted: 0, abnormal: 0, quarantined: 0 },
     ...overrides,
   };
 }

@@ -193,6 +193,32 @@ describe('dashboard lines: volumes', () => {
     assert.equal(lineText(section.title), '> Volumes  2 classes, 3 PVs');
   });
 
+  it('shows the condition of a PV that is not healthy or is quarantined, and the filter finds it', () => {
+    const base = status();
+    const classes = base.classes.map((c) =>
+      c.name !== 'slow-disks'
+        ? c
+        : {
+            ...c,
+            persistentVolumes: c.persistentVolumes.map((pv) => ({
+              ...pv,
+              condition: { reason: 'quarantined: identity-changed', message: 'published for disk fs-uuid:a…' },
+            })),
+          },
+    );
+    const s = { ...state(), status: { ...base, classes } };
+    const rows = volumesSection(s).rows.map(lineText);
+    assert.equal(
+      rows[5],
+      '  local-pv-33333333 2Ti      Released  web/cache /mnt/slow-disks/sda  quarantined: identity-changed',
+    );
+    const filtered = volumesSection({ ...s, filter: 'quarantined' }).rows.map(lineText);
+    assert.deepEqual(filtered, [
+      'slow-disks  /mnt/slow-disks  (1 PV)',
+      '  local-pv-33333333 2Ti      Released  web/cache /mnt/slow-disks/sda  quarantined: identity-changed',
+    ]);
+  });
+
   it('shows the scroll range and the filter in the title', () => {
     const s = { ...state(), filter: 'nvme' };
     assert.equal(

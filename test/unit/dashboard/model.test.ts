@@ -285,7 +285,7 @@ describe('dashboard model: agent events', () => {
   it('lists passes that created or deleted PVs, not quiet ones', () => {
     const pass = (created: string[], deleted: string[]): Action => ({
       type: 'agent-event',
-      event: { type: 'pass', at: T0, generation: 7, created, deleted, skipped: 0 },
+      event: { type: 'pass', at: T0, generation: 7, created, deleted, skipped: 0, abnormal: 0, quarantined: 0 },
       at: T0,
     });
     const { state } = run(

@@ -5,6 +5,7 @@ import {
   appliedStateFromStatus,
   MAX_REASON_CHARS,
   microTime,
+  sameState,
   statusLease,
   statusLeaseName,
   statusNameProblem,
@@ -31,6 +32,8 @@ const state = fc.record(
     candidateHash: hash,
     source: fc.string({ maxLength: 80 }),
     agentVersion: fc.string({ maxLength: 20 }),
+    volumesAbnormal: fc.integer({ min: 1, max: 100_000 }),
+    volumesQuarantined: fc.integer({ min: 1, max: 100_000 }),
   },
   { requiredKeys: ['node', 'appliedHash', 'generation', 'result', 'source', 'agentVersion'] },
 );
@@ -169,6 +172,28 @@ void describe('the agent status → the published state', () => {
       source: '/etc/provisioner/config',
       agentVersion: '0.1.0',
     });
+  });
+
+  void it('publishes the counts of abnormal and quarantined volumes of the last pass, and none when there are none', () => {
+    const pass = { at: 0, durationMs: 1, created: 0, deleted: 0, abnormal: 2, quarantined: 1 };
+    const published = appliedStateFromStatus({ ...status(), lastPass: pass });
+    assert.equal(published.volumesAbnormal, 2);
+    assert.equal(published.volumesQuarantined, 1);
+    const lease = statusLease({ name: 'l', namespace: 'ns', instance: 'lvp' }, published, 0, 1000);
+    assert.equal(lease.metadata.annotations?.['local-static-provisioner/volumes-abnormal'], '2');
+    assert.equal(lease.metadata.annotations['local-static-provisioner/volumes-quarantined'], '1');
+    const healthy = appliedStateFromStatus({ ...status(), lastPass: { ...pass, abnormal: 0, quarantined: 0 } });
+    assert.equal('volumesAbnormal' in healthy || 'volumesQuarantined' in healthy, false);
+    assert.equal(sameState(published, healthy), false, 'a change of the counts is a new state to publish');
+    // A count someone else wrote by hand is not one.
+    const forged = {
+      ...lease,
+      metadata: {
+        ...lease.metadata,
+        annotations: { ...lease.metadata.annotations, 'local-static-provisioner/volumes-abnormal': '-3' },
+      },
+    };
+    assert.equal(stateFromLease(forged)?.volumesAbnormal, undefined);
   });
 
   void it('a refused reload: its error is the reason, its candidate the hash it refused', () => {
