@@ -4,6 +4,7 @@
 import { formatGoDuration } from '../core/config/duration.js';
 import { formatIssue } from '../core/errors.js';
 import { formatBinaryQuantity } from '../core/node/capacity.js';
+import { IDENTITY_ACTION_ANNOTATION } from '../core/pv/identity.js';
 import type { StepOutcome, TimelineAction } from '../core/simulate/report.js';
 import { plural, shortHash } from './text.js';
 
@@ -43,6 +44,10 @@ export function stepSummary(step: StepOutcome): string {
     }
     case 'disk removed':
       return `${step.volume} removed from ${step.path}`;
+    case 'disk pulled':
+      return step.left === 'mount-point'
+        ? `the disk of ${step.volume} is gone: nothing is mounted at ${step.path} any more, the empty directory stays`
+        : `the disk of ${step.volume} is gone: nothing is at ${step.path} any more`;
     case 'claim bound':
       return `claim ${step.claim} bound to ${step.pv} (${step.volume})`;
     case 'claim released':
@@ -72,6 +77,16 @@ export function stepSummary(step: StepOutcome): string {
       return `Job ${step.job} ${step.type === 'job succeeds' ? 'succeeded' : 'failed'}`;
     case 'agent restarted':
       return 'a new agent process (empty cleanup table), same cluster and disks';
+    case 'disk swapped': {
+      const what = step.original
+        ? 'the original disk is back'
+        : `another ${step.kind === 'block' ? 'disk' : 'filesystem'}`;
+      return `${what} at ${step.path} (${step.volume}): ${step.before ?? 'no identity'} -> ${step.after ?? 'no identity'}`;
+    }
+    case 'node rebuilt':
+      return `Node ${step.node} deleted and registered again (UID ${step.previousUid} -> ${step.uid}); a new agent starts, same disks`;
+    case 'identity accepted':
+      return `the operator annotates PV ${step.pv} (${step.volume}) ${IDENTITY_ACTION_ANNOTATION}=accept`;
     case 'time passes':
       return `${duration(step.durationMs)} of virtual time go by`;
     case 'check':
@@ -150,6 +165,16 @@ export function describeAction(a: TimelineAction): { readonly summary: string; r
       return { summary: `class ${a.storageClass}: ${a.detail}` };
     case 'node-updated':
       return { summary: `updated Node ${a.node} (startup taint removed)` };
+    case 'quarantined':
+      return quarantineText(a.pv, a.volume, a.message);
+    case 'identity-accepted':
+      return {
+        summary: `disk identity accepted: ${a.pv}${volumeText(a.volume)} now records ${a.identity} as its disk (the operator's ${IDENTITY_ACTION_ANNOTATION}=accept)`,
+      };
+    case 'identity-recorded':
+      return {
+        summary: `disk identity recorded: ${a.pv}${volumeText(a.volume)} is the disk ${a.identity} (first seen without one)`,
+      };
     case 'log': {
       const extra = Object.entries(a.fields).map(([k, v]) => `${k}=${fieldText(v)}`);
       return {
@@ -157,6 +182,30 @@ export function describeAction(a: TimelineAction): { readonly summary: string; r
       };
     }
   }
+}
+
+function volumeText(volume: string | undefined): string {
+  return volume !== undefined ? ` (${volume})` : '';
+}
+
+/**
+ * A quarantine: the agent's message (`<why>; not cleaned, the PV is kept (quarantined). To …; to …`)
+ * as one line with why and what was held back, and the operator's choices under it.
+ */
+function quarantineText(
+  pv: string,
+  volume: string | undefined,
+  message: string,
+): { readonly summary: string; readonly details?: readonly string[] } {
+  const head = `quarantined ${pv}${volumeText(volume)}`;
+  const m = /^(.*?); (not (?:cleaned|deleted)), the PV is kept \(quarantined\)\. (.*)$/su.exec(message);
+  if (!m) return { summary: `${head}: ${message}` };
+  const [, why = '', held = '', choices = ''] = m;
+  const details = choices
+    .split('; ')
+    .filter((c) => c !== '')
+    .map((c) => `${c.charAt(0).toUpperCase()}${c.slice(1)}`);
+  return { summary: `${head}: ${why}; ${held}`, ...(details.length > 0 ? { details } : {}) };
 }
 
 /** An action of the JSON report. */

@@ -1,15 +1,17 @@
 // The disks of a replay's node: what the scenario put there (and took away), and how a step's
 // volume reference — entry (`disk1`), class and entry (`fast/disk1`), PV name or container path —
 // resolves to one of them under the config the agent applies now.
+import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import type { ProvisionerConfig } from '../config/model.js';
 import type { Cluster } from '../kube/cluster.js';
+import { formatUuid } from '../node/identity.js';
 import type { MemoryVolumes } from '../node/memory-volumes.js';
 import { persistentVolumeName } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
-import { addEntry, removeEntry } from './node-facts.js';
+import { addEntry, entryPath, removeEntry } from './node-facts.js';
 import type { EntrySpec } from './node-facts.js';
-import type { DiskSpec } from './scenario.js';
+import type { DiskIdentity, DiskSpec, SwapTarget } from './scenario.js';
 
 /** A volume reference that names nothing: the step (or expectation) that used it fails. */
 export class StepError extends Error {}
@@ -22,6 +24,35 @@ export interface DiskRecord {
   readonly className: string | undefined;
   readonly type: EntrySpec['type'];
   readonly mounted: boolean;
+  /** The disk there now (none: a plain directory, a file, a symlink). */
+  readonly identity?: DiskIdentity;
+  /** The disk the volume had when it was added (what `disk swapped: {original: true}` puts back). */
+  readonly original?: DiskIdentity;
+}
+
+/** What `disk swapped` did: the identities the node reports at the path before and after. */
+export interface SwapResult {
+  readonly kind: 'filesystem' | 'block';
+  readonly before: string | undefined;
+  readonly after: string | undefined;
+}
+
+/**
+ * A filesystem UUID (version 4 form) or an NAA WWID derived from a path and a count: every disk of
+ * a replay has its own, and the same scenario gives the same ones every time.
+ */
+export function derivedIdentity(kind: 'filesystem' | 'block', path: string, n: number): DiskIdentity {
+  const seed = `simulated disk ${n} at ${path}`;
+  if (kind === 'block') return { wwid: `naa.5${createHash('sha256').update(seed).digest('hex').slice(0, 15)}` };
+  return { uuid: derivedUuid(seed) };
+}
+
+/** A UUID (version 4 form) derived from a seed: the same seed, the same UUID. */
+export function derivedUuid(seed: string): string {
+  const bytes = new Uint8Array(createHash('sha256').update(seed).digest().subarray(0, 16));
+  bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x40;
+  bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;
+  return formatUuid(bytes);
 }
 
 export interface ResolvedVolume {
@@ -91,6 +122,30 @@ export class Disks {
     };
   }
 
+  /** Identities derived so far per path: a disk added again, or swapped in, is another disk. */
+  private readonly derived = new Map<string, number>();
+
+  private nextIdentity(kind: 'filesystem' | 'block', path: string): DiskIdentity {
+    const n = this.derived.get(path) ?? 0;
+    this.derived.set(path, n + 1);
+    return derivedIdentity(kind, path, n);
+  }
+
+  /** The identity an entry gets: the one given, else a derived one (a mounted filesystem, a block device). */
+  private identityFor(entry: EntrySpec, given: DiskIdentity | undefined): DiskIdentity | undefined {
+    const path = entryPath(entry);
+    if (entry.type === 'directory' && entry.mounted) return given ?? this.nextIdentity('filesystem', path);
+    if (entry.type === 'block') return given ?? this.nextIdentity('block', path);
+    return undefined;
+  }
+
+  /** The timeline's name of the volume whose PV is named pvName, if a disk of the replay has it. */
+  volumeOfPv(pvName: string): string | undefined {
+    for (const [path, d] of this.records)
+      if (this.pvNameAt(path) === pvName) return this.display(d.dir, d.name, d.className);
+    return undefined;
+  }
+
   private known(name: string, className: string): DiskRecord | undefined {
     return [...this.records.values()].find((d) => d.name === name && d.className === className);
   }
@@ -156,20 +211,29 @@ export class Disks {
       ...(disk.fsType !== undefined ? { fsType: disk.fsType } : {}),
       ...(disk.target !== undefined ? { target: disk.target } : {}),
     };
+    const identity = this.identityFor(entry, disk.identity);
     try {
-      addEntry(this.ctx.volumes, entry);
+      addEntry(this.ctx.volumes, entry, identity ?? {});
     } catch (err) {
       fail(`cannot add ${posix.join(dir, disk.name)}: ${errorMessage(err)}`);
     }
-    const record: DiskRecord = { dir, name: disk.name, className, type: disk.type, mounted: entry.mounted };
+    const record: DiskRecord = {
+      dir,
+      name: disk.name,
+      className,
+      type: disk.type,
+      mounted: entry.mounted,
+      ...(identity !== undefined ? { identity, original: identity } : {}),
+    };
     this.records.set(posix.join(dir, disk.name), record);
     return record;
   }
 
   /** Puts an entry of a node-facts fixture on the node. */
   addFact(entry: EntrySpec, fail: (text: string) => never): void {
+    const identity = this.identityFor(entry, undefined);
     try {
-      addEntry(this.ctx.volumes, entry);
+      addEntry(this.ctx.volumes, entry, identity ?? {});
     } catch (err) {
       fail(`${entry.name}: ${errorMessage(err)}`);
     }
@@ -179,7 +243,110 @@ export class Disks {
       className: this.classOfDir(entry.dir),
       type: entry.type,
       mounted: entry.mounted,
+      ...(identity !== undefined ? { identity, original: identity } : {}),
     });
+  }
+
+  /**
+   * The disk goes away as a pulled disk does once the node has noticed: a filesystem is unmounted
+   * and its mount point directory stays behind (empty, on the filesystem holding it); a block
+   * device's node goes. Its record stays (its PV may outlive it).
+   */
+  async pull(v: ResolvedVolume, fail: (text: string) => never): Promise<'mount-point' | 'nothing'> {
+    const { volumes } = this.ctx;
+    const known = this.records.get(v.path);
+    const info = await volumes.entryInfo(v.path);
+    const real = info.realPath ?? v.path;
+    const mounted = (await volumes.mountPoints()).some((m) => m.mountPoint === real);
+    if (info.kind === 'directory' && !mounted)
+      fail(
+        `${v.display}: nothing is mounted at ${v.path}: a plain directory has no disk to pull (disk removed takes it away)`,
+      );
+    if (info.kind !== 'directory' && info.kind !== 'block-device')
+      fail(
+        `${v.display}: only a mounted filesystem or a block device can be pulled; ${info.kind === 'missing' ? `nothing is at ${v.path}` : `${v.path} is neither`}`,
+      );
+    try {
+      if (mounted) volumes.removeMount(real);
+      else volumes.remove(real);
+    } catch (err) {
+      fail(`cannot pull the disk at ${v.path}: ${errorMessage(err)}`);
+    }
+    if (known) {
+      // No disk there any more: no identity but the directory's (or nothing).
+      this.records.set(v.path, {
+        dir: known.dir,
+        name: known.name,
+        className: known.className,
+        type: known.type,
+        mounted: false,
+        ...(mounted ? {} : { removed: true }),
+        ...(known.original !== undefined ? { original: known.original } : {}),
+      });
+    }
+    return mounted ? 'mount-point' : 'nothing';
+  }
+
+  /**
+   * Puts another disk behind the volume, at the same path with the same capacity: a filesystem is
+   * unmounted and another one (another UUID, a new device) mounted there; a block device gets
+   * another disk (another WWID) behind the same device node.
+   */
+  async swap(v: ResolvedVolume, to: SwapTarget, fail: (text: string) => never): Promise<SwapResult> {
+    const { volumes } = this.ctx;
+    const known = this.records.get(v.path);
+    const info = await volumes.entryInfo(v.path);
+    const real = info.realPath ?? v.path;
+    const mount = (await volumes.mountPoints()).findLast((m) => m.mountPoint === real);
+    const kind = info.kind === 'block-device' ? 'block' : info.kind === 'directory' && mount ? 'filesystem' : undefined;
+    if (kind === undefined) {
+      const what =
+        info.kind === 'missing'
+          ? 'nothing is there'
+          : info.kind === 'directory'
+            ? 'it is a directory with nothing mounted on it'
+            : 'it is neither a directory nor a block device';
+      fail(`${v.display}: only a mounted filesystem or a block device can be swapped; at ${v.path} ${what}`);
+    }
+    let identity: DiskIdentity;
+    if (to.kind === 'given') {
+      identity = 'uuid' in to ? { uuid: to.uuid } : { wwid: to.wwid };
+      if ('uuid' in identity !== (kind === 'filesystem'))
+        fail(
+          kind === 'filesystem'
+            ? `${v.display} is a mounted filesystem: give uuid, not wwid`
+            : `${v.display} is a block device: give wwid, not uuid`,
+        );
+    } else if (to.kind === 'original') {
+      if (known?.original === undefined) fail(`${v.display}: the replay did not add this disk: it has no original`);
+      identity = known.original;
+    } else {
+      identity = this.nextIdentity(kind, v.path);
+    }
+    const before = await volumes.volumeIdentity(v.path).catch(() => undefined);
+    try {
+      if (kind === 'block') {
+        volumes.replaceBlockDevice(
+          v.path,
+          await volumes.blockDeviceCapacity(v.path),
+          'wwid' in identity ? { wwid: identity.wwid } : {},
+        );
+      } else if (mount) {
+        const capacity = await volumes.filesystemCapacity(v.path);
+        volumes.removeMount(real);
+        volumes.addMount(real, {
+          fsType: mount.fsType,
+          source: mount.source,
+          capacity,
+          ...('uuid' in identity ? { uuid: identity.uuid } : {}),
+        });
+      }
+    } catch (err) {
+      fail(`cannot swap the disk at ${v.path}: ${errorMessage(err)}`);
+    }
+    const after = await volumes.volumeIdentity(v.path).catch(() => undefined);
+    if (known) this.records.set(v.path, { ...known, identity });
+    return { kind, before: before?.id, after: after?.id };
   }
 
   /** Takes the volume off the node (unmounted, gone); its record stays, marked removed. */

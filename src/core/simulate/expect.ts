@@ -11,6 +11,7 @@
 //     generation: 2                            # generation of the running agent
 //     skipped: { disk3: not-a-mount-point }    # why the last pass skipped an entry (none: not skipped)
 //     events: { VolumeFailedDelete: 1 }        # Kubernetes Events recorded since the start, by reason
+//     quarantined: { disk1: identity-changed } # why the last pass held a Released PV back (none: it did not)
 import type { Node } from 'yaml';
 import { isScalar, isSeq } from 'yaml';
 import { RELOAD_OUTCOMES } from '../agent/reload-types.js';
@@ -28,7 +29,12 @@ export const EXPECT_KEYS = [
   'generation',
   'skipped',
   'events',
+  'quarantined',
 ] as const;
+
+/** Why the agent's last pass quarantined a volume's PV (docs/disk-identity.md), or `none`. */
+export const QUARANTINE_EXPECTATIONS = ['identity-changed', 'node-rebuilt', 'none'] as const;
+export type QuarantineExpectation = (typeof QUARANTINE_EXPECTATIONS)[number];
 
 export const PV_PHASES = ['Pending', 'Available', 'Bound', 'Released', 'Failed'] as const;
 export const PV_FIELDS = [
@@ -59,6 +65,7 @@ export interface Expectations {
   readonly generation?: number;
   readonly skipped: Readonly<Record<string, string>>;
   readonly events: Readonly<Record<string, number>>;
+  readonly quarantined: Readonly<Record<string, QuarantineExpectation>>;
 }
 
 export interface ExpectationResult {
@@ -116,6 +123,7 @@ export function parseExpectations(input: Input, node: Node, path: string): Expec
   let generation: number | undefined;
   const skipped: Record<string, string> = {};
   let events: Record<string, number> = {};
+  const quarantined: Record<string, QuarantineExpectation> = {};
   for (const { key, value } of pairs) {
     const at = `${path}.${key}`;
     switch (key) {
@@ -173,6 +181,14 @@ export function parseExpectations(input: Input, node: Node, path: string): Expec
       case 'events':
         events = counts(input, value, at);
         break;
+      case 'quarantined': {
+        const m = input.map(value, at);
+        for (const p of m ? input.pairs(m, at) : []) {
+          const reason = input.oneOf(p.value, `${at}.${p.key}`, QUARANTINE_EXPECTATIONS);
+          if (reason !== undefined) quarantined[p.key] = reason;
+        }
+        break;
+      }
     }
   }
   return {
@@ -185,6 +201,7 @@ export function parseExpectations(input: Input, node: Node, path: string): Expec
     ...(generation !== undefined ? { generation } : {}),
     skipped,
     events,
+    quarantined,
   };
 }
 
@@ -204,6 +221,8 @@ export interface WorldView {
   /** The reason the last pass skipped a volume's entry, or `none`. */
   skipReason(volume: string): string;
   eventCount(reason: string): number;
+  /** Why the agent's last pass quarantined the volume's PV (its reclaim summary), or `none`. */
+  quarantineReason(volume: string): string;
 }
 
 export function evaluateExpectations(e: Expectations, world: WorldView): ExpectationResult[] {
@@ -233,5 +252,7 @@ export function evaluateExpectations(e: Expectations, world: WorldView): Expecta
   for (const [volume, reason] of Object.entries(e.skipped))
     check(`skipped.${volume}`, reason, world.skipReason(volume));
   for (const [reason, n] of Object.entries(e.events)) check(`events.${reason}`, n, world.eventCount(reason));
+  for (const [volume, reason] of Object.entries(e.quarantined))
+    check(`quarantined.${volume}`, reason, world.quarantineReason(volume));
   return out;
 }

@@ -81,8 +81,16 @@ export function readEntry(
   };
 }
 
-/** Creates the entry on the in-memory node; throws NodeVolumeError (EEXIST…) when it cannot. */
-export function addEntry(volumes: MemoryVolumes, e: EntrySpec): void {
+/**
+ * Creates the entry on the in-memory node; throws NodeVolumeError (EEXIST…) when it cannot. A
+ * mounted filesystem gets the `uuid` given, a block device the `wwid` (none: no identity but the
+ * node's own, as a tmpfs or a disk that reports nothing).
+ */
+export function addEntry(
+  volumes: MemoryVolumes,
+  e: EntrySpec,
+  identity: { readonly uuid?: string; readonly wwid?: string } = {},
+): void {
   const path = entryPath(e);
   switch (e.type) {
     case 'directory':
@@ -91,13 +99,14 @@ export function addEntry(volumes: MemoryVolumes, e: EntrySpec): void {
           ...(e.capacity !== undefined ? { capacity: e.capacity } : {}),
           fsType: e.fsType ?? 'ext4',
           source: `/dev/simulated/${e.name}`,
+          ...(identity.uuid !== undefined ? { uuid: identity.uuid } : {}),
         });
       } else {
         volumes.addDirectory(path);
       }
       return;
     case 'block':
-      volumes.addBlockDevice(path, e.capacity ?? 0);
+      volumes.addBlockDevice(path, e.capacity ?? 0, identity.wwid !== undefined ? { wwid: identity.wwid } : {});
       return;
     case 'file':
       volumes.addFile(path);

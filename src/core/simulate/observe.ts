@@ -1,19 +1,23 @@
 // How a replay sees what the agent does without changing it: its API writes (forwarded to the
 // in-memory cluster unchanged), its cleanups (the scripted cleaner, with start and end reported)
-// and its logs (stamped with virtual time); and which of those make a timeline event.
+// and its logs (stamped with virtual time); and which of those make a timeline event. The one
+// thing the agent is shown differently is its Node's UID: a fixed one, so replays are the same.
 import { posix } from 'node:path';
 import type { CleanOptions, FilesystemCleanResult, VolumeCleaner } from '../cleanup/cleaner.js';
 import type { Clock } from '../clock.js';
-import type { Cluster, ResourceClient } from '../kube/cluster.js';
+import type { Cluster, ResourceClient, WatchEvent } from '../kube/cluster.js';
 import type { Job, Node, PersistentVolume } from '../kube/objects.js';
 import type { LogFields, Logger, LogLevel } from '../log.js';
+import { NODE_LABEL } from '../pv/naming.js';
+import { isRecord } from '../unknown-values.js';
 import { errorMessage } from '../unknown-values.js';
 import type { TimelineEvent } from './report.js';
 import type { ScriptedCleaner } from './stand-ins.js';
 
-/** A write the agent made: the object the server answered, or the name it deleted. */
+/** A write the agent made: the object the server answered (and a patch's body), or the name it deleted. */
 export type ObservedWrite<T> =
-  | { readonly verb: 'create' | 'update' | 'updateStatus' | 'patch'; readonly object: T }
+  | { readonly verb: 'create' | 'update' | 'updateStatus'; readonly object: T }
+  | { readonly verb: 'patch'; readonly object: T; readonly patch?: unknown }
   | { readonly verb: 'delete'; readonly name: string };
 
 export interface WriteObservers {
@@ -48,7 +52,7 @@ function observed<T>(
     },
     patch: async (name, patch, options) => {
       const r = await client.patch(name, patch, options);
-      on({ verb: 'patch', object: r });
+      on({ verb: 'patch', object: r, patch });
       return r;
     },
     delete: async (name, options) => {
@@ -58,13 +62,86 @@ function observed<T>(
   };
 }
 
-/** The cluster the agent is handed: every write reaches `inner`, those of PVs, Jobs and Nodes are observed. */
-export function tapCluster(inner: Cluster, on: WriteObservers): Cluster {
+/**
+ * The UIDs the agent sees for Nodes. The in-memory server gives every object a random UID; the
+ * replay shows the agent a fixed one per Node object (a cluster fixture's own, or one derived from
+ * the name and how many times the Node was registered), so what the agent records and says about
+ * its Node (the PVs' node-uid annotation, identity messages) is the same on every replay.
+ */
+export class NodeUids {
+  private readonly shownOf = new Map<string, string>();
+  private readonly realOf = new Map<string, string>();
+
+  /** From now on, the Node object whose UID is `real` shows as `shown`. */
+  set(real: string, shown: string): void {
+    this.shownOf.set(real, shown);
+    this.realOf.set(shown, real);
+  }
+
+  shown(real: string): string {
+    return this.shownOf.get(real) ?? real;
+  }
+
+  real(shown: string): string {
+    return this.realOf.get(shown) ?? shown;
+  }
+
+  private withUid<T>(object: T, map: (uid: string) => string): T {
+    const metadata = (object as { metadata?: { uid?: string } }).metadata;
+    if (metadata?.uid === undefined) return object;
+    const uid = map(metadata.uid);
+    return uid === metadata.uid ? object : { ...object, metadata: { ...metadata, uid } };
+  }
+
+  /** The Nodes client with UIDs translated: shown in what comes back, real in what goes to the server. */
+  client<T>(inner: ResourceClient<T>): ResourceClient<T> {
+    const out = (o: T): T => this.withUid(o, (uid) => this.shown(uid));
+    const inward = (o: T): T => this.withUid(o, (uid) => this.real(uid));
+    const watch = (options: Parameters<ResourceClient<T>['watch']>[0]): AsyncIterable<WatchEvent<T>> => {
+      const events = inner.watch(options);
+      return {
+        [Symbol.asyncIterator]: async function* () {
+          for await (const ev of events) yield ev.type === 'BOOKMARK' ? ev : { ...ev, object: out(ev.object) };
+        },
+      };
+    };
+    return {
+      get: async (name, options) => out(await inner.get(name, options)),
+      list: async (options) => {
+        const list = await inner.list(options);
+        return { ...list, items: list.items.map(out) };
+      },
+      listMetadata: async (options) => {
+        const list = await inner.listMetadata(options);
+        return { ...list, items: list.items.map((i) => this.withUid(i, (uid) => this.shown(uid))) };
+      },
+      watch,
+      create: async (object, options) => out(await inner.create(object, options)),
+      update: async (object, options) => out(await inner.update(inward(object), options)),
+      updateStatus: async (object, options) => out(await inner.updateStatus(inward(object), options)),
+      patch: async (name, patch, options) =>
+        out(
+          await inner.patch(
+            name,
+            this.withUid(patch, (uid) => this.real(uid)),
+            options,
+          ),
+        ),
+      delete: (name, options) => inner.delete(name, options),
+    };
+  }
+}
+
+/**
+ * The cluster the agent is handed: every write reaches `inner`, those of PVs, Jobs and Nodes are
+ * observed; Node UIDs are translated by `nodeUids` when given.
+ */
+export function tapCluster(inner: Cluster, on: WriteObservers, nodeUids?: NodeUids): Cluster {
   // Every resource goes through the same wrapper, so all writes take the same number of steps.
   return {
     persistentVolumes: observed(inner.persistentVolumes, on.persistentVolumes),
     storageClasses: observed(inner.storageClasses),
-    nodes: observed(inner.nodes, on.nodes),
+    nodes: observed(nodeUids ? nodeUids.client(inner.nodes) : inner.nodes, on.nodes),
     events: observed(inner.events),
     jobs: observed(inner.jobs, on.jobs),
     configMaps: observed(inner.configMaps),
@@ -158,8 +235,20 @@ export function pvWriteEvent(write: ObservedWrite<PersistentVolume>): TimelineEv
       ...(fsType !== undefined ? { fsType } : {}),
     };
   }
-  if (write.verb === 'patch') return { type: 'pv-adopted', pv: pv.metadata.name };
+  if (write.verb === 'patch')
+    return patchSetsNodeLabel(write.patch) ? { type: 'pv-adopted', pv: pv.metadata.name } : undefined;
   return undefined;
+}
+
+/**
+ * Whether a PV patch is the adoption's (it sets the node label), not the one recording a disk
+ * identity (annotations alone: the agent's log record makes that line). An unknown patch counts.
+ */
+function patchSetsNodeLabel(patch: unknown): boolean {
+  if (patch === undefined) return true;
+  const metadata = isRecord(patch) ? patch['metadata'] : undefined;
+  const labels = isRecord(metadata) ? metadata['labels'] : undefined;
+  return isRecord(labels) && NODE_LABEL in labels;
 }
 
 /** The timeline event of a Job write, if it makes one. */
@@ -192,12 +281,23 @@ export function nodeWriteEvent(write: ObservedWrite<Node>): TimelineEvent | unde
 export function logEvent(
   r: LogRecord,
   volumeAt: (path: string, className: string | undefined) => string,
+  volumeOfPv: (pv: string) => string | undefined = () => undefined,
 ): TimelineEvent | undefined {
   const f = r.fields;
   const str = (k: string): string => {
     const v = f[k];
     return typeof v === 'string' ? v : v === undefined ? '' : JSON.stringify(v);
   };
+  const pvRef = (): { pv: string; volume?: string } => {
+    const volume = volumeOfPv(str('pv'));
+    return { pv: str('pv'), ...(volume !== undefined ? { volume } : {}) };
+  };
+  // The identity check's report (Reclaimer.verifyIdentity): the message is the Warning Event's text.
+  if (r.fields['reason'] === 'VolumeIdentityMismatch') return { type: 'quarantined', ...pvRef(), message: r.message };
+  if (r.message === 'disk identity accepted')
+    return { type: 'identity-accepted', ...pvRef(), identity: str('identity') };
+  if (r.message === 'disk identity recorded')
+    return { type: 'identity-recorded', ...pvRef(), identity: str('identity') };
   if (r.message === 'discovery skipped an entry')
     return {
       type: 'skipped',

@@ -72,6 +72,15 @@ export type TimelineEvent =
   | { readonly type: 'skipped'; readonly volume: string; readonly reason: string; readonly detail: string }
   | { readonly type: 'class-problem'; readonly storageClass: string; readonly detail: string }
   | { readonly type: 'node-updated'; readonly node: string }
+  /**
+   * The agent held a Released PV back: the disk at its path is not the one it was published for
+   * (docs/disk-identity.md). `message` is the agent's (its log record and Warning Event).
+   */
+  | { readonly type: 'quarantined'; readonly pv: string; readonly volume?: string; readonly message: string }
+  /** The agent recorded the disk now at the PV's path as its disk, as the operator asked. */
+  | { readonly type: 'identity-accepted'; readonly pv: string; readonly volume?: string; readonly identity: string }
+  /** The agent recorded the disk identity of a PV first seen without one (trust on first use). */
+  | { readonly type: 'identity-recorded'; readonly pv: string; readonly volume?: string; readonly identity: string }
   /** A warning or error the agent logged that no other action shows. */
   | {
       readonly type: 'log';
@@ -99,6 +108,13 @@ export type StepOutcome =
       readonly capacity?: number;
     }
   | { readonly type: 'disk removed'; readonly volume: string; readonly path: string }
+  /** `left`: what stays at the path (a filesystem's mount point directory), or nothing (a device). */
+  | {
+      readonly type: 'disk pulled';
+      readonly volume: string;
+      readonly path: string;
+      readonly left: 'mount-point' | 'nothing';
+    }
   | { readonly type: 'claim bound'; readonly claim: string; readonly pv: string; readonly volume: string }
   /** `claim`: namespace/name of the claim the PV was bound to, if it named one. */
   | { readonly type: 'claim released'; readonly claim?: string; readonly pv: string; readonly volume: string }
@@ -124,6 +140,19 @@ export type StepOutcome =
     }
   | { readonly type: 'job succeeds' | 'job fails'; readonly job: string }
   | { readonly type: 'agent restarted' }
+  | {
+      readonly type: 'disk swapped';
+      readonly volume: string;
+      readonly path: string;
+      readonly kind: 'filesystem' | 'block';
+      /** The disk the volume was added with was put back. */
+      readonly original: boolean;
+      /** The identities the node reports at the path before and after (none: it reports nothing). */
+      readonly before?: string;
+      readonly after?: string;
+    }
+  | { readonly type: 'node rebuilt'; readonly node: string; readonly previousUid: string; readonly uid: string }
+  | { readonly type: 'identity accepted'; readonly pv: string; readonly volume: string }
   | { readonly type: 'time passes'; readonly durationMs: number }
   | { readonly type: 'check' };
 

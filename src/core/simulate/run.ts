@@ -16,13 +16,14 @@ import { ConfigSourceError, formatIssue, InvalidConfigError } from '../errors.js
 import type { SourcePosition } from '../errors.js';
 import { isNotFound } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
+import type { Node } from '../kube/objects.js';
 import { MemoryCluster } from '../kube/memory/memory-cluster.js';
 import { MemoryVolumes } from '../node/memory-volumes.js';
 import { errorMessage } from '../unknown-values.js';
 import { loadClusterFixture } from './cluster-fixture.js';
 import { ConfigFiles } from './config-files.js';
 import { runControllerStandIns } from './controllers.js';
-import { Disks, StepError } from './disks.js';
+import { derivedUuid, Disks, StepError } from './disks.js';
 import { evaluateExpectations } from './expect.js';
 import { finalState, worldView } from './world-view.js';
 import type { ReplayState } from './world-view.js';
@@ -32,6 +33,7 @@ import { loadNodeFacts } from './node-facts.js';
 import {
   jobWriteEvent,
   logEvent,
+  NodeUids,
   nodeWriteEvent,
   pvWriteEvent,
   TappedCleaner,
@@ -74,6 +76,9 @@ class ScenarioRun {
   private readonly controllers: Promise<void>[] = [];
   private readonly steps: StepReport[] = [];
   private readonly time = new VirtualTime(this.clock, () => this.fingerprint());
+  /** The Node UIDs the agent sees (deterministic), and how many times the Node was registered. */
+  private readonly nodeUids = new NodeUids();
+  private nodeRegistrations = 0;
 
   constructor(
     private readonly scenario: Scenario,
@@ -154,7 +159,11 @@ class ScenarioRun {
 
   /** An agent log record worth a timeline line becomes one, in the order things happened. */
   private onLog(r: LogRecord): void {
-    const event = logEvent(r, (path, className) => this.disks.volumeAt(path, className));
+    const event = logEvent(
+      r,
+      (path, className) => this.disks.volumeAt(path, className),
+      (pv) => this.disks.volumeOfPv(pv),
+    );
     if (event) this.actions.push({ at: r.at - SCENARIO_EPOCH, ...event });
   }
 
@@ -255,10 +264,12 @@ class ScenarioRun {
     this.tmp = await mkdtemp(join(this.options.tempRoot ?? tmpdir(), 'lvp-simulate-'));
     this.configFiles = new ConfigFiles(this.tmp);
     let fixtureNodes: readonly string[] = [];
+    let fixtureUids: ReadonlyMap<string, string> = new Map();
     if (sc.cluster) {
       const fixture = await loadClusterFixture(sc.cluster.path, { clock: this.clock });
       this.cluster = fixture.cluster;
       fixtureNodes = fixture.nodes;
+      fixtureUids = fixture.uids;
     } else {
       this.cluster = new MemoryCluster({ clock: this.clock });
     }
@@ -269,14 +280,18 @@ class ScenarioRun {
       nodeName: this.nodeName,
       config: () => this.config,
     });
+    let node: Node;
     try {
-      await this.cluster.nodes.get(this.nodeName);
+      node = await this.cluster.nodes.get(this.nodeName);
     } catch (err) {
       if (!isNotFound(err)) throw err;
-      await this.cluster.nodes.create({
+      node = await this.cluster.nodes.create({
         metadata: { name: this.nodeName, labels: { 'kubernetes.io/hostname': this.nodeName } },
       });
     }
+    // The agent sees the fixture's UID for its Node, or one derived from the name.
+    const realUid = node.metadata.uid ?? '';
+    this.nodeUids.set(realUid, fixtureUids.get(realUid) ?? this.nextNodeUid());
     this.cluster.addNamespace(this.settings.namespace);
     await this.configFiles.write(sc.config, setupFail(undefined, 'config'));
     try {
@@ -321,25 +336,52 @@ class ScenarioRun {
     this.cleaner = new TappedCleaner(this.scripted, (event, path, detail) => {
       this.onCleaner(event, path, detail);
     });
-    this.agentCluster = tapCluster(this.cluster, {
-      persistentVolumes: (write) => {
-        const event = pvWriteEvent(write);
-        if (event) this.record(event);
+    this.agentCluster = tapCluster(
+      this.cluster,
+      {
+        persistentVolumes: (write) => {
+          const event = pvWriteEvent(write);
+          if (event) this.record(event);
+        },
+        jobs: (write) => {
+          if (write.verb === 'create') this.jobsCreated.push(write.object.metadata.name);
+          const event = jobWriteEvent(write);
+          if (event) this.record(event);
+        },
+        nodes: (write) => {
+          const event = nodeWriteEvent(write);
+          if (event) this.record(event);
+        },
       },
-      jobs: (write) => {
-        if (write.verb === 'create') this.jobsCreated.push(write.object.metadata.name);
-        const event = jobWriteEvent(write);
-        if (event) this.record(event);
-      },
-      nodes: (write) => {
-        const event = nodeWriteEvent(write);
-        if (event) this.record(event);
-      },
-    });
+      this.nodeUids,
+    );
     this.logger.onRecord = (record) => {
       this.onLog(record);
     };
     this.startControllers();
+  }
+
+  /** A UID for the next registration of the Node, derived from its name and how many came before. */
+  private nextNodeUid(): string {
+    this.nodeRegistrations += 1;
+    return derivedUuid(`simulated Node ${this.nodeName}, registration ${this.nodeRegistrations}`);
+  }
+
+  /** The node reinstalled: its agent stops, the Node object is registered again (a new UID), a new agent starts. */
+  private async rebuildNode(): Promise<{ node: string; previousUid: string; uid: string }> {
+    await this.stopAgent();
+    const old = await this.cluster.nodes.get(this.nodeName);
+    const previousUid = this.nodeUids.shown(old.metadata.uid ?? '');
+    await this.cluster.nodes.delete(this.nodeName);
+    // A new node registers with its kubelet's labels; nothing else of the old object survives.
+    const created = await this.cluster.nodes.create({
+      metadata: { name: this.nodeName, ...(old.metadata.labels ? { labels: old.metadata.labels } : {}) },
+    });
+    const uid = this.nextNodeUid();
+    this.nodeUids.set(created.metadata.uid ?? '', uid);
+    await this.time.settle();
+    await this.startAgent();
+    return { node: this.nodeName, previousUid, uid };
   }
 
   // ---- steps ----------------------------------------------------------------------------------
@@ -369,6 +411,7 @@ class ScenarioRun {
         await this.stopAgent();
         await this.startAgent();
       },
+      rebuildNode: () => this.rebuildNode(),
     };
     return applyStep(step, world, (text) => this.fail(step, text));
   }
@@ -378,7 +421,12 @@ class ScenarioRun {
   private async check(step: Step): Promise<ExpectationResult[]> {
     if (!step.expect) return [];
     const e = step.expect;
-    const refs = [...e.pv.map((p) => p.volume), ...Object.keys(e.cleaned), ...Object.keys(e.skipped)];
+    const refs = [
+      ...e.pv.map((p) => p.volume),
+      ...Object.keys(e.cleaned),
+      ...Object.keys(e.skipped),
+      ...Object.keys(e.quarantined),
+    ];
     try {
       return evaluateExpectations(e, await worldView(this.state(), refs));
     } catch (err) {

@@ -10,6 +10,7 @@ import type { GuardedImpact, ReloadGuardPolicy } from '../config/reload-guard.js
 import type { SourcePosition } from '../errors.js';
 import { nodeNameProblem } from '../kube/validation.js';
 import { DEFAULT_MOUNT_GRACE_MS } from '../agent/generation.js';
+import { attributeValue, normalizeUuid } from '../node/identity.js';
 import { Input, readInputText } from './input.js';
 import { readEntry } from './node-facts.js';
 import type { EntryType } from './node-facts.js';
@@ -19,6 +20,8 @@ import type { Expectations } from './expect.js';
 export const STEP_TYPES = [
   'disk added',
   'disk removed',
+  'disk pulled',
+  'disk swapped',
   'claim bound',
   'claim released',
   'config changed',
@@ -28,7 +31,9 @@ export const STEP_TYPES = [
   'cleanup is slow',
   'job succeeds',
   'job fails',
+  'identity accepted',
   'agent restarted',
+  'node rebuilt',
   'time passes',
   'check',
 ] as const;
@@ -49,7 +54,19 @@ export interface DiskSpec {
   readonly mounted: boolean;
   readonly fsType?: string;
   readonly target?: string;
+  /** The disk's identity; default one derived from its path (docs/disk-identity.md). */
+  readonly identity?: DiskIdentity;
 }
+
+/**
+ * Which disk a volume is: a mounted filesystem's UUID, or a block device's WWID. Scenario disks
+ * get a distinct one by default, derived from their path, so a swapped disk differs.
+ */
+export type DiskIdentity = { readonly uuid: string } | { readonly wwid: string };
+
+/** The disk put behind a volume by `disk swapped`: another one (derived), the one given, or the original. */
+export type SwapTarget =
+  { readonly kind: 'another' } | { readonly kind: 'original' } | (DiskIdentity & { kind: 'given' });
 
 /** A volume named by entry (`disk1`), class and entry (`fast/disk1`), PV name or container path. */
 export type VolumeRef = string;
@@ -66,6 +83,8 @@ export type Step = StepBase &
   (
     | { readonly type: 'disk added'; readonly disk: DiskSpec }
     | { readonly type: 'disk removed'; readonly volume: VolumeRef }
+    /** The disk goes away: a filesystem's mount point directory stays behind, unmounted. */
+    | { readonly type: 'disk pulled'; readonly volume: VolumeRef }
     | { readonly type: 'claim bound'; readonly volume: VolumeRef; readonly claim?: string }
     | { readonly type: 'claim released'; readonly volume: VolumeRef }
     | { readonly type: 'config changed'; readonly config: ConfigInput }
@@ -88,6 +107,12 @@ export type Step = StepBase &
     | { readonly type: 'job succeeds'; readonly volume: VolumeRef }
     | { readonly type: 'job fails'; readonly volume: VolumeRef; readonly message?: string }
     | { readonly type: 'agent restarted' }
+    /** Another disk behind the volume: same path, name and capacity. */
+    | { readonly type: 'disk swapped'; readonly volume: VolumeRef; readonly to: SwapTarget }
+    /** The Node object deleted and registered again (a new UID), and its agent started anew. */
+    | { readonly type: 'node rebuilt' }
+    /** The operator's `local-static-provisioner/identity-action: accept` on the volume's PV. */
+    | { readonly type: 'identity accepted'; readonly volume: VolumeRef }
     | { readonly type: 'time passes'; readonly durationMs: number }
     | { readonly type: 'check' }
   );
@@ -189,7 +214,21 @@ function readDisk(input: Input, node: Node | null, path: string): DiskSpec | und
     input.error(path, 'give either class (its mountDir holds the disk) or dir (an absolute directory)', map);
   if (dir !== undefined && !dir.startsWith('/'))
     input.error(`${path}.dir`, 'must be an absolute path', input.get(map, 'dir'));
-  const entry = readEntry(input, map, path, dir ?? '/', { extraKeys: ['class', 'dir'] });
+  const entry = readEntry(input, map, path, dir ?? '/', { extraKeys: ['class', 'dir', ...IDENTITY_KEYS] });
+  const identity = readIdentity(input, map, path);
+  if (identity !== undefined && entry) {
+    const fits = 'uuid' in identity ? entry.type === 'directory' && entry.mounted : entry.type === 'block';
+    if (!fits) {
+      const key = 'uuid' in identity ? 'uuid' : 'wwid';
+      input.error(
+        `${path}.${key}`,
+        'uuid' in identity
+          ? 'only a mounted filesystem (type directory) has a filesystem UUID'
+          : 'only a block device (type block) has a WWID',
+        input.get(map, key),
+      );
+    }
+  }
   if (!entry) return undefined;
   return {
     name: entry.name,
@@ -200,7 +239,42 @@ function readDisk(input: Input, node: Node | null, path: string): DiskSpec | und
     ...(entry.capacity !== undefined ? { capacity: entry.capacity } : {}),
     ...(entry.fsType !== undefined ? { fsType: entry.fsType } : {}),
     ...(entry.target !== undefined ? { target: entry.target } : {}),
+    ...(identity !== undefined ? { identity } : {}),
   };
+}
+
+const IDENTITY_KEYS = ['uuid', 'wwid'] as const;
+
+/**
+ * A disk's identity given in a mapping: `uuid` (a filesystem's, 8-4-4-4-12 hex) or `wwid` (a block
+ * device's), not both; undefined when neither is given (or one is invalid: reported).
+ */
+function readIdentity(input: Input, map: YAMLMap, path: string): DiskIdentity | undefined {
+  const uuidNode = input.get(map, 'uuid');
+  const wwidNode = input.get(map, 'wwid');
+  const uuidText = input.string(uuidNode, `${path}.uuid`);
+  const wwidText = input.string(wwidNode, `${path}.wwid`);
+  if (uuidText !== undefined && wwidText !== undefined) {
+    input.error(path, 'give uuid (a filesystem) or wwid (a block device), not both', map);
+    return undefined;
+  }
+  if (uuidText !== undefined) {
+    const uuid = normalizeUuid(uuidText);
+    if (uuid === undefined) {
+      input.error(`${path}.uuid`, `"${uuidText}" is not a UUID (8-4-4-4-12 hex digits)`, uuidNode);
+      return undefined;
+    }
+    return { uuid };
+  }
+  if (wwidText !== undefined) {
+    const wwid = attributeValue(wwidText);
+    if (wwid === undefined) {
+      input.error(`${path}.wwid`, 'must not be empty nor hold control characters', wwidNode);
+      return undefined;
+    }
+    return { wwid };
+  }
+  return undefined;
 }
 
 /** `disk1`, or `{volume: disk1, …}` with more fields. */
@@ -212,7 +286,13 @@ function volumeArg(
 ): { volume?: string; map?: YAMLMap } {
   if (value !== null && isMap(value)) {
     input.pairs(value, path, ['volume', ...extra]);
-    const volume = input.string(input.get(value, 'volume'), `${path}.volume`, { required: true });
+    const volumeNode = input.get(value, 'volume');
+    if (volumeNode === null) {
+      // Positioned at the mapping: the key is missing.
+      input.error(`${path}.volume`, 'is required', value);
+      return { map: value };
+    }
+    const volume = input.string(volumeNode, `${path}.volume`, { required: true });
     return { ...(volume !== undefined ? { volume } : {}), map: value };
   }
   const volume = input.string(value, path, { required: true });
@@ -280,6 +360,7 @@ function readStep(input: Input, node: Node, i: number, baseDir: string): Step | 
       break;
     }
     case 'disk removed':
+    case 'disk pulled':
     case 'claim released':
     case 'cleanup succeeds':
     case 'job succeeds': {
@@ -344,12 +425,38 @@ function readStep(input: Input, node: Node, i: number, baseDir: string): Step | 
       if (empty || m) step = { ...base, type, allow, force: force === true };
       break;
     }
+    case 'disk swapped': {
+      // `disk swapped: disk1`, or `{ volume: disk1, uuid | wwid | original: true }`.
+      const { volume, map: m } = volumeArg(input, value, at, [...IDENTITY_KEYS, 'original']);
+      const given = m ? readIdentity(input, m, at) : undefined;
+      const original = m ? input.boolean(input.get(m, 'original'), `${at}.original`, false) : false;
+      if (original === true && given !== undefined)
+        input.error(
+          `${at}.original`,
+          'the original disk has its own identity: give original or uuid/wwid, not both',
+          m,
+        );
+      const to: SwapTarget =
+        given !== undefined
+          ? { kind: 'given', ...given }
+          : original === true
+            ? { kind: 'original' }
+            : { kind: 'another' };
+      if (volume !== undefined) step = { ...base, type, volume, to };
+      break;
+    }
+    case 'identity accepted': {
+      const { volume } = volumeArg(input, value, at);
+      if (volume !== undefined) step = { ...base, type, volume };
+      break;
+    }
     case 'time passes': {
       const durationMs = input.duration(value, at);
       if (durationMs !== undefined) step = { ...base, type, durationMs };
       break;
     }
     case 'agent restarted':
+    case 'node rebuilt':
     case 'check':
       noArgs();
       step = { ...base, type };

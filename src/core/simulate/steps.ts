@@ -1,6 +1,7 @@
 // What each step of a scenario does to the replay's world — disks put on the node or taken off,
 // claims bound and released, the ConfigMap edited, reloads asked for, cleanups and Jobs that end
-// as scripted, the agent restarted — and what it reports having done (data for the timeline).
+// as scripted, the agent restarted, disks swapped, the Node rebuilt, a disk identity accepted by
+// the operator — and what it reports having done (data for the timeline).
 import { posix } from 'node:path';
 import type { ReloadRequest } from '../agent/reload-types.js';
 import { cleanupJobName } from '../cleanup/jobs.js';
@@ -9,6 +10,7 @@ import type { ProvisionerConfig } from '../config/model.js';
 import { loadConfig } from '../config/source/load.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Job, PersistentVolume } from '../kube/objects.js';
+import { IDENTITY_ACTION_ANNOTATION } from '../pv/identity.js';
 import type { ConfigFiles } from './config-files.js';
 import { bindClaim, releaseClaim } from './controllers.js';
 import { StepError } from './disks.js';
@@ -32,6 +34,11 @@ export interface StepWorld {
   reload(request: ReloadRequest, fail: (text: string) => never): Promise<void>;
   /** Stops the agent and starts a new one (an empty cleanup table), same cluster and disks. */
   restartAgent(): Promise<void>;
+  /**
+   * Stops the agent, deletes the Node object and registers it again under the same name (a new
+   * UID), and starts a new agent: a node reinstalled with its disks. Returns the UIDs the agent saw.
+   */
+  rebuildNode(): Promise<{ readonly node: string; readonly previousUid: string; readonly uid: string }>;
 }
 
 /** The PV of a volume, which must exist and not be being deleted. */
@@ -69,6 +76,11 @@ export async function applyStep(step: Step, w: StepWorld, fail: (text: string) =
       const v = await resolve(step.volume);
       await w.disks.remove(v, fail);
       return { type: step.type, volume: v.display, path: v.path };
+    }
+    case 'disk pulled': {
+      const v = await resolve(step.volume);
+      const left = await w.disks.pull(v, fail);
+      return { type: step.type, volume: v.display, path: v.path, left };
     }
     case 'claim bound': {
       const v = await resolve(step.volume);
@@ -164,6 +176,29 @@ export async function applyStep(step: Step, w: StepWorld, fail: (text: string) =
     case 'agent restarted':
       await w.restartAgent();
       return { type: step.type };
+    case 'disk swapped': {
+      const v = await resolve(step.volume);
+      const swapped = await w.disks.swap(v, step.to, fail);
+      return {
+        type: step.type,
+        volume: v.display,
+        path: v.path,
+        kind: swapped.kind,
+        original: step.to.kind === 'original',
+        ...(swapped.before !== undefined ? { before: swapped.before } : {}),
+        ...(swapped.after !== undefined ? { after: swapped.after } : {}),
+      };
+    }
+    case 'node rebuilt':
+      return { type: step.type, ...(await w.rebuildNode()) };
+    case 'identity accepted': {
+      const v = await resolve(step.volume);
+      const pv = await pvOf(w.cluster, v, fail);
+      await w.cluster.persistentVolumes.patch(pv.metadata.name, {
+        metadata: { annotations: { [IDENTITY_ACTION_ANNOTATION]: 'accept' } },
+      });
+      return { type: step.type, pv: pv.metadata.name, volume: v.display };
+    }
     case 'time passes':
       return { type: step.type, durationMs: step.durationMs };
     case 'check':

@@ -58,7 +58,9 @@ export async function worldView(s: ReplayState, refs: readonly string[]): Promis
     return v;
   };
   const byName = new Map(pvs.map((pv) => [pv.metadata.name, pv]));
-  const skipped = agent?.generation.status().lastPass?.skipped ?? [];
+  const lastPass = agent?.generation.status().lastPass;
+  const skipped = lastPass?.skipped ?? [];
+  const quarantined = lastPass?.reclaim.quarantined ?? [];
   return {
     pvCount: pvs.length,
     pvPhaseCounts: phaseCounts,
@@ -99,6 +101,10 @@ export async function worldView(s: ReplayState, refs: readonly string[]): Promis
       return skip?.reason ?? 'none';
     },
     eventCount: (reason) => events.filter((e) => e.reason === reason).length,
+    quarantineReason: (ref) => {
+      const v = need(ref);
+      return quarantined.find((q) => q.pv === v.pvName)?.reason ?? 'none';
+    },
   };
 }
 

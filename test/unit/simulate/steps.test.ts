@@ -63,6 +63,10 @@ describe('simulate: steps, one at a time', () => {
         asked.push('restart');
         return Promise.resolve();
       },
+      rebuildNode: () => {
+        asked.push('rebuild');
+        return Promise.resolve({ node: 'node-a', previousUid: 'uid-1', uid: 'uid-2' });
+      },
     };
   });
   after(async () => {
