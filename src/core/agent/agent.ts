@@ -150,6 +150,8 @@ export class Agent implements AdminTarget {
   /** The source status last reported (log, metric, Node event once per change). */
   private sourceReported: ConfigSourceStatus | undefined;
   readonly cleanups: CleanupTable;
+  /** Since when each PV's disk has been missing (volume health): the process's, across reloads. */
+  private readonly missingSince = new Map<string, number>();
   adopted = 0;
 
   private constructor(
@@ -354,6 +356,7 @@ export class Agent implements AdminTarget {
         metrics: this.metrics,
         events: this.events,
         table: this.cleanups,
+        missingSince: this.missingSince,
         host: this.host,
         onPass: (generation, pass) => {
           this.stream.emit(passEvent(generation, pass));

@@ -33,6 +33,8 @@ export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
   /**
    * Measures each pass's CPU time; default the real process (the agent passes its own). */
   readonly host?: Pick<ProcessHost, 'cpuUsage'>;
+  /** Since when each PV's disk has been missing (volume health), kept across generations by the agent. */
+  readonly missingSince?: Map<string, number>;
 }
 
 export interface GenerationSettings {

@@ -25,18 +25,34 @@ function effectFor(field: EffectField, action: ChangeAction): EffectRow {
 }
 
 function same(a: unknown, b: unknown): boolean {
+  // An optional field (deleteMissingAfter) is undefined when off.
+  if (a === undefined || b === undefined) return a === b;
   return canonicalJson(a) === canonicalJson(b);
 }
 
+/**
+ * A class's duration fields are policies that are off when absent (`0s`): turning one on or off is
+ * `enabled`/`disabled` (shown as `0s`), changing its time `modified`.
+ */
+function classFieldAction(type: string, before: unknown, after: unknown): ChangeAction {
+  if (type !== 'duration') return 'modified';
+  if (before === undefined) return 'enabled';
+  return after === undefined ? 'disabled' : 'modified';
+}
+
 function classFieldChanges(name: string, before: ClassConfig, after: ClassConfig): ConfigChange[] {
-  return CLASS_FIELDS.filter((f) => !same(before[f.name], after[f.name])).map((f) => ({
-    path: `storageClassMap.${name}.${f.name}`,
-    field: `storageClassMap.*.${f.name}` as const,
-    action: 'modified' as const,
-    before: before[f.name],
-    after: after[f.name],
-    effect: effectFor(`storageClassMap.*.${f.name}`, 'modified'),
-  }));
+  return CLASS_FIELDS.filter((f) => !same(before[f.name], after[f.name])).map((f) => {
+    const action = classFieldAction(f.type, before[f.name], after[f.name]);
+    const off = f.type === 'duration' ? '0s' : undefined;
+    return {
+      path: `storageClassMap.${name}.${f.name}`,
+      field: `storageClassMap.*.${f.name}` as const,
+      action,
+      before: before[f.name] ?? off,
+      after: after[f.name] ?? off,
+      effect: effectFor(`storageClassMap.*.${f.name}`, action),
+    };
+  });
 }
 
 /**

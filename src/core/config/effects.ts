@@ -158,6 +158,38 @@ export const EFFECT_TABLE: readonly EffectRow[] = [
     cleanupsInFlight: NO_CLEANUP_EFFECT,
   },
   {
+    field: 'storageClassMap.*.deleteMissingAfter',
+    action: 'enabled',
+    impact: 'next-cleanup',
+    summary:
+      'Can delete PVs: Available PVs of the class whose disk has been missing for the set time are deleted from the next pass on, and published again when the disk returns.',
+    existingPVs:
+      'An Available PV whose disk this agent process has already seen missing (not-mounted, path-missing, device-missing) for at least the set time is deleted at the next pass, with a VolumeMissingDeleted Event; others when their time is up. Bound and Released PVs are never deleted for it (Events only).',
+    newPVs: 'Same; a deleted PV is published again (same name, new UID) when its disk returns.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+    upstream: 'Upstream has no such policy and ignores the key: a PV whose disk is gone stays until deleted by hand.',
+  },
+  {
+    field: 'storageClassMap.*.deleteMissingAfter',
+    action: 'disabled',
+    impact: 'none',
+    summary: 'No PV of the class is deleted for a missing disk any more.',
+    existingPVs: 'Unaffected: an Available PV whose disk is missing stays (Events and the health gauge only).',
+    newPVs: 'Same.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+  },
+  {
+    field: 'storageClassMap.*.deleteMissingAfter',
+    action: 'modified',
+    impact: 'next-cleanup',
+    summary:
+      'Can delete PVs: a shorter time deletes Available PVs whose disk is missing sooner (at the next pass if already missing that long); a longer one later.',
+    existingPVs:
+      'An Available PV whose disk has been missing (as this agent process saw it) for at least the new time is deleted at the next pass. Bound and Released PVs are never deleted for it.',
+    newPVs: 'Same.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+  },
+  {
     field: 'nodeLabelsForPV',
     action: 'modified',
     impact: 'new-pvs-only',

@@ -35,6 +35,12 @@ export interface ClassConfig {
   readonly fsType: string;
   readonly namePattern: string;
   readonly selector: readonly NodeSelectorTerm[];
+  /**
+   * Missing-disk policy: an Available PV whose disk has been missing this long (Go duration in
+   * canonical form, `30m0s`) is deleted, and published again when the disk returns. Absent when off
+   * (`0s` or not written), so configs without it keep their hash.
+   */
+  readonly deleteMissingAfter?: string;
 }
 
 export interface ProvisionerConfig {
@@ -198,6 +204,13 @@ export const CLASS_FIELDS = [
     type: 'node-selector-terms',
     defaultText: '[]',
     description: 'Extra NodeSelectorTerms ORed into the PV node affinity (shared disks).',
+  },
+  {
+    name: 'deleteMissingAfter',
+    type: 'duration',
+    defaultText: '0s (never)',
+    description:
+      'Missing-disk policy (not in upstream, which ignores the key): an Available PV whose disk this agent has seen missing (not mounted, path or device gone) for this long is deleted, and published again when the disk returns; Bound and Released PVs are never deleted for it (docs/disk-identity.md).',
   },
 ] as const satisfies readonly FieldDescriptor<ClassField>[];
 

@@ -29,6 +29,8 @@ export interface AgentMetrics {
   readonly quarantinedVolumes: Gauge;
   /** 1 per Available or Bound PV whose volume is not healthy, by reason (volume health). */
   readonly abnormalVolumes: Gauge;
+  /** Available PVs deleted by the missing-disk policy (`deleteMissingAfter`), by class and reason. */
+  readonly missingVolumesDeleted: Counter;
   readonly deleteDuration: Histogram;
   readonly eventsDropped: Counter;
   /** Where the proctable gauges read their values (the process-level cleanup table). */
@@ -166,6 +168,11 @@ export function createAgentMetrics(
       `${P}_volume_health_abnormal`,
       'Available or Bound PVs whose volume is not healthy: not mounted, device or path missing, unreadable, or another disk at the path (docs/disk-identity.md).',
       ['persistentvolume', 'reason'],
+    ),
+    missingVolumesDeleted: registry.counter(
+      `${P}_persistentvolume_missing_deleted_total`,
+      'Available PVs deleted because their disk was missing for the class deleteMissingAfter (docs/disk-identity.md).',
+      ['storageclass', 'reason'],
     ),
     deleteDuration: registry.histogram(
       `${P}_persistentvolume_delete_duration_seconds`,

@@ -18,10 +18,12 @@ import type { Node, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { createAgentMetrics } from '../../../src/core/metrics/agent-metrics.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import { IDENTITY_ANNOTATION } from '../../../src/core/pv/identity.js';
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { waitFor } from '../../support/eventually.js';
 
 const GiB = 2 ** 30;
+const UUID_BACK = '77aa0d3e-5b1f-4f0c-8a3e-9e2b6c4d5f02';
 
 function load(text: string): LoadedConfig {
   return parseConfigSnapshot(snapshotFromFileText('c.yaml', text));
@@ -291,6 +293,58 @@ describe('a sync-loop generation', () => {
       assert.equal(skippedEvents.length, 1, 'one Node Event, not one per pass');
       assert.match(skippedEvents[0]?.message ?? '', /\/mnt\/fast\/forgotten: .* is not a valid mount point/u);
       assert.equal(t.logger.messages('warn').filter((m) => m === 'discovery skipped an entry').length, 1);
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('missing-disk policy: deletes an Available PV whose disk is gone for deleteMissingAfter, and republishes it when the disk returns', async () => {
+    const t = await setup(
+      'storageClassMap:\n  fast:\n    hostDir: /mnt/fast\n    mountDir: /mnt/fast\n    deleteMissingAfter: 30m\n',
+    );
+    const clock = new ManualClock(1_000_000);
+    const g = t.start({ clock });
+    const name = persistentVolumeName('disk1', 'node-a', 'fast');
+    try {
+      await g.whenReady;
+      const published = await t.cluster.persistentVolumes.get(name);
+      // The PV controller makes it Available.
+      await t.cluster.persistentVolumes.updateStatus({ ...published, status: { phase: 'Available' } });
+      t.volumes.removeMount('/mnt/fast/disk1');
+      const passes = g.status().passes;
+      g.trigger();
+      await waitFor(
+        () => g.status().passes > passes && g.status().lastPass?.health.abnormal.some((a) => a.pv === name) === true,
+        'a pass that saw the disk missing',
+      );
+      await clock.advance(29 * 60_000);
+      g.trigger();
+      await waitFor(() => g.status().passes > passes + 1, 'a pass before the deadline');
+      assert.equal((await t.cluster.persistentVolumes.list()).items.length, 1, 'kept before the deadline');
+      await clock.advance(60_000);
+      g.trigger();
+      await waitFor(
+        async () => (await t.cluster.persistentVolumes.get(name)).metadata.deletionTimestamp !== undefined,
+        'the PV deleted',
+      );
+      // The pv-protection controller lets an unbound PV go.
+      const deleting = await t.cluster.persistentVolumes.get(name);
+      await t.cluster.persistentVolumes.update({ ...deleting, metadata: { ...deleting.metadata, finalizers: [] } });
+      await waitFor(async () => (await t.cluster.persistentVolumes.list()).items.length === 0, 'the PV gone');
+      assert.equal(t.metrics.missingVolumesDeleted.get({ storageclass: 'fast', reason: 'not-mounted' }), 1);
+      await t.events.flush();
+      const deletedEvents = (await t.cluster.events.list({ namespace: 'default' })).items.filter(
+        (e) => e.reason === 'VolumeMissingDeleted',
+      );
+      assert.equal(deletedEvents.length, 1);
+      assert.match(deletedEvents[0]?.message ?? '', /missing for 30m0s .* deleteMissingAfter: 30m0s/u);
+      // Another disk is mounted at the path: discovery publishes it as a new PV with its own identity.
+      t.volumes.addMount('/mnt/fast/disk1', { capacity: 20 * GiB, fsType: 'ext4', uuid: UUID_BACK });
+      g.trigger();
+      await waitFor(async () => (await t.cluster.persistentVolumes.list()).items.length === 1, 'the PV republished');
+      const republished = await t.cluster.persistentVolumes.get(name);
+      assert.notEqual(republished.metadata.uid, published.metadata.uid);
+      assert.equal(republished.metadata.annotations?.[IDENTITY_ANNOTATION], `fs-uuid:${UUID_BACK}`);
     } finally {
       await g.stop();
     }

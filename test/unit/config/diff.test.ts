@@ -84,12 +84,34 @@ describe('diffConfigs', () => {
     );
   });
 
+  it('classifies deleteMissingAfter as a policy: enabled, modified, disabled, each shown as able to delete PVs or not', () => {
+    const off = config(BASE);
+    const on = (value: string) =>
+      config(BASE.replace('mountDir: /mnt/fast', `mountDir: /mnt/fast\n    deleteMissingAfter: ${value}`));
+    const row = (from: ProvisionerConfig, to: ProvisionerConfig) =>
+      diffConfigs(from, to).map((c) => [c.path, c.action, c.before, c.after, c.effect.impact]);
+    assert.deepEqual(row(off, on('30m')), [
+      ['storageClassMap.fast.deleteMissingAfter', 'enabled', '0s', '30m0s', 'next-cleanup'],
+    ]);
+    assert.deepEqual(row(on('30m'), on('10m')), [
+      ['storageClassMap.fast.deleteMissingAfter', 'modified', '30m0s', '10m0s', 'next-cleanup'],
+    ]);
+    assert.deepEqual(row(on('30m'), on('0s')), [
+      ['storageClassMap.fast.deleteMissingAfter', 'disabled', '30m0s', '0s', 'none'],
+    ]);
+    assert.deepEqual(row(on('0s'), off), []);
+    const [enabled] = diffConfigs(off, on('30m'));
+    assert.match(enabled?.effect.summary ?? '', /^Can delete PVs: Available PVs/u);
+    assert.match(enabled?.effect.existingPVs ?? '', /Bound and Released PVs are never deleted/u);
+  });
+
   it('is empty exactly when the hashes are equal (property)', () => {
     const field = fc.record({
       fsType: fc.constantFrom('', 'ext4'),
       mode: fc.constantFrom('Filesystem', 'Block'),
       job: fc.boolean(),
       resync: fc.constantFrom('5m', '300s', '10m'),
+      policy: fc.constantFrom('', '0s', '30m', '1800s', '10m'),
       labels: fc.constantFrom('', 'labelsForPV: {a: b}\n'),
       cleaner: fc.constantFrom(
         '',
@@ -102,10 +124,11 @@ describe('diffConfigs', () => {
       mode: string;
       job: boolean;
       resync: string;
+      policy: string;
       labels: string;
       cleaner: string;
     }): string =>
-      `storageClassMap:\n  a:\n    hostDir: /a\n    mountDir: /a\n    volumeMode: ${f.mode}\n${f.fsType === '' ? '' : `    fsType: ${f.fsType}\n`}${f.cleaner}useJobForCleaning: ${f.job ? 'on' : 'no'}\nminResyncPeriod: ${f.resync}\n${f.labels}`;
+      `storageClassMap:\n  a:\n    hostDir: /a\n    mountDir: /a\n    volumeMode: ${f.mode}\n${f.fsType === '' ? '' : `    fsType: ${f.fsType}\n`}${f.cleaner}${f.policy === '' ? '' : `    deleteMissingAfter: ${f.policy}\n`}useJobForCleaning: ${f.job ? 'on' : 'no'}\nminResyncPeriod: ${f.resync}\n${f.labels}`;
     fc.assert(
       fc.property(field, field, (x, y) => {
         const a = load(render(x));

@@ -16,7 +16,12 @@ function expectedPairs(): [EffectField, ChangeAction][] {
     ['storageClassMap.*', 'removed'],
     ['storageClassMap.*', 'renamed'],
   ];
-  for (const f of CLASS_FIELDS) pairs.push([`storageClassMap.*.${f.name}`, 'modified']);
+  for (const f of CLASS_FIELDS) {
+    // A class's duration fields are policies, off when 0s: turned on, off, or changed.
+    if (f.type === 'duration')
+      pairs.push([`storageClassMap.*.${f.name}`, 'enabled'], [`storageClassMap.*.${f.name}`, 'disabled']);
+    pairs.push([`storageClassMap.*.${f.name}`, 'modified']);
+  }
   for (const f of TOP_LEVEL_FIELDS) {
     if (f.name === 'storageClassMap') continue;
     if (f.type === 'bool') pairs.push([f.name, 'enabled'], [f.name, 'disabled']);
@@ -69,6 +74,10 @@ describe('the field effect table', () => {
     assert.equal(findEffect('useNodeNameOnly', 'enabled')?.impact, 'ownership-change');
     assert.equal(findEffect('useJobForCleaning', 'enabled')?.impact, 'needs-pod-change');
     assert.equal(findEffect('storageClassMap.*.fsType', 'modified')?.impact, 'new-pvs-only');
+    // The missing-disk policy can delete (Available) PVs when turned on or shortened: never shown as harmless.
+    assert.equal(findEffect('storageClassMap.*.deleteMissingAfter', 'enabled')?.impact, 'next-cleanup');
+    assert.equal(findEffect('storageClassMap.*.deleteMissingAfter', 'modified')?.impact, 'next-cleanup');
+    assert.equal(findEffect('storageClassMap.*.deleteMissingAfter', 'disabled')?.impact, 'none');
   });
 
   it('docs/reload.md shows exactly the table generated from this data', async () => {

@@ -457,3 +457,58 @@ describe('content hash', () => {
     );
   });
 });
+
+describe('deleteMissingAfter (the missing-disk policy)', () => {
+  const withPolicy = (value: string) => `${ONE_CLASS}    deleteMissingAfter: ${value}\n`;
+
+  it('is off by default and absent from the normalized class, so existing configs keep their hash', () => {
+    const plain = parse(ONE_CLASS);
+    assert.equal('deleteMissingAfter' in classOf(plain.config, 'local'), false);
+    const zero = parse(withPolicy('0s'));
+    assert.equal('deleteMissingAfter' in classOf(zero.config, 'local'), false);
+    assert.equal(zero.hash, plain.hash);
+    assert.deepEqual(zero.warnings, []);
+    assert.equal(parse(withPolicy('"0"')).hash, plain.hash);
+  });
+
+  it('normalizes a Go duration, case-insensitively named like every field', () => {
+    assert.equal(classOf(parse(withPolicy('90m')).config, 'local').deleteMissingAfter, '1h30m0s');
+    assert.equal(classOf(parse(withPolicy('"1800s"')).config, 'local').deleteMissingAfter, '30m0s');
+    const other = parse(`${ONE_CLASS}    deletemissingafter: 2h\n`);
+    assert.equal(classOf(other.config, 'local').deleteMissingAfter, '2h0m0s');
+    assert.notEqual(parse(withPolicy('30m')).hash, parse(ONE_CLASS).hash);
+  });
+
+  it('refuses what is no duration, naming file, line, column and field', () => {
+    for (const [value, message] of [
+      ['30', /expected a Go duration string such as 5m0s, found the number 30/u],
+      ['30 minutes', /invalid duration "30 minutes"/u],
+      ['-5m', /must not be negative, found -5m/u],
+      ['[5m]', /expected a Go duration string such as 5m0s, found a list/u],
+    ] as const) {
+      const errors = errorsOf(withPolicy(value));
+      assert.equal(errors.length, 1, `${value}: ${JSON.stringify(errors)}`);
+      assert.equal(first(errors).path, 'storageClassMap.local.deleteMissingAfter');
+      assert.match(first(errors).message, message);
+      assert.deepEqual(first(errors).position, { file: 'config.yaml', line: 5, column: 25 });
+    }
+  });
+
+  it('warns below a minute: a disk unmounted for a moment would lose its PV', () => {
+    const loaded = parse(withPolicy('30s'));
+    assert.equal(classOf(loaded.config, 'local').deleteMissingAfter, '30s');
+    assert.deepEqual(
+      loaded.warnings.map((w) => [w.path, w.position?.line]),
+      [['storageClassMap.local.deleteMissingAfter', 5]],
+    );
+    assert.match(first(loaded.warnings).message, /shorter than a minute/u);
+    assert.deepEqual(parse(withPolicy('1m')).warnings, []);
+  });
+
+  it('is a duration field of the catalogue, default 0s (never)', async () => {
+    const { CLASS_FIELDS } = await import('../../../src/core/config/model.js');
+    const field = CLASS_FIELDS.find((f) => f.name === 'deleteMissingAfter');
+    assert.equal(field?.type, 'duration');
+    assert.equal(field.defaultText, '0s (never)');
+  });
+});

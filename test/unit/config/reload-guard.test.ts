@@ -56,6 +56,13 @@ describe('reload guard decision', () => {
       ],
     );
     for (const impact of GUARDED_IMPACTS) assert.ok(IMPACT_CLASSES.includes(impact));
+    // The missing-disk policy is not guarded (docs/reload.md, "The reload guard"): it deletes only
+    // Available PVs missing their disk for the set time, which are published again when it returns.
+    for (const row of EFFECT_TABLE.filter((r) => r.field === 'storageClassMap.*.deleteMissingAfter'))
+      assert.equal(
+        guardReload([change(`storageClassMap.fast.deleteMissingAfter`, row.impact)], 'refuse', []).verdict,
+        'apply',
+      );
     assert.deepEqual(ALLOW_NAMES, {
       'orphans-pvs': 'orphans-pvs',
       'ownership-change': 'ownership-change',

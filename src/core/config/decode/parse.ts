@@ -216,7 +216,8 @@ class Decoder {
     return undefined;
   }
 
-  duration(at: Located, path: string): string | undefined {
+  /** A Go duration string (metav1.Duration); zeroWarning, when given, is said of a zero value. */
+  duration(at: Located, path: string, zeroWarning?: string): string | undefined {
     if (isGoNull(at.node)) return undefined;
     const scalar = this.scalar(at, path);
     if (scalar?.value.kind !== 'string') {
@@ -233,7 +234,7 @@ class Decoder {
       this.sink.error(path, `must not be negative, found ${v}`, this.pos(at));
       return undefined;
     }
-    if (parsed.nanos === 0n) this.sink.warn(path, '0s turns periodic informer resync off', this.pos(at));
+    if (parsed.nanos === 0n && zeroWarning !== undefined) this.sink.warn(path, zeroWarning, this.pos(at));
     return formatGoDuration(parsed.nanos);
   }
 
@@ -794,6 +795,26 @@ function classNamePattern(c: ClassFields): string {
   return namePattern;
 }
 
+/** Below this, a disk unmounted for a moment (a remount, a node reboot) could lose its PV. */
+const DELETE_MISSING_AFTER_WARN_BELOW_NANOS = 60_000_000_000n;
+
+/** deleteMissingAfter: a Go duration; 0s (or absent) is off, and then absent from the config. */
+function classDeleteMissingAfter(c: ClassFields): string | undefined {
+  const at = c.get('deleteMissingAfter');
+  const where = `${c.path}.deleteMissingAfter`;
+  const value = at ? c.d.duration(at, where) : undefined;
+  if (value === undefined || value === '0s') return undefined;
+  const parsed = parseGoDuration(value);
+  if (parsed.ok && parsed.nanos < DELETE_MISSING_AFTER_WARN_BELOW_NANOS) {
+    c.sink.warn(
+      where,
+      `${value} is shorter than a minute: an Available PV whose disk is unmounted for a moment (a remount, a reboot) would be deleted and published again`,
+      c.posOf('deleteMissingAfter'),
+    );
+  }
+  return value;
+}
+
 function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): DecodedClass | undefined {
   const c = classFields(name, at, sink, d);
   if (c === undefined) return undefined;
@@ -814,11 +835,22 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): De
   const namePattern = classNamePattern(c);
   const sel = c.get('selector');
   const selector = sel ? (d.selector(sel, `${c.path}.selector`) ?? []) : [];
+  const deleteMissingAfter = classDeleteMissingAfter(c);
 
   const errorsNow = sink.issues.filter((i) => i.severity === 'error').length;
   if (errorsNow > errorsBefore || hostDir === undefined || mountDir === undefined) return undefined;
   return {
-    config: { hostDir, mountDir, blockCleanerCommand, volumeMode, accessMode, fsType, namePattern, selector },
+    config: {
+      hostDir,
+      mountDir,
+      blockCleanerCommand,
+      volumeMode,
+      accessMode,
+      fsType,
+      namePattern,
+      selector,
+      ...(deleteMissingAfter !== undefined ? { deleteMissingAfter } : {}),
+    },
     positions: { hostDir: c.posOf('hostDir'), mountDir: c.posOf('mountDir') },
   };
 }
@@ -932,7 +964,9 @@ export function parseConfigEntries(
   const tolerationsAt = get('jobTolerations');
   const jobTolerations = (tolerationsAt ? d.tolerations(tolerationsAt, 'jobTolerations') : undefined) ?? [];
   const resyncAt = get('minResyncPeriod');
-  const minResyncPeriod = (resyncAt ? d.duration(resyncAt, 'minResyncPeriod') : undefined) ?? DEFAULT_MIN_RESYNC_PERIOD;
+  const minResyncPeriod =
+    (resyncAt ? d.duration(resyncAt, 'minResyncPeriod', '0s turns periodic informer resync off') : undefined) ??
+    DEFAULT_MIN_RESYNC_PERIOD;
   const taintKeyAt = get('provisionerNotReadyNodeTaintKey');
   const provisionerNotReadyNodeTaintKey =
     (taintKeyAt ? d.labelKey(taintKeyAt, 'provisionerNotReadyNodeTaintKey') : undefined) ?? '';
