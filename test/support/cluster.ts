@@ -89,6 +89,11 @@ export async function releasePersistentVolume(kc: KubeConfig, pvName: string): P
   return setPersistentVolumePhase(kc.makeApiClient(CoreV1Api), pvName, 'Released');
 }
 
+/** Marks a new PV Available, as the PV controller does (a bare apiserver leaves it Pending). */
+export async function markPersistentVolumeAvailable(kc: KubeConfig, pvName: string): Promise<V1PersistentVolume> {
+  return setPersistentVolumePhase(kc.makeApiClient(CoreV1Api), pvName, 'Available');
+}
+
 async function setPersistentVolumePhase(core: CoreV1Api, pvName: string, phase: string): Promise<V1PersistentVolume> {
   return retryOnConflict(async () => {
     const pv = await core.readPersistentVolumeStatus({ name: pvName });

@@ -35,7 +35,7 @@ import { decodeDeviceNumber, LinuxVolumes } from '../../../src/core/node/linux-v
 import { IDENTITY_ACTION_ANNOTATION, IDENTITY_ANNOTATION, NODE_UID_ANNOTATION } from '../../../src/core/pv/identity.js';
 import { NODE_LABEL, persistentVolumeName, PROVISIONED_BY_ANNOTATION } from '../../../src/core/pv/naming.js';
 import { REPO_ROOT } from '../../support/cli.js';
-import { bindPersistentVolume, releasePersistentVolume } from '../../support/cluster.js';
+import { bindPersistentVolume, markPersistentVolumeAvailable, releasePersistentVolume } from '../../support/cluster.js';
 import { eventually } from '../../support/eventually.js';
 import { parsePrometheusText } from '../../support/prom-text.js';
 import { runPvProtectionController } from '../../support/pv-protection.js';
@@ -696,6 +696,131 @@ describe('disk identity on a real node against the real apiserver', { skip: skip
         "the new disk's data is untouched",
       );
       assert.equal(readOnDisk(oldDisk, 'tenant-old.txt'), 'data of the old disk', "the old disk's data is untouched");
+    } finally {
+      await stopAgent(agent);
+    }
+  });
+
+  /** The volume health gauge's series of a PV: reason → value (empty: healthy). */
+  function healthGauge(agent: Agent, pvName: string): Record<string, number> {
+    const family = parsePrometheusText(agent['metrics'].registry.render()).get(
+      'local_volume_provisioner_volume_health_abnormal',
+    );
+    const series: Record<string, number> = {};
+    for (const s of family?.samples ?? [])
+      if (s.labels['persistentvolume'] === pvName) series[s.labels['reason'] ?? ''] = s.value;
+    return series;
+  }
+
+  /** The events of reason about an object of kind and name (the claim's are in its namespace, `default`). */
+  async function eventsAbout(kind: string, name: string, reason: string): Promise<CoreEvent[]> {
+    const list = await cluster.events.list({ namespace: 'default' });
+    return list.items.filter(
+      (e) => e.reason === reason && e.involvedObject.kind === kind && e.involvedObject.name === name,
+    );
+  }
+
+  it('volume health: an unmounted disk is abnormal once (PV and claim, gauge), normal again when remounted', async () => {
+    const node = `${PREFIX}-health`;
+    const disc = join(root, 'health');
+    mkdirSync(disc);
+    const { configDir, className } = await setupNode(node, filesystemClass(disc));
+    const disk = makeExt4('health', randomUUID());
+    const vol = join(disc, 'vol');
+    const unmountNow = mountExt4(disk, vol);
+    const agent = await startAgent(node, configDir);
+    try {
+      const pv = await pvFor(node, 'vol', className);
+      await bind(pv);
+      const claim = `claim-${pv.metadata.name}`;
+      await morePasses(agent, 2);
+      assert.deepEqual(healthGauge(agent, pv.metadata.name), {}, 'healthy while mounted');
+
+      unmountNow();
+      await eventually(
+        () => (healthGauge(agent, pv.metadata.name)['not-mounted'] === 1 ? true : undefined),
+        'the gauge says not-mounted',
+      );
+      const onPv = await eventually(async () => {
+        const found = await eventsAbout('PersistentVolume', pv.metadata.name, 'VolumeConditionAbnormal');
+        return found.length > 0 ? found : undefined;
+      }, 'VolumeConditionAbnormal on the PV');
+      assert.equal(onPv[0]?.type, 'Warning');
+      assert.match(onPv[0].message, /nothing is mounted at .*\(not-mounted\)/u);
+      await eventually(async () => {
+        const found = await eventsAbout('PersistentVolumeClaim', claim, 'VolumeConditionAbnormal');
+        return found.length > 0 ? found : undefined;
+      }, 'VolumeConditionAbnormal on the claim (kubectl describe pvc)');
+      await morePasses(agent, 3);
+      assert.equal(
+        (await eventsAbout('PersistentVolume', pv.metadata.name, 'VolumeConditionAbnormal')).length,
+        1,
+        'said once, not every pass',
+      );
+      assert.equal((await getPv(pv.metadata.name))?.metadata.uid, pv.metadata.uid, 'a Bound PV is never deleted');
+
+      mountExt4(disk, vol);
+      await eventually(async () => {
+        const found = await eventsAbout('PersistentVolume', pv.metadata.name, 'VolumeConditionNormal');
+        return found.length > 0 ? found : undefined;
+      }, 'VolumeConditionNormal on the PV');
+      assert.deepEqual(healthGauge(agent, pv.metadata.name), {}, 'the gauge is cleared');
+    } finally {
+      await stopAgent(agent);
+    }
+  });
+
+  it('the missing-disk policy deletes an Available PV whose disk stays missing, never a Bound one, and the disk back is published again', async () => {
+    const node = `${PREFIX}-missing`;
+    const disc = join(root, 'missing');
+    mkdirSync(disc);
+    const { configDir, className } = await setupNode(
+      node,
+      (name) => `${filesystemClass(disc)(name)}  deleteMissingAfter: 2s\n`,
+    );
+    const idle = makeExt4('missing-idle', randomUUID());
+    const used = makeExt4('missing-used', randomUUID());
+    const idleVol = join(disc, 'idle');
+    const usedVol = join(disc, 'used');
+    const unmountIdle = mountExt4(idle, idleVol);
+    const unmountUsed = mountExt4(used, usedVol);
+    const agent = await startAgent(node, configDir);
+    try {
+      const available = await pvFor(node, 'idle', className);
+      const bound = await pvFor(node, 'used', className);
+      // The PV controller's part (this plane runs none here): new PVs become Available.
+      await markPersistentVolumeAvailable(adminKubeConfig(), available.metadata.name);
+      await bind(bound);
+      await morePasses(agent, 2);
+      unmountIdle();
+      unmountUsed();
+      const deleted = await eventually(async () => {
+        const found = await eventsAbout('PersistentVolume', available.metadata.name, 'VolumeMissingDeleted');
+        return found.length > 0 ? found : undefined;
+      }, 'VolumeMissingDeleted on the Available PV');
+      assert.match(deleted[0]?.message ?? '', /deleteMissingAfter: 2s/u);
+      await eventually(async () => {
+        const now = await getPv(available.metadata.name);
+        return now === undefined ||
+          now.metadata.uid !== available.metadata.uid ||
+          now.metadata.deletionTimestamp !== undefined
+          ? true
+          : undefined;
+      }, 'the Available PV deleted');
+      await morePasses(agent, 3);
+      const boundNow = await getPv(bound.metadata.name);
+      assert.ok(boundNow !== undefined, 'the Bound PV is kept');
+      assert.equal(boundNow.metadata.uid, bound.metadata.uid, 'the same Bound PV');
+      assert.equal(boundNow.metadata.deletionTimestamp, undefined);
+      assert.deepEqual(await eventsAbout('PersistentVolume', bound.metadata.name, 'VolumeMissingDeleted'), []);
+
+      // The disk is back: published again, a new PV of the same name recording it.
+      mountExt4(idle, idleVol);
+      const again = await republished(available);
+      assert.equal(
+        again.metadata.annotations?.[IDENTITY_ANNOTATION],
+        available.metadata.annotations?.[IDENTITY_ANNOTATION],
+      );
     } finally {
       await stopAgent(agent);
     }
