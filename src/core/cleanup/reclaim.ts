@@ -116,6 +116,8 @@ export class Reclaimer {
    * the same volume's cleanup again, which would wipe it once more and race its republication.
    */
   private readonly deletedHere = new Map<string, string>();
+  /** PVs (name/UID) whose identity could not be recorded, already logged. */
+  private readonly identityWarned = new Set<string>();
 
   constructor(
     private readonly settings: ReclaimSettings,
@@ -173,8 +175,13 @@ export class Reclaimer {
   ): Promise<{ persistentVolumes: readonly PersistentVolume[]; recorded: string[] }> {
     const recorded: string[] = [];
     let result: PersistentVolume[] | undefined;
+    let attempts = 0;
+    if (this.identityWarned.size > 0) {
+      const keys = new Set(listed.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
+      for (const key of this.identityWarned) if (!keys.has(key)) this.identityWarned.delete(key);
+    }
     for (const [index, pv] of listed.entries()) {
-      if (recorded.length >= IDENTITY_RECORDS_PER_PASS) break;
+      if (attempts >= IDENTITY_RECORDS_PER_PASS) break;
       const accept = acceptRequested(pv);
       const phase = pv.status?.phase;
       const firstSight = !hasRecordedIdentity(pv) && (phase === 'Available' || phase === 'Bound');
@@ -182,6 +189,7 @@ export class Reclaimer {
       const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
       const path = classConfig && containerPath(pv, classConfig.hostDir, classConfig.mountDir);
       if (path === undefined) continue;
+      attempts += 1;
       try {
         const identity = await this.deps.volumes.volumeIdentity(path);
         const patched = await this.deps.cluster.persistentVolumes.patch(
@@ -199,7 +207,10 @@ export class Reclaimer {
         });
         if (accept) this.deps.events.record(pvRef(pv), 'Normal', 'VolumeIdentityAccepted', text);
       } catch (err) {
-        if (isNotFound(err)) continue;
+        // Retried every pass (a disk missing now, a patch refused): said once per PV.
+        const key = `${pv.metadata.name}/${pv.metadata.uid ?? ''}`;
+        if (isNotFound(err) || this.identityWarned.has(key)) continue;
+        this.identityWarned.add(key);
         this.deps.logger.log('warn', 'could not record a disk identity', {
           pv: pv.metadata.name,
           path,

@@ -554,6 +554,22 @@ describe("the seed's four cleanup transitions across a reload: each volume clean
       assert.deepEqual(unverifiable.cleaner.calls, []);
     });
 
+    it('an identity that cannot be recorded (the disk is missing now) is retried every pass and logged once', async () => {
+      const w = world();
+      await w.released('pv-gone', '/mnt/fast/gone', 'fast');
+      const pv = await w.cluster.persistentVolumes.get('pv-gone');
+      await w.cluster.persistentVolumes.updateStatus({ ...pv, status: { phase: 'Available' } });
+      const r = w.reclaimer(PROCESS);
+      for (let i = 0; i < 3; i++) assert.deepEqual((await r.pass(await w.list())).identitiesRecorded, []);
+      assert.equal(w.logger.messages('warn').filter((m) => m === 'could not record a disk identity').length, 1);
+      w.volumes.addMount('/mnt/fast/gone', { fsType: 'ext4', uuid: UUID_B });
+      assert.deepEqual(
+        (await r.pass(await w.list())).identitiesRecorded,
+        ['pv-gone'],
+        'recorded once the disk is there',
+      );
+    });
+
     it('records the identity of an Available or Bound PV that has none (taken over from upstream), never of a Released one', async () => {
       const w = world();
       await w.released('pv-released', '/mnt/fast/disk1', 'fast');
