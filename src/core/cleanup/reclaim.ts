@@ -198,14 +198,14 @@ export class Reclaimer {
         );
         recorded.push(pv.metadata.name);
         (result ??= [...listed])[index] = patched;
-        const text = accept
-          ? `Disk ${identity?.id ?? NO_IDENTITY} at ${path} accepted by the operator as this PV's disk`
-          : `Disk identity ${identity?.id ?? NO_IDENTITY} recorded (first seen without one)`;
         this.deps.logger.log('info', accept ? 'disk identity accepted' : 'disk identity recorded', {
           pv: pv.metadata.name,
           identity: identity?.id ?? NO_IDENTITY,
         });
-        if (accept) this.deps.events.record(pvRef(pv), 'Normal', 'VolumeIdentityAccepted', text);
+        if (accept) {
+          const text = `Disk ${identity?.id ?? NO_IDENTITY} at ${path} accepted by the operator as this PV's disk`;
+          this.deps.events.record(pvRef(pv), 'Normal', 'VolumeIdentityAccepted', text);
+        }
       } catch (err) {
         // Retried every pass (a disk missing now, a patch refused): said once per PV.
         const key = `${pv.metadata.name}/${pv.metadata.uid ?? ''}`;

@@ -257,7 +257,12 @@ describe('disk identity on a real node against the real apiserver', { skip: skip
 
   /** The quarantine gauge's series of a PV: reason → value (empty: no series). */
   function quarantineGauge(agent: Agent, pvName: string): Record<string, number> {
-    const family = parsePrometheusText(agent['metrics'].registry.render()).get(QUARANTINED);
+    return pvSeries(agent, QUARANTINED, pvName);
+  }
+
+  /** A per-PV gauge's series of a PV: reason → value (empty: no series). */
+  function pvSeries(agent: Agent, metric: string, pvName: string): Record<string, number> {
+    const family = parsePrometheusText(agent['metrics'].registry.render()).get(metric);
     const series: Record<string, number> = {};
     for (const s of family?.samples ?? [])
       if (s.labels['persistentvolume'] === pvName) series[s.labels['reason'] ?? ''] = s.value;
@@ -703,13 +708,7 @@ describe('disk identity on a real node against the real apiserver', { skip: skip
 
   /** The volume health gauge's series of a PV: reason → value (empty: healthy). */
   function healthGauge(agent: Agent, pvName: string): Record<string, number> {
-    const family = parsePrometheusText(agent['metrics'].registry.render()).get(
-      'local_volume_provisioner_volume_health_abnormal',
-    );
-    const series: Record<string, number> = {};
-    for (const s of family?.samples ?? [])
-      if (s.labels['persistentvolume'] === pvName) series[s.labels['reason'] ?? ''] = s.value;
-    return series;
+    return pvSeries(agent, 'local_volume_provisioner_volume_health_abnormal', pvName);
   }
 
   /** The events of reason about an object of kind and name (the claim's are in its namespace, `default`). */
