@@ -1,11 +1,27 @@
 // Shared by the benchmarks: the real kube-apiserver/etcd binaries (built or cached), the image's
 // NODE_OPTIONS, a process's RSS and CPU from /proc, bare node's start, bind-mounted volumes, the
-// agent's command line and a watch of a node's PVs.
+// agent's command line and a watch of a node's PVs; and for the fleet benchmarks (fleet-rollout,
+// staged-rollout) an agent's config and status sides, requests counted per client, and the CLI
+// timed as a process.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { RestCluster } from '../src/core/kube/rest-cluster.js';
+import { systemClock } from '../src/core/clock.js';
+import { parseConfigSnapshot } from '../src/core/config/decode/parse.js';
+import { snapshotFromDirectoryFiles } from '../src/core/config/decode/layout.js';
+import { sourceLabel } from '../src/core/config/source/port.js';
+import type { ConfigSource } from '../src/core/config/source/port.js';
+import { ConfigWatcher } from '../src/core/config/watcher.js';
+import { InvalidConfigError } from '../src/core/errors.js';
+import { statusLeaseName } from '../src/core/fleet/applied-state.js';
+import type { AppliedResult, AppliedState } from '../src/core/fleet/applied-state.js';
+import { StatePublisher } from '../src/core/fleet/publisher.js';
+import type { ResourceClient } from '../src/core/kube/cluster.js';
+import type { ConnectionSettings } from '../src/core/kube/kubeconfig.js';
+import type { ConfigMap, Lease } from '../src/core/kube/objects.js';
+import { RestCluster } from '../src/core/kube/rest-cluster.js';
+import { silentLogger } from '../src/core/log.js';
 import { NODE_LABEL } from '../src/core/pv/naming.js';
 import { bindMount, mountTmpfs, type Cleanup } from '../test/support/real-node.js';
 
@@ -109,4 +125,270 @@ export function agentCommandLine(configFile: string, adminSocket: string): strin
     '--log-format',
     'json',
   ];
+}
+
+// ---- the fleet benchmarks ----------------------------------------------------------------------
+
+/** `--name N` on the command line, else `fallback`. */
+export function numberFlag(name: string, fallback: number): number {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+}
+
+/** The kube-apiserver's version line (`Kubernetes v1.35.4`) from its binary. */
+export function apiserverVersion(binDir: string): string {
+  return spawnSync(join(binDir, 'kube-apiserver'), ['--version'], { encoding: 'utf8' }).stdout.trim();
+}
+
+export function quantile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
+}
+
+/** `median N ms, min N, max N` of some timings. */
+export function msSummary(xs: readonly number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  return `median ${quantile(s, 0.5).toFixed(0)} ms, min ${(s[0] ?? NaN).toFixed(0)}, max ${(s[s.length - 1] ?? NaN).toFixed(0)}`;
+}
+
+/** The agents' config hash of a ConfigMap's data, by the agent's loader. */
+export function configHash(data: Readonly<Record<string, string>>): string {
+  return parseConfigSnapshot(
+    snapshotFromDirectoryFiles(
+      'bench',
+      Object.entries(data).map(([name, text]) => ({ name, text })),
+    ),
+  ).hash;
+}
+
+/** Revision `i` of the benchmarks' config: every revision hashes differently. */
+export const benchConfigData = (i: number): Record<string, string> => ({
+  storageClassMap: `fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n  fsType: ext${String(2 + (i % 3))}\n`,
+  labelsForPV: `rev: "${String(i)}"\n`,
+});
+
+/** Writes revision `revision` of the benchmarks' config into ConfigMap `name`: its hash, and when the update was sent. */
+export async function applyRevision(
+  cluster: RestCluster,
+  name: string,
+  revision: number,
+): Promise<{ readonly hash: string; readonly at: number }> {
+  const data = benchConfigData(revision);
+  const configMap = await cluster.configMaps.get(name);
+  const at = Date.now();
+  await cluster.configMaps.update({ ...configMap, data });
+  return { hash: configHash(data), at };
+}
+
+/** Requests by `<resource> <verb>` (each call is one request; a watch counts when opened). */
+export type Requests = Map<string, number>;
+
+export function counted<T>(client: ResourceClient<T>, resource: string, counter: Requests): ResourceClient<T> {
+  const wrap =
+    <A extends unknown[], R>(verb: string, fn: (...args: A) => R) =>
+    (...args: A): R => {
+      const key = `${resource} ${verb}`;
+      counter.set(key, (counter.get(key) ?? 0) + 1);
+      return fn(...args);
+    };
+  return {
+    get: wrap('get', client.get.bind(client)),
+    list: wrap('list', client.list.bind(client)),
+    listMetadata: wrap('list', client.listMetadata.bind(client)),
+    watch: wrap('watch', client.watch.bind(client)),
+    create: wrap('create', client.create.bind(client)),
+    update: wrap('update', client.update.bind(client)),
+    updateStatus: wrap('update', client.updateStatus.bind(client)),
+    patch: wrap('patch', client.patch.bind(client)),
+    delete: wrap('delete', client.delete.bind(client)),
+  };
+}
+
+/** Counts added up (every agent's, or every worker's). */
+export function totals(counts: Iterable<Iterable<readonly [string, number]>>): Requests {
+  const sum: Requests = new Map();
+  for (const c of counts) for (const [k, n] of c) sum.set(k, (sum.get(k) ?? 0) + n);
+  return sum;
+}
+
+/** What each kind of request grew by between two totals, largest first. */
+export function countsBetween(before: Requests, after: Requests): (readonly [string, number])[] {
+  return [...after]
+    .map(([k, n]) => [k, n - (before.get(k) ?? 0)] as const)
+    .filter(([, n]) => n > 0)
+    .sort((x, y) => y[1] - x[1]);
+}
+
+export interface SimAgent {
+  readonly node: string;
+  readonly rest: RestCluster;
+  readonly source: ConfigSource;
+  readonly watcher: ConfigWatcher;
+  readonly publisher: StatePublisher;
+  readonly requests: Requests;
+  /** When the agent's Lease was written with each hash. */
+  readonly publishedAt: Map<string, number>;
+}
+
+export interface SimAgentOptions {
+  readonly node: string;
+  readonly namespace: string;
+  /** The provisioner instance of the status Lease (`run --status-name`). */
+  readonly instance: string;
+  /** The agent's config source over its (counted) ConfigMap client. */
+  readonly source: (configMaps: ResourceClient<ConfigMap>) => ConfigSource;
+}
+
+/**
+ * One agent's config side as the agent wires it (Agent.init): its own RestCluster (connection
+ * pool, rate limiter: qps 5, burst 10), the config source, the ConfigWatcher over it (the agent's
+ * default --config-sync-period and --config-debounce), each read parsed by the agent's loader, and
+ * the StatePublisher told after every reload. Everything else of the agent (volumes, PVs, HTTP)
+ * is left out: it does not talk about the config.
+ */
+export async function startSimAgent(connection: ConnectionSettings, options: SimAgentOptions): Promise<SimAgent> {
+  const { node } = options;
+  const rest = new RestCluster({ connection, qps: 5, burst: 10 });
+  const requests: Requests = new Map();
+  const publishedAt = new Map<string, number>();
+  const leases = counted(rest.leases, 'leases', requests);
+  const recording: ResourceClient<Lease> = {
+    ...leases,
+    create: async (l, o) => record(await leases.create(l, o)),
+    update: async (l, o) => record(await leases.update(l, o)),
+  };
+  function record(lease: Lease): Lease {
+    const hash = lease.metadata.annotations?.['local-static-provisioner/applied-hash'];
+    if (hash !== undefined && !publishedAt.has(hash)) publishedAt.set(hash, Date.now());
+    return lease;
+  }
+  const publisher = new StatePublisher({
+    leases: recording,
+    target: { name: statusLeaseName(options.instance, node), namespace: options.namespace, instance: options.instance },
+    clock: systemClock,
+    logger: silentLogger,
+  });
+  const source = options.source(counted(rest.configMaps, 'configmaps', requests));
+  let generation = 1;
+  let applied = '';
+  const state = (result: AppliedResult, extra: { reason?: string; candidateHash?: string } = {}): AppliedState => ({
+    node,
+    appliedHash: applied,
+    generation,
+    result,
+    ...extra,
+    source: sourceLabel(source.status().inUse),
+    agentVersion: 'bench',
+  });
+  const watcher = new ConfigWatcher({
+    source,
+    pollIntervalMs: 5_000,
+    debounceMs: 100,
+    deferChecks: true,
+    clock: systemClock,
+    logger: silentLogger,
+    // The reload, reduced to what the published state shows: parse the read, apply it or reject it.
+    onChange: (_trigger, _fingerprint, read) => {
+      if (!read.ok) {
+        publisher.update(state('rejected', { reason: read.error.message }));
+        return Promise.resolve();
+      }
+      try {
+        const hash = parseConfigSnapshot(read.snapshot).hash;
+        if (hash === applied) return Promise.resolve();
+        applied = hash;
+        generation += 1;
+        publisher.update(state('applied', { candidateHash: hash }));
+      } catch (err) {
+        if (!(err instanceof InvalidConfigError)) throw err;
+        publisher.update(state('rejected', { reason: err.message }));
+      }
+      return Promise.resolve();
+    },
+  });
+  await source.start({
+    changed: (by) => {
+      watcher.request(by);
+    },
+  });
+  const first = await watcher.start();
+  if (first?.ok !== true) throw new Error(`${node}: cannot read the config source at start-up`);
+  applied = parseConfigSnapshot(first.snapshot).hash;
+  publisher.start(state('started'));
+  watcher.resume();
+  return { node, rest, source, watcher, publisher, requests, publishedAt };
+}
+
+export async function stopSimAgent(agent: SimAgent): Promise<void> {
+  await agent.watcher.stop();
+  await agent.source.stop();
+  await agent.publisher.stop();
+  agent.rest.close();
+}
+
+/** `count` agents, `batch` starting at a time. */
+export async function startSimAgents(
+  count: number,
+  start: (i: number) => Promise<SimAgent>,
+  batch = 20,
+): Promise<SimAgent[]> {
+  const agents: SimAgent[] = [];
+  for (let i = 0; i < count; i += batch)
+    agents.push(...(await Promise.all(Array.from({ length: Math.min(batch, count - i) }, (_, j) => start(i + j)))));
+  return agents;
+}
+
+export interface TimedRun {
+  readonly ms: number;
+  readonly status: number | null;
+  readonly stdout: string;
+}
+
+/**
+ * `node ARGS` as a process with KUBECONFIG set: its wall time, exit code and output. Not
+ * spawnSync: the caller's event loop (a controller, watches) keeps running meanwhile.
+ */
+export async function timeNode(args: readonly string[], kubeconfig: string): Promise<TimedRun> {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, KUBECONFIG: kubeconfig },
+    cwd: join(REPO_ROOT, 'bench'),
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  let stdout = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { ms: performance.now() - t0, status, stdout };
+}
+
+export interface CliTimings {
+  readonly bare: readonly number[];
+  readonly help: readonly number[];
+  readonly cli: readonly number[];
+  /** The last run of the command. */
+  readonly last: TimedRun;
+}
+
+/**
+ * `bin/run.js ARGS` as a process, `runs` times after one warm-up (V8's compile cache then holds
+ * the bundle, as any second invocation finds it), interleaved with bare `node -e` and the
+ * command's `--help` (oclif and the command's module, no cluster) to show where the time goes.
+ */
+export async function timeCli(
+  args: readonly string[],
+  helpArgs: readonly string[],
+  runs: number,
+  kubeconfig: string,
+): Promise<CliTimings> {
+  const bin = join(REPO_ROOT, 'bin/run.js');
+  const bare: number[] = [];
+  const help: number[] = [];
+  const cli: number[] = [];
+  let last = await timeNode([bin, ...args], kubeconfig);
+  for (let k = 0; k < runs; k++) {
+    bare.push((await timeNode(['-e', 'console.log(1)'], kubeconfig)).ms);
+    help.push((await timeNode([bin, ...helpArgs, '--help'], kubeconfig)).ms);
+    last = await timeNode([bin, ...args], kubeconfig);
+    cli.push(last.ms);
+  }
+  return { bare, help, cli, last };
 }

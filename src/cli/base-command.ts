@@ -3,7 +3,7 @@ import { Command, Errors } from '@oclif/core';
 import { ProvisionerError } from '../core/errors.js';
 import { errorOutput } from './error-output.js';
 
-export { issueToJson, type ErrorJson, type IssueJson } from './error-output.js';
+export { type ErrorJson } from './error-output.js';
 export { defaultConfigDir } from './config-dir.js';
 
 export abstract class ProvisionerCommand extends Command {

@@ -1,7 +1,7 @@
 // How a failed command reports its error: the text, the stream and the exit code. Shared by the
 // oclif commands (base-command.ts) and the lean `run` entry (run-lean.ts), which loads no oclif.
-import { ExitCode, formatIssue, InvalidConfigError, ProvisionerError } from '../core/errors.js';
-import type { ConfigIssue } from '../core/errors.js';
+import { ExitCode, formatIssue, InvalidConfigError, issueToJson, ProvisionerError } from '../core/errors.js';
+import type { IssueJson } from '../core/errors.js';
 
 export interface ErrorJson {
   readonly formatVersion: 1;
@@ -10,26 +10,6 @@ export interface ErrorJson {
     readonly exitCode: number;
     readonly message: string;
     readonly issues: readonly IssueJson[];
-  };
-}
-
-export interface IssueJson {
-  readonly severity: 'error' | 'warning';
-  readonly path: string;
-  readonly message: string;
-  readonly file?: string;
-  readonly line?: number;
-  readonly column?: number;
-}
-
-export function issueToJson(issue: ConfigIssue): IssueJson {
-  return {
-    severity: issue.severity,
-    path: issue.path,
-    message: issue.message,
-    ...(issue.position?.file !== undefined ? { file: issue.position.file } : {}),
-    ...(issue.position?.line !== undefined ? { line: issue.position.line } : {}),
-    ...(issue.position?.column !== undefined ? { column: issue.position.column } : {}),
   };
 }
 

@@ -39,7 +39,7 @@ export const RUN_FLAGS = {
   'config-source': {
     kind: 'string',
     description:
-      "Where the config comes from: `directory` (the --config-dir mount) or `configmap:[NAMESPACE/]NAME` (that ConfigMap through the API, watched; the namespace defaults to the pod's). With a ConfigMap, --config-dir, when it exists, serves until the ConfigMap can first be read.",
+      "Where the config comes from: `directory` (the --config-dir mount), `configmap:[NAMESPACE/]NAME` (that ConfigMap through the API, watched; the namespace defaults to the pod's) or `staged:[NAMESPACE/]NAME` (a staged rollout of that ConfigMap: its copies NAME-stable and NAME-candidate, the candidate only while the rollout controller has opened this node's wave). With a ConfigMap, --config-dir, when it exists, serves until the ConfigMap can first be read.",
     default: 'directory',
     env: 'PROVISIONER_CONFIG_SOURCE',
   },

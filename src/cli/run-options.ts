@@ -89,8 +89,9 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
   const { parseRequestedConfigSource } = await import('../core/config/source/port.js');
   const source = parseRequestedConfigSource(flags['config-source']);
   if (!source.ok) throw new UsageError(`--config-source: ${source.message}`);
-  let configMap: { namespace: string; name: string } | undefined;
-  if (source.spec.kind === 'configmap') {
+  let configMap: { namespace: string; name: string; staged?: boolean } | undefined;
+  if (source.spec.kind !== 'directory') {
+    const { kind } = source.spec;
     if (sandbox !== undefined) throw new UsageError('--config-source: a ConfigMap cannot be read with --sandbox');
     const namespace =
       source.spec.namespace ??
@@ -101,9 +102,9 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       ));
     if (namespace === undefined)
       throw new UsageError(
-        `--config-source: no namespace: give configmap:NAMESPACE/${source.spec.name}, or set MY_NAMESPACE`,
+        `--config-source: no namespace: give ${kind}:NAMESPACE/${source.spec.name}, or set MY_NAMESPACE`,
       );
-    configMap = { namespace, name: source.spec.name };
+    configMap = { namespace, name: source.spec.name, ...(kind === 'staged' ? { staged: true } : {}) };
   }
   const logLevel = flags['log-level'];
   return {

@@ -69,7 +69,7 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
 
     if (ui === undefined) {
       const status = await client.status();
-      const { renderDashboardText } = await import('../render/dashboard-text.js');
+      const { renderDashboardText } = await import('../ui/dashboard/text.js');
       this.writeOut(renderDashboardText(status, { now: Date.now() }));
       return;
     }

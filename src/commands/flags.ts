@@ -4,6 +4,7 @@
 import { Flags } from '@oclif/core';
 import { CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR } from '../cli/config-dir.js';
 import { RUN_FLAGS } from '../cli/run-flags.js';
+import { UsageError } from '../core/errors.js';
 
 /** How help texts name the config a command reads when given none (defaultConfigDir). */
 export const NODE_CONFIG_HELP = `${DEFAULT_CONFIG_DIR} (or $${CONFIG_DIR_ENV})`;
@@ -51,4 +52,17 @@ export function rateLimitFlags(defaults: { readonly qps: number; readonly burst:
 /** --log-level and --log-format, as `run` has them (logs go to stderr). */
 export function logFlags() {
   return { 'log-level': Flags.string(RUN_FLAGS['log-level']), 'log-format': Flags.string(RUN_FLAGS['log-format']) };
+}
+
+/** --configmap NAMESPACE/NAME: a ConfigMap read (and, for the rollout requests, written) through the API. */
+export function configMapFlag(description: string, exclusive?: readonly string[]) {
+  return Flags.string({ description, ...(exclusive !== undefined ? { exclusive: [...exclusive] } : {}) });
+}
+
+/** A --configmap value → its namespace and name, or a usage error. */
+export function configMapRef(value: string): { readonly namespace: string; readonly name: string } {
+  const [namespace, name, ...rest] = value.split('/');
+  if (namespace === undefined || namespace === '' || name === undefined || name === '' || rest.length > 0)
+    throw new UsageError(`--configmap: expected NAMESPACE/NAME, found ${JSON.stringify(value)}`);
+  return { namespace, name };
 }

@@ -7,6 +7,11 @@ import Dashboard from './dashboard.js';
 import DiffConfig from './diff-config.js';
 import NodeCleanup from './node-cleanup.js';
 import Reload from './reload.js';
+import RolloutController from './rollout-controller.js';
+import RolloutAbort from './rollout-abort.js';
+import RolloutPause from './rollout-pause.js';
+import RolloutPromote from './rollout-promote.js';
+import RolloutResume from './rollout-resume.js';
 import RolloutStatus from './rollout-status.js';
 import Run from './run.js';
 import Simulate from './simulate.js';
@@ -18,6 +23,11 @@ export const COMMANDS = {
   'diff-config': DiffConfig,
   'node-cleanup': NodeCleanup,
   reload: Reload,
+  'rollout:controller': RolloutController,
+  'rollout:abort': RolloutAbort,
+  'rollout:pause': RolloutPause,
+  'rollout:promote': RolloutPromote,
+  'rollout:resume': RolloutResume,
   'rollout:status': RolloutStatus,
   run: Run,
   simulate: Simulate,

@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
-import { DEFAULT_STATUS_NAME, kubeconfigFlag, outputFlag } from './flags.js';
+import { configMapFlag, configMapRef, DEFAULT_STATUS_NAME, kubeconfigFlag, outputFlag } from './flags.js';
 
 export default class RolloutStatus extends ProvisionerCommand {
   static override summary = "Show which nodes apply the desired config: every agent's published state against it.";
@@ -10,7 +10,9 @@ export default class RolloutStatus extends ProvisionerCommand {
 
 Without --configmap or --config the desired config is the chart's ConfigMap, <namespace>/<name>-config.
 
-Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not done (a node pending, stale or missing; with --wait: still so at --timeout), 2 usage error, 3 the desired config is invalid, 4 it cannot be read (no such ConfigMap or file), 5 the cluster cannot be read. See docs/rollout-status.md.`;
+With a staged rollout of that ConfigMap (its copies <name>-candidate and <name>-stable exist) it also shows the rollout's phase and waves, the halted node and why, and holds each node to the config its wave gives it: the candidate in an open wave, the stable config elsewhere.
+
+Exit codes: 0 every node applies the desired config (staged: the rollout of it is complete), 1 a node rejected it (staged: the rollout halted or was aborted), 6 not done (a node pending, stale or missing, a staged rollout still progressing or paused; with --wait: still so at --timeout), 2 usage error, 3 the desired config is invalid, 4 it cannot be read (no such ConfigMap or file), 5 the cluster cannot be read. See docs/rollout-status.md.`;
 
   static override examples = [
     '<%= config.bin %> <%= command.id %> -n kube-system',
@@ -19,10 +21,7 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
   ];
 
   static override flags = {
-    configmap: Flags.string({
-      description: 'The desired config: a ConfigMap NAMESPACE/NAME read through the API.',
-      exclusive: ['config'],
-    }),
+    configmap: configMapFlag('The desired config: a ConfigMap NAMESPACE/NAME read through the API.', ['config']),
     config: Flags.string({
       description: 'The desired config: a ConfigMap directory, YAML file or manifest.',
       exclusive: ['configmap'],
@@ -39,7 +38,10 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
       char: 'l',
       description: 'Label selector of the Nodes that must run an agent (the DaemonSet nodeSelector); default: all.',
     }),
-    wait: Flags.boolean({ description: 'Wait until every node applies the desired config, or one rejects it.' }),
+    wait: Flags.boolean({
+      description:
+        'Wait until every node applies the desired config (staged: the rollout completes), or one rejects it (staged: the rollout halts or is aborted).',
+    }),
     timeout: Flags.string({
       description: 'With --wait: give up after this long, exit 6 (Go duration; default 5m).',
       dependsOn: ['wait'],
@@ -47,7 +49,7 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
     'poll-interval': Flags.string({ description: 'With --wait: time between two reads (Go duration).', default: '1s' }),
     output: outputFlag(),
     kubeconfig: kubeconfigFlag(
-      'Kubeconfig (default: in-cluster service account). Needs list on leases and nodes, get on the ConfigMap.',
+      'Kubeconfig (default: in-cluster service account). Needs list on leases and nodes, get on the ConfigMap (and its -candidate and -stable copies).',
     ),
   };
 
@@ -60,13 +62,7 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
     const { statusNameProblem } = await import('../core/fleet/applied-state.js');
     const nameProblem = statusNameProblem(flags.name);
     if (nameProblem !== undefined) throw new UsageError(`--name: ${nameProblem}`);
-    let configMap: { namespace: string; name: string } | undefined;
-    if (flags.configmap !== undefined) {
-      const [ns, name, ...rest] = flags.configmap.split('/');
-      if (ns === undefined || ns === '' || name === undefined || name === '' || rest.length > 0)
-        throw new UsageError(`--configmap: expected NAMESPACE/NAME, found ${JSON.stringify(flags.configmap)}`);
-      configMap = { namespace: ns, name };
-    }
+    const configMap = flags.configmap === undefined ? undefined : configMapRef(flags.configmap);
     if (flags.selector !== undefined) {
       const { LabelSelectorError, parseLabelSelector } = await import('../core/kube/label-selector.js');
       try {
@@ -86,16 +82,17 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
       const namespace = flags.namespace ?? rest.contextNamespace ?? 'default';
       const fleet = await import('../core/fleet/rollout.js');
       const render = await import('../render/rollout-status.js');
+      const operatorConfigMap = configMap ?? { namespace, name: `${flags.name}-config` };
       const desired = await fleet.readDesiredConfig(
         rest,
-        flags.config !== undefined
-          ? { kind: 'path', path: flags.config }
-          : { kind: 'configmap', ...(configMap ?? { namespace, name: `${flags.name}-config` }) },
+        flags.config !== undefined ? { kind: 'path', path: flags.config } : { kind: 'configmap', ...operatorConfigMap },
       );
       const query = {
         namespace,
         instance: flags.name,
         ...(flags.selector !== undefined ? { nodeSelector: flags.selector } : {}),
+        // A staged rollout of that ConfigMap (its NAME-candidate and NAME-stable copies), if any.
+        stagedOf: operatorConfigMap,
       };
       let status;
       let timedOut: boolean | undefined;
@@ -107,8 +104,7 @@ Exit codes: 0 every node applies the desired config, 1 a node rejected it, 6 not
           intervalMs,
           // Progress on stderr, one line per change: stdout stays the final table (or JSON).
           onProgress: (s) => {
-            const c = s.counts;
-            const line = `waiting: in sync ${String(c['in-sync'])}/${String(s.nodes.length)}, pending ${String(c.pending)}, stale ${String(c.stale)}, missing ${String(c.missing)}`;
+            const line = render.rolloutProgressLine(s);
             if (line !== lastLine && s.verdict === 'in-progress') this.writeErr(line);
             lastLine = line;
           },

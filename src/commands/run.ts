@@ -9,7 +9,7 @@ export default class Run extends ProvisionerCommand {
 
   static override description = `The container entrypoint. Reads the config (a mounted ConfigMap directory), connects to the cluster (in-cluster service account, or KUBECONFIG), labels PVs of this node that upstream created, then discovers volumes every --discovery-period and whenever the mount table or a discovery directory changes, and cleans released volumes.
 
-The config is watched: a ConfigMap update (kubelet's ..data swap; with --config-source configmap:NAME, the API's watch of the ConfigMap, within about a second), a SIGHUP or \`provisioner reload\` restarts the sync loop on the new config without restarting the process. An invalid config is rejected and the running one stays. A change that would orphan existing PVs or change their ownership is refused by default (--reload-guard); \`provisioner reload --allow\` or a restart applies it.
+The config is watched: a ConfigMap update (kubelet's ..data swap; with --config-source configmap:NAME, the API's watch of the ConfigMap, within about a second; with --config-source staged:NAME, the staged rollout's copies of it, the candidate only once the rollout controller opens this node's wave), a SIGHUP or \`provisioner reload\` restarts the sync loop on the new config without restarting the process. An invalid config is rejected and the running one stays. A change that would orphan existing PVs or change their ownership is refused by default (--reload-guard); \`provisioner reload --allow\` or a restart applies it.
 
 Serves /metrics, /healthz and /ready on --listen-address, and the admin endpoint (status, events, reload) on --admin-socket.
 
@@ -17,7 +17,7 @@ Publishes its applied config (hash, generation, last reload result and reason) a
 
 Try it without a cluster: \`provisioner run --sandbox ./sandbox\` runs the real agent against an in-memory cluster; every directory under sandbox/disks/<class>/ counts as a volume. Its config is sandbox/config/ (created on first use), or --config-dir when given; every class's mountDir must lie below sandbox/disks/. The node is MY_NODE_NAME, else "sandbox-node".
 
-Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"; also the namespace of --config-source configmap:NAME, else the service account's namespace), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_CONFIG_SOURCE (--config-source), PROVISIONER_ADMIN_SOCKET (--admin-socket), PROVISIONER_STATUS_NAME (--status-name).
+Environment: MY_NODE_NAME (required, except with --sandbox), MY_NAMESPACE (default "default"; also the namespace of --config-source configmap:NAME and staged:NAME, else the service account's namespace), KUBECONFIG, JOB_CONTAINER_IMAGE, PROVISIONER_CONFIG_DIR (--config-dir), PROVISIONER_CONFIG_SOURCE (--config-source), PROVISIONER_ADMIN_SOCKET (--admin-socket), PROVISIONER_STATUS_NAME (--status-name).
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at start-up, 4 config unreadable, 5 start-up failed.`;
 
   static override examples = [

@@ -8,13 +8,14 @@ export default class Simulate extends ProvisionerCommand {
 
   static override description = `Plan mode (the default) runs one pass of a freshly started agent — the same adoption, reclaim and discovery code as \`run\` — against this node (read-only) or a node-facts fixture, and the cluster (read-only, through --kubeconfig) or a cluster fixture. It prints the PVs it would create, the cleanups and deletions of Released PVs, the entries it would skip and why, and the orphaned PVs. Nothing is ever written: every API call goes through a read-only wrapper that refuses writes, and no cleaner is ever run. With --from, it also shows what a reload from that config to --config would change on this node.
 
-Scenario mode (--scenario FILE, or --demo for a built-in story) replays a timeline of events — disks added and removed, claims bound and released, config changes, cleanups that fail or are slow, Jobs that finish, agent restarts, time passing — against the real agent on an in-memory cluster and node with a virtual clock, and checks the expectations written after each step.
+Scenario mode (--scenario FILE, or --demo for a built-in story) replays a timeline of events — disks added and removed, claims bound and released, config changes, cleanups that fail or are slow, Jobs that finish, agent restarts, time passing — against the real agent on an in-memory cluster and node with a virtual clock, and checks the expectations written after each step. A scenario with a stagedRollout block rehearses a staged config rollout across a fleet: the real rollout controller, the real agent on one node and stand-in agents on the others (the canary, the waves, a halt and its revert, pause, resume, abort, promote).
 
 Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 2 usage error, 3 invalid config, fixture or scenario (file, step and field are named), 4 a config or input file cannot be read, 5 the cluster cannot be read or the Node does not exist.`;
 
   static override examples = [
     '<%= config.bin %> <%= command.id %> --demo',
     '<%= config.bin %> <%= command.id %> --scenario docs/scenarios/cleanup-in-process-to-job.yaml',
+    '<%= config.bin %> <%= command.id %> --scenario docs/scenarios/staged-rollout-halted-canary.yaml',
     '<%= config.bin %> <%= command.id %> --config new-configmap.yaml --node-facts node.yaml --cluster cluster.yaml',
     '<%= config.bin %> <%= command.id %> --config ./new --from /etc/provisioner/config --node node-a --kubeconfig ~/.kube/config -o yaml',
   ];

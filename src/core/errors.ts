@@ -23,6 +23,8 @@ export const ExitCode = {
   AgentUnreachable: 2,
   /** reload: the agent did not answer in time. */
   AgentTimeout: 3,
+  /** rollout pause|resume|abort|promote: no staged rollout, or the request does not fit its phase (or the controller dropped it). */
+  Refused: 1,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -69,6 +71,19 @@ export class StartupError extends ProvisionerError {
   readonly code = 'startup-failed';
 }
 
+/** `rollout pause|resume|abort|promote` refused: no staged rollout of the ConfigMap, or not in this phase. */
+export class RolloutRequestError extends ProvisionerError {
+  readonly exitCode = ExitCode.Refused;
+  readonly code = 'rollout-refused';
+  constructor(
+    /** `not-staged`: no NAME-candidate or no readable state; `phase`: the action does not fit the phase. */
+    readonly reason: 'not-staged' | 'phase',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** The most errors (and, apart, warnings) an InvalidConfigError carries: enough to fix a config, bounded for any input. */
 export const MAX_REPORTED_ISSUES = 100;
 
@@ -102,4 +117,25 @@ export function formatIssue(issue: ConfigIssue): string {
   const prefix = where === '' ? '' : `${where}: `;
   const path = issue.path === '' ? '' : `${issue.path}: `;
   return `${prefix}${path}${issue.message}`;
+}
+
+/** An issue in the JSON contracts (`-o json` of diff-config and simulate, the error JSON). */
+export interface IssueJson {
+  readonly severity: 'error' | 'warning';
+  readonly path: string;
+  readonly message: string;
+  readonly file?: string;
+  readonly line?: number;
+  readonly column?: number;
+}
+
+export function issueToJson(issue: ConfigIssue): IssueJson {
+  return {
+    severity: issue.severity,
+    path: issue.path,
+    message: issue.message,
+    ...(issue.position?.file !== undefined ? { file: issue.position.file } : {}),
+    ...(issue.position?.line !== undefined ? { line: issue.position.line } : {}),
+    ...(issue.position?.column !== undefined ? { column: issue.position.column } : {}),
+  };
 }

@@ -3,8 +3,8 @@ import type { ConfigComparison } from '../core/config/compare.js';
 import type { ConfigChange } from '../core/config/diff.js';
 import { IMPACT_CLASSES } from '../core/config/effects.js';
 import type { EffectRow, ImpactClass } from '../core/config/effects.js';
-import { issueToJson } from '../cli/base-command.js';
-import type { IssueJson } from '../cli/base-command.js';
+import { issueToJson } from '../core/errors.js';
+import type { IssueJson } from '../core/errors.js';
 import { PAINT } from './text.js';
 
 export const DIFF_CONFIG_FORMAT_VERSION = 1;

@@ -2,6 +2,7 @@
 import { formatIssue } from '../core/errors.js';
 import type { ConfigIssue } from '../core/errors.js';
 import type { ReloadChange, ReloadResult } from '../core/agent/reload-types.js';
+import { plural } from './text.js';
 
 export const RELOAD_FORMAT_VERSION = 1;
 
@@ -57,10 +58,6 @@ const SYMBOL: Readonly<Record<string, string>> = { added: '+', removed: '-', ren
 
 function changeLine(c: ReloadChange): string {
   return `  ${SYMBOL[c.action] ?? '~'} ${c.path}  [${c.impact}] ${c.summary}`;
-}
-
-function plural(n: number, word: string): string {
-  return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
 export function renderReloadText(r: ReloadResult): string {

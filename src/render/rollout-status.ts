@@ -1,6 +1,14 @@
 // Text and JSON renderings of a rollout status. The JSON is a documented contract
 // (docs/rollout-status.md, docs/schemas/rollout-status.v1.schema.json).
-import type { NodeRollout, NodeRolloutState, RolloutStatus, RolloutVerdict } from '../core/fleet/rollout.js';
+import type {
+  NodeRollout,
+  NodeRolloutState,
+  RolloutStatus,
+  RolloutVerdict,
+  StagedSummary,
+  WaveProgress,
+} from '../core/fleet/rollout.js';
+import type { ContentRef, RolloutAction, RolloutPhase } from '../core/staged-rollout/state.js';
 import { plural, shortHash } from './text.js';
 
 export const ROLLOUT_FORMAT_VERSION = 1;
@@ -31,6 +39,46 @@ export interface NodeRolloutJson {
   readonly volumesAbnormal?: number;
   /** Released PVs of the node quarantined: another disk is at their path (absent: none). */
   readonly volumesQuarantined?: number;
+  /** Staged rollout: the config the node should run now, and its wave (absent: in none). */
+  readonly expects?: 'candidate' | 'stable';
+  readonly wave?: string;
+}
+
+export interface WaveJson {
+  readonly name: string;
+  readonly nodes: number;
+  readonly open: boolean;
+  readonly applied: number;
+  readonly pending: number;
+  readonly failed: number;
+  readonly gone: number;
+  readonly openedAt?: string;
+  readonly bakingSince?: string;
+}
+
+export interface StagedJson {
+  /** The operator's ConfigMap, NAMESPACE/NAME; its copies are NAME-candidate and NAME-stable. */
+  readonly configMap: string;
+  /** Absent when NAME-candidate carries no readable state (`problem` says why): every node runs stable. */
+  readonly phase?: RolloutPhase;
+  readonly candidate?: ContentRef;
+  readonly stable?: ContentRef;
+  /** The rollout is of the desired config; false: the controller has not taken up the change yet. */
+  readonly followsDesired: boolean;
+  readonly waves: readonly WaveJson[];
+  readonly halt?: {
+    readonly wave: string;
+    readonly node: string;
+    readonly reason: string;
+    readonly at: string;
+    readonly reverted: boolean;
+  };
+  readonly message?: string;
+  readonly startedAt?: string;
+  readonly updatedAt?: string;
+  /** A request (`rollout pause|resume|abort|promote`) the controller has not taken up yet. */
+  readonly request?: { readonly action: RolloutAction; readonly by?: string; readonly at: string };
+  readonly problem?: string;
 }
 
 export interface RolloutJson {
@@ -45,6 +93,8 @@ export interface RolloutJson {
   readonly counts: Readonly<Record<NodeRolloutState, number>>;
   readonly nodes: readonly NodeRolloutJson[];
   readonly unknownNodes: readonly string[];
+  /** The staged rollout of the desired ConfigMap, when its staged copies exist (additive in format 1). */
+  readonly staged?: StagedJson;
 }
 
 function iso(ms: number): string {
@@ -53,7 +103,7 @@ function iso(ms: number): string {
 
 function nodeJson(n: NodeRollout, now: number): NodeRolloutJson {
   const p = n.published;
-  if (p === undefined) return { node: n.node, state: n.state };
+  if (p === undefined) return { node: n.node, state: n.state, ...stagedNodeJson(n) };
   return {
     node: n.node,
     state: n.state,
@@ -69,6 +119,69 @@ function nodeJson(n: NodeRollout, now: number): NodeRolloutJson {
       : {}),
     ...(p.volumesAbnormal !== undefined ? { volumesAbnormal: p.volumesAbnormal } : {}),
     ...(p.volumesQuarantined !== undefined ? { volumesQuarantined: p.volumesQuarantined } : {}),
+    ...stagedNodeJson(n),
+  };
+}
+
+function stagedNodeJson(n: NodeRollout): Pick<NodeRolloutJson, 'expects' | 'wave'> {
+  return {
+    ...(n.expects !== undefined ? { expects: n.expects } : {}),
+    ...(n.wave !== undefined ? { wave: n.wave } : {}),
+  };
+}
+
+function contentJson(ref: ContentRef): ContentRef {
+  return ref.hash === undefined ? { fingerprint: ref.fingerprint } : { fingerprint: ref.fingerprint, hash: ref.hash };
+}
+
+function waveJson(w: WaveProgress): WaveJson {
+  return {
+    name: w.name,
+    nodes: w.nodes,
+    open: w.open,
+    applied: w.applied,
+    pending: w.pending,
+    failed: w.failed,
+    gone: w.gone,
+    ...(w.openedAt !== undefined ? { openedAt: iso(w.openedAt) } : {}),
+    ...(w.bakingSince !== undefined ? { bakingSince: iso(w.bakingSince) } : {}),
+  };
+}
+
+export function toStagedJson(staged: StagedSummary): StagedJson {
+  const state = staged.state;
+  const halt = state?.halt;
+  const request = staged.request;
+  return {
+    configMap: `${staged.namespace}/${staged.name}`,
+    ...(state !== undefined ? { phase: state.phase, candidate: contentJson(state.candidate) } : {}),
+    ...(staged.stable !== undefined ? { stable: contentJson(staged.stable) } : {}),
+    followsDesired: staged.followsDesired,
+    waves: staged.waves.map(waveJson),
+    ...(state !== undefined && halt !== undefined
+      ? {
+          halt: {
+            // A halt before any wave: the canary could not be chosen.
+            wave: state.waves[halt.wave]?.name ?? 'canary',
+            node: halt.node,
+            reason: halt.reason,
+            at: iso(halt.at),
+            reverted: state.reverted,
+          },
+        }
+      : {}),
+    ...(state?.message !== undefined ? { message: state.message } : {}),
+    ...(state !== undefined ? { startedAt: iso(state.startedAt), updatedAt: iso(state.updatedAt) } : {}),
+    ...(request !== undefined
+      ? {
+          request: {
+            action: request.action,
+            ...(request.by !== undefined ? { by: request.by } : {}),
+            at: iso(request.at),
+          },
+        }
+      : {}),
+    ...(staged.stateProblem !== undefined ? { problem: staged.stateProblem } : {}),
   };
 }
 
@@ -84,6 +197,7 @@ export function toRolloutJson(status: RolloutStatus, timedOut?: boolean): Rollou
     counts: { ...status.counts },
     nodes: status.nodes.map((n) => nodeJson(n, status.checkedAt)),
     unknownNodes: [...status.unknownNodes],
+    ...(status.staged !== undefined ? { staged: toStagedJson(status.staged) } : {}),
   };
 }
 
@@ -141,39 +255,161 @@ function pad(text: string, width: number): string {
   return text + ' '.repeat(Math.max(0, width - text.length));
 }
 
-/** One line per node, a summary first. */
+const PHASE_TEXT: Readonly<Record<RolloutPhase, string>> = {
+  progressing: 'progressing',
+  paused: 'paused',
+  halted: 'halted',
+  complete: 'complete',
+  aborted: 'aborted',
+  invalid: 'candidate invalid',
+};
+
+/** The first line: the verdict, and in a staged rollout what holds it. */
+function headline(status: RolloutStatus, timedOut: boolean | undefined): string {
+  const c = status.counts;
+  const total = status.nodes.length;
+  const desired = shortHash(status.desired.hash);
+  const state = status.staged?.state;
+  if (status.verdict === 'complete')
+    return `rollout complete: ${String(total)} of ${String(total)} nodes apply ${desired}`;
+  if (status.verdict === 'rejected') {
+    if (c.rejected === 0 && state !== undefined) {
+      if (state.phase === 'halted') {
+        const h = state.halt;
+        const wave = h === undefined ? '' : ` at ${state.waves[h.wave]?.name ?? 'canary'}`;
+        const who = h === undefined || h.node === '' ? '' : `: node ${h.node}`;
+        return `rollout halted${wave}${who}; ${desired} is not rolled out further`;
+      }
+      return `rollout ${PHASE_TEXT[state.phase]}: ${desired} is not rolled out; every node returns to stable ${shortHash(status.staged?.stable?.hash)}`;
+    }
+    return `rollout rejected: ${String(c.rejected)} of ${String(total)} nodes rejected ${desired}`;
+  }
+  const word = timedOut === true ? 'timed out' : 'in progress';
+  if (status.staged === undefined)
+    return `rollout ${word}: ${String(c['in-sync'])} of ${String(total)} nodes apply ${desired}`;
+  if (state === undefined || !status.staged.followsDesired)
+    return `rollout ${word}: the staged rollout controller has not taken up ${desired} yet`;
+  const open = status.staged.waves.filter((w) => w.open).length;
+  return `rollout ${word} (staged, ${PHASE_TEXT[state.phase]}): ${String(open)} of ${String(status.staged.waves.length)} waves open; ${String(c['in-sync'])} of ${String(total)} nodes run the config of their wave`;
+}
+
+function ago(now: number, at: number): string {
+  return `${age(now - at)} ago`;
+}
+
+/** The WAVES section of a staged rollout: the state's facts, one line per wave. */
+function stagedLines(staged: StagedSummary, now: number): string[] {
+  const state = staged.state;
+  const lines: string[] = [];
+  const stable = shortHash(staged.stable?.hash);
+  if (state === undefined) {
+    lines.push(
+      `staged rollout of configmap ${staged.namespace}/${staged.name}: no rollout state (${staged.stateProblem ?? 'none'}); every node runs stable ${stable}`,
+    );
+  } else {
+    const candidate = state.candidate.hash === undefined ? '(does not parse)' : shortHash(state.candidate.hash);
+    lines.push(
+      `staged rollout of configmap ${staged.namespace}/${staged.name}: ${PHASE_TEXT[state.phase]}; candidate ${candidate}, stable ${stable}; started ${ago(now, state.startedAt)}`,
+    );
+  }
+  if (staged.waves.length > 0) {
+    const header = ['WAVE', 'NODES', 'OPEN', 'APPLIED', 'PENDING', 'FAILED', ''];
+    const rows = staged.waves.map((w) => [
+      w.name,
+      String(w.nodes),
+      w.open ? 'yes' : 'no',
+      String(w.applied),
+      String(w.pending),
+      String(w.failed),
+      [
+        w.gone > 0 ? `${String(w.gone)} gone` : '',
+        w.openedAt !== undefined ? `opened ${ago(now, w.openedAt)}` : '',
+        w.bakingSince !== undefined ? `baking since ${ago(now, w.bakingSince)}` : '',
+      ]
+        .filter((t) => t !== '')
+        .join(', '),
+    ]);
+    lines.push(...table(header, rows));
+  }
+  const halt = state?.halt;
+  if (state !== undefined && halt !== undefined) {
+    const who = halt.node === '' ? '' : `node ${halt.node}: `;
+    const after = state.reverted ? 'its nodes run stable again' : 'its nodes keep the candidate';
+    lines.push(
+      `halted at ${state.waves[halt.wave]?.name ?? 'canary'} ${ago(now, halt.at)}: ${who}${halt.reason}; ${after}`,
+    );
+  }
+  if (state?.message !== undefined) lines.push(`message: ${state.message}`);
+  const request = staged.request;
+  if (request !== undefined)
+    lines.push(
+      `request: ${request.action}${request.by !== undefined ? ` by ${request.by}` : ''} ${ago(now, request.at)}, not taken up by the controller yet`,
+    );
+  return lines;
+}
+
+/** Columns padded to their widest cell; the last one is left as it is. */
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
+  const last = header.length - 1;
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
+  return [header, ...rows].map((row) =>
+    row
+      .map((cell, i) => (i < last ? pad(cell, widths[i] ?? 0) : cell))
+      .join('  ')
+      .trimEnd(),
+  );
+}
+
+/** The DETAIL of a pending node in a staged rollout: which config it should run. */
+function stagedPendingDetail(n: NodeRollout, status: RolloutStatus): string {
+  const staged = status.staged;
+  if (staged === undefined || n.expects === undefined || n.state !== 'pending') return '';
+  const hash = n.expects === 'candidate' ? staged.state?.candidate.hash : staged.stable?.hash;
+  return `should run the ${n.expects} ${shortHash(hash)}`;
+}
+
+/** One line per node, a summary first; a staged rollout's waves above the table. */
 export function renderRolloutText(status: RolloutStatus, timedOut?: boolean): string {
   const now = status.checkedAt;
   const c = status.counts;
-  const total = status.nodes.length;
-  const headline =
-    status.verdict === 'complete'
-      ? `rollout complete: ${String(total)} of ${String(total)} nodes apply ${shortHash(status.desired.hash)}`
-      : status.verdict === 'rejected'
-        ? `rollout rejected: ${String(c.rejected)} of ${String(total)} nodes rejected ${shortHash(status.desired.hash)}`
-        : `rollout ${timedOut === true ? 'timed out' : 'in progress'}: ${String(c['in-sync'])} of ${String(total)} nodes apply ${shortHash(status.desired.hash)}`;
   const lines = [
-    headline,
+    headline(status, timedOut),
     `desired: ${status.desired.hash} (${status.desired.source}); agents: ${status.instance} in namespace ${status.namespace}`,
     `in sync ${String(c['in-sync'])}, pending ${String(c.pending)}, rejected ${String(c.rejected)}, stale ${String(c.stale)}, missing ${String(c.missing)}`,
     '',
   ];
+  if (status.staged !== undefined) lines.push(...stagedLines(status.staged, now), '');
+  if (status.stagedProblem !== undefined) lines.push(`note: ${status.stagedProblem}`, '');
+  const staged = status.staged !== undefined;
   const rows = status.nodes.map((n) => {
     const cell = stateCell(n, now);
-    const detail = [cell.detail, volumesDetail(n)].filter((d) => d !== '').join('; ');
-    return [n.node, n.published === undefined ? '-' : shortHash(n.published.appliedHash), cell.state, detail];
+    const pendingDetail = stagedPendingDetail(n, status);
+    const detail = [pendingDetail !== '' ? pendingDetail : cell.detail, volumesDetail(n)]
+      .filter((d) => d !== '')
+      .join('; ');
+    const applied = n.published === undefined ? '-' : shortHash(n.published.appliedHash);
+    return staged ? [n.node, n.wave ?? '-', applied, cell.state, detail] : [n.node, applied, cell.state, detail];
   });
-  const header = ['NODE', 'APPLIED', 'STATE', 'DETAIL'];
-  const widths = [0, 1, 2].map((i) => Math.max(header[i]?.length ?? 0, ...rows.map((r) => r[i]?.length ?? 0)));
-  for (const row of [header, ...rows]) {
-    lines.push(
-      row
-        .map((cell, i) => (i < 3 ? pad(cell, widths[i] ?? 0) : cell))
-        .join('  ')
-        .trimEnd(),
-    );
-  }
+  const header = staged ? ['NODE', 'WAVE', 'APPLIED', 'STATE', 'DETAIL'] : ['NODE', 'APPLIED', 'STATE', 'DETAIL'];
+  lines.push(...table(header, rows));
   if (status.unknownNodes.length > 0)
     lines.push('', `status Leases of nodes not in the Node list (ignored): ${status.unknownNodes.join(', ')}`);
   return `${lines.join('\n')}\n`;
+}
+
+/** `--wait`'s progress line (stderr), one per change. */
+export function rolloutProgressLine(status: RolloutStatus): string {
+  const c = status.counts;
+  const counts = `in sync ${String(c['in-sync'])}/${String(status.nodes.length)}, pending ${String(c.pending)}, stale ${String(c.stale)}, missing ${String(c.missing)}`;
+  const state = status.staged?.state;
+  if (status.staged === undefined) return `waiting: ${counts}`;
+  if (state === undefined || !status.staged.followsDesired)
+    return `waiting: the controller has not taken up the change yet; ${counts}`;
+  const open = status.staged.waves.filter((w) => w.open);
+  const current = open[open.length - 1];
+  const wave =
+    current === undefined
+      ? 'no wave open'
+      : `${current.name} open (${String(open.length)} of ${String(status.staged.waves.length)} waves; ${String(current.applied)}/${String(current.nodes)} applied)`;
+  return `waiting: ${PHASE_TEXT[state.phase]}, ${wave}; ${counts}`;
 }

@@ -5,7 +5,9 @@ import { formatGoDuration } from '../core/config/duration.js';
 import { formatIssue } from '../core/errors.js';
 import { formatBinaryQuantity } from '../core/node/capacity.js';
 import { IDENTITY_ACTION_ANNOTATION } from '../core/pv/identity.js';
-import type { StepOutcome, TimelineAction } from '../core/simulate/report.js';
+import { isRolloutAction } from '../core/simulate/report.js';
+import type { FleetNodeEvent, RolloutEvent, StepOutcome, TimelineAction } from '../core/simulate/report.js';
+import type { NodeFailure } from '../core/simulate/staged-scenario.js';
 import { plural, shortHash } from './text.js';
 
 export interface ActionJson {
@@ -15,6 +17,9 @@ export interface ActionJson {
   readonly summary: string;
   readonly pv?: string;
   readonly volume?: string;
+  /** A staged rollout's action: the node it is about, the wave. */
+  readonly node?: string;
+  readonly wave?: string;
   readonly details?: readonly string[];
 }
 
@@ -31,7 +36,7 @@ function duration(ms: number): string {
 export function stepSummary(step: StepOutcome): string {
   switch (step.type) {
     case 'start':
-      return `node ${step.node}: ${plural(step.disks, 'disk')}, ${plural(step.classes, 'class', 'classes')} configured`;
+      return `node ${step.node}: ${plural(step.disks, 'disk')}, ${plural(step.classes, 'class', 'classes')} configured${step.fleet !== undefined ? `; a fleet of ${plural(step.fleet, 'node')} under staged rollout` : ''}`;
     case 'disk added': {
       const kind =
         step.entryType === 'directory'
@@ -91,6 +96,141 @@ export function stepSummary(step: StepOutcome): string {
       return `${duration(step.durationMs)} of virtual time go by`;
     case 'check':
       return 'expectations only';
+    case 'apply config':
+      return step.config.kind === 'file'
+        ? `kubectl apply: the ConfigMap now holds ${step.config.display}`
+        : `kubectl apply: the ConfigMap's keys ${step.config.keys.join(', ')} changed`;
+    case 'rollout pause':
+    case 'rollout resume':
+    case 'rollout abort':
+    case 'rollout promote':
+      return `the operator runs provisioner ${step.type}${step.by !== undefined ? ` (as ${step.by})` : ''}: rollout of ${shortHash(step.candidate)}, ${step.phase}`;
+    case 'node fails candidate':
+      return `from now on, ${nodeFailureText(step.node, step.how, step.errors, step.reason)}`;
+    case 'node fixed':
+      return `${step.node} applies candidates again`;
+  }
+}
+
+function nodeFailureText(node: string, how: NodeFailure, errors: number, reason: string | undefined): string {
+  const why = reason !== undefined ? ` (${reason})` : '';
+  switch (how) {
+    case 'rejected':
+      return `${node} rejects a candidate it is told to apply${why}`;
+    case 'refused':
+      return `the reload guard on ${node} refuses a candidate${why}`;
+    case 'rolled-back':
+      return `${node} rolls a candidate back: its new generation does not start${why}`;
+    case 'failed':
+      return `${node} fails to read a candidate${why}`;
+    case 'errors':
+      return `${node} reports ${plural(errors, 'discovery or cleanup error')} once it runs a candidate${why}`;
+    case 'silent':
+      return `${node}'s agent stops answering (no heartbeat) when it is told to apply a candidate${why}`;
+    case 'stuck':
+      return `${node} never applies a candidate: it keeps what it runs${why}`;
+  }
+}
+
+/** `node-a, node-b, node-c` (at most 8, then how many more). */
+function nodeList(nodes: readonly string[]): string {
+  if (nodes.length === 0) return 'no node';
+  const shown = nodes.slice(0, 8).join(', ');
+  return nodes.length > 8 ? `${shown} and ${nodes.length - 8} more` : shown;
+}
+
+const NOT_APPLIED_VERBS: Readonly<Record<string, string>> = {
+  rejected: 'rejected',
+  refused: 'refused',
+  'rolled-back': 'rolled back',
+  failed: 'failed to apply',
+};
+
+/** A staged rollout's line: the controller's, or a node's. */
+function rolloutText(a: RolloutEvent | FleetNodeEvent): {
+  readonly summary: string;
+  readonly details?: readonly string[];
+} {
+  const by = 'by' in a ? ` by ${a.by}` : '';
+  switch (a.type) {
+    case 'rollout-adopted':
+      return {
+        summary: `rollout controller: ${shortHash(a.configHash)} adopted as stable (a staged rollout starts with the next change)`,
+      };
+    case 'rollout-started': {
+      const nodes = a.waves.reduce((n, w) => n + w.nodes.length, 0);
+      return {
+        summary: `rollout of ${shortHash(a.candidate)} started (stable ${shortHash(a.stable)}): ${plural(a.waves.length, 'wave')} over ${plural(nodes, 'node')}`,
+        details: a.waves.map((w) => `${w.name}: ${nodeList(w.nodes)}`),
+      };
+    }
+    case 'rollout-wave-opened':
+      return {
+        summary: `${a.wave} opened: ${nodeList(a.nodes)} ${a.nodes.length === 1 ? 'takes' : 'take'} the candidate`,
+      };
+    case 'rollout-baking':
+      return {
+        summary: `every node of the open waves runs the candidate: ${a.wave} bakes for ${duration(a.bakeMs)}`,
+      };
+    case 'rollout-halted': {
+      const where = a.wave !== undefined ? `at ${a.wave}` : 'before its first wave';
+      const who = a.node !== '' ? `${a.node}: ` : '';
+      const then = a.reverted
+        ? `its nodes revert to stable ${shortHash(a.stable)}`
+        : 'its nodes keep the candidate (on halt: halt)';
+      return { summary: `rollout HALTED ${where} (${who}${a.reason}); ${then}` };
+    }
+    case 'rollout-paused':
+      return { summary: `rollout paused${a.wave !== undefined ? ` at ${a.wave}` : ''}${by}` };
+    case 'rollout-resumed':
+      return { summary: `rollout resumed${by}` };
+    case 'rollout-aborted':
+      return {
+        summary:
+          a.cause === 'request'
+            ? `rollout aborted${by}: every node returns to stable ${shortHash(a.stable)}`
+            : `rollout ended: the ConfigMap is back to the stable config ${shortHash(a.stable)}`,
+      };
+    case 'rollout-promoted':
+      return { summary: `candidate ${shortHash(a.candidate)} promoted${by}: it is stable on every node now` };
+    case 'rollout-completed':
+      return {
+        summary: `rollout of ${shortHash(a.candidate)} complete: ${plural(a.waves, 'wave')}, ${plural(a.nodes, 'node')}; it is stable now`,
+      };
+    case 'rollout-unchanged':
+      return {
+        summary: `nothing to roll out: the ConfigMap holds the stable config ${shortHash(a.stable)} in other bytes`,
+      };
+    case 'rollout-superseded':
+      return {
+        summary:
+          a.candidate !== undefined
+            ? `rollout of ${shortHash(a.previous)} superseded by ${shortHash(a.candidate)}: it starts again from the canary`
+            : `rollout of ${shortHash(a.previous)} superseded by a config that does not parse`,
+      };
+    case 'rollout-invalid':
+      return { summary: `the new config does not parse; no node applies it: ${a.reason}` };
+    case 'node-applied': {
+      const what =
+        a.config === 'candidate'
+          ? `the candidate ${shortHash(a.hash)}`
+          : a.config === 'stable'
+            ? `stable ${shortHash(a.hash)}`
+            : shortHash(a.hash);
+      return { summary: `${a.node} applied ${what} (generation ${a.generation})` };
+    }
+    case 'node-reverted':
+      return { summary: `${a.node} is back on stable ${shortHash(a.hash)} (generation ${a.generation})` };
+    case 'node-not-applied':
+      return {
+        summary: `${a.node} ${NOT_APPLIED_VERBS[a.result] ?? a.result} ${a.hash !== undefined ? shortHash(a.hash) : 'the config'}${a.reason !== undefined ? `: ${a.reason}` : ''}`,
+      };
+    case 'node-errors':
+      return {
+        summary: `${a.node} reports ${plural(a.errors, 'discovery or cleanup error')} since it applied ${shortHash(a.hash)}`,
+      };
+    case 'node-silent':
+      return { summary: `${a.node}'s agent stops answering: no status heartbeat from now on` };
   }
 }
 
@@ -181,6 +321,8 @@ export function describeAction(a: TimelineAction): { readonly summary: string; r
         summary: `${a.level}: ${a.pv !== undefined ? `PV ${a.pv}: ` : ''}${a.message}${extra.length > 0 ? ` (${extra.join(', ')})` : ''}`,
       };
     }
+    default:
+      return rolloutText(a);
   }
 }
 
@@ -219,8 +361,15 @@ export function actionJson(a: TimelineAction): ActionJson {
     a.type === 'cleanup-succeeded' ||
     a.type === 'cleanup-interrupted' ||
     (a.type === 'cleanup-failed' && a.volume !== undefined);
+  // A staged rollout's lines name their node and wave (node-updated has always named only itself).
+  const rollout = isRolloutAction(a.type)
+    ? {
+        ...('node' in a && a.node !== '' ? { node: a.node } : {}),
+        ...('wave' in a ? { wave: a.wave } : {}),
+      }
+    : {};
   const head = fromCleaner
     ? { at: a.at, ...volume, ...pv, type: a.type }
-    : { at: a.at, type: a.type, ...pv, ...volume };
+    : { at: a.at, type: a.type, ...pv, ...volume, ...rollout };
   return { ...head, summary, ...(details !== undefined ? { details } : {}), time: virtualTime(a.at) };
 }

@@ -1,12 +1,13 @@
 // Text, JSON and YAML renderings of simulate's plans and scenario reports. JSON (and YAML, the same
 // document) is a documented contract: docs/simulate.md, docs/schemas/simulate.v1.schema.json.
 import { stringify } from 'yaml';
-import { issueToJson } from '../cli/base-command.js';
-import type { IssueJson } from '../cli/base-command.js';
+import { issueToJson } from '../core/errors.js';
+import type { IssueJson } from '../core/errors.js';
 import { ROUTINE_SKIPS } from '../core/discovery/plan.js';
 import type { SkippedEntry } from '../core/discovery/plan.js';
 import type { PassPlan, PlannedCleanup, PlannedCreate, SimulationPlan } from '../core/simulate/plan.js';
-import type { ScenarioReport, StepReport } from '../core/simulate/report.js';
+import type { FinalRollout, ScenarioReport, StepReport } from '../core/simulate/report.js';
+import { describePolicy } from '../core/staged-rollout/policy.js';
 import { changeToJson } from './diff-config.js';
 import type { ChangeJson } from './diff-config.js';
 import { actionJson, describeAction, stepSummary, virtualTime } from './simulate-timeline.js';
@@ -275,6 +276,8 @@ export interface ScenarioJson {
   readonly scenario: { readonly name: string; readonly file: string; readonly description?: string };
   readonly node: string;
   readonly settings: Readonly<Record<string, number | string | boolean>>;
+  /** A staged scenario: the controller's policy, the operator's ConfigMap and the fleet. */
+  readonly stagedRollout?: StagedRolloutJson;
   readonly steps: readonly {
     readonly index: number;
     readonly type: string;
@@ -293,6 +296,30 @@ export interface ScenarioJson {
   readonly final: ScenarioReport['final'];
   readonly result: { readonly passed: boolean; readonly expectations: number; readonly failed: number };
   readonly exitCode: 0 | 1;
+}
+
+export interface StagedRolloutJson {
+  readonly configMap: string;
+  readonly canary: { readonly selector: string } | { readonly count: number };
+  /** Cumulative reach of each wave after the canary: `10%` or a node count. */
+  readonly waves: readonly string[];
+  readonly bakeMs: number;
+  readonly progressDeadlineMs: number;
+  readonly onHalt: string;
+  readonly fleet: readonly { readonly node: string; readonly agent: 'real' | 'stand-in' }[];
+}
+
+function stagedRolloutJson(staged: NonNullable<ScenarioReport['stagedRollout']>): StagedRolloutJson {
+  const p = staged.policy;
+  return {
+    configMap: staged.configMap,
+    canary: p.canary.kind === 'selector' ? { selector: p.canary.selector } : { count: p.canary.count },
+    waves: p.waves.map((w) => (w.kind === 'percent' ? `${String(w.value)}%` : String(w.value))),
+    bakeMs: p.bakeMs,
+    progressDeadlineMs: p.progressDeadlineMs,
+    onHalt: p.onHalt,
+    fleet: staged.fleet,
+  };
 }
 
 export function scenarioExitCode(r: ScenarioReport): 0 | 1 {
@@ -317,7 +344,9 @@ export function toScenarioJson(r: ScenarioReport): ScenarioJson {
       cleanupBackoffMs: s.cleanupBackoffMs,
       createStorageClasses: s.createStorageClasses,
       createDiscoveryDirectories: s.createDiscoveryDirectories,
+      ...(r.stagedRollout !== undefined ? { statusHeartbeatMs: s.statusHeartbeatMs } : {}),
     },
+    ...(r.stagedRollout !== undefined ? { stagedRollout: stagedRolloutJson(r.stagedRollout) } : {}),
     steps: r.steps.map((step) => ({
       index: step.index,
       type: step.type,
@@ -467,6 +496,45 @@ function stepTitle(step: StepReport): string {
   return step.index === 0 ? 'start' : `${step.index}. ${step.type}`;
 }
 
+/** The rollout at the end: its phase, each wave and who runs what. */
+function rolloutLines(r: FinalRollout, paint: Painter): string[] {
+  const out: string[] = [];
+  const phase =
+    r.phase === 'halted'
+      ? paint.red('halted')
+      : r.phase === 'complete'
+        ? paint.green('complete')
+        : r.phase === 'none'
+          ? 'none yet'
+          : r.phase;
+  const halt =
+    r.halt !== undefined
+      ? `${r.phase === 'halted' ? '' : '; it had halted'} at ${r.halt.wave ?? 'its start'} (${r.halt.node !== '' ? `${r.halt.node}: ` : ''}${r.halt.reason})${r.reverted ? ', its nodes reverted to stable' : ''}`
+      : '';
+  const candidate = r.candidate !== undefined ? shortHash(r.candidate) : 'a config that does not parse';
+  out.push(`Rollout of ${candidate} (stable ${shortHash(r.stable)}): ${phase}${halt}.`);
+  const width = Math.max(0, ...r.waves.map((w) => w.name.length));
+  const configOf = new Map(r.nodes.map((n) => [n.node, n]));
+  for (const w of r.waves) {
+    const nodes = w.nodes.map((n) => {
+      const node = configOf.get(n);
+      const config = node === undefined ? 'unknown' : node.config;
+      return `${n} ${config}${node?.stale === true ? ' (stale)' : ''}`;
+    });
+    out.push(`  ${w.name.padEnd(width)}  ${w.open ? 'opened    ' : 'not opened'}  ${nodes.join(', ')}`);
+  }
+  const on = (config: string): string => {
+    const names = r.nodes.filter((n) => n.config === config).map((n) => n.node);
+    return names.length > 0 ? names.join(', ') : 'none';
+  };
+  out.push(
+    r.candidate !== undefined && r.candidate !== r.stable
+      ? `  on the candidate: ${on('candidate')}; on stable: ${on('stable')}`
+      : `  on stable: ${on('stable')}`,
+  );
+  return out;
+}
+
 export function renderScenarioText(r: ScenarioReport, options: { color: boolean }): string {
   const paint = painter(options.color);
   const out: string[] = [];
@@ -483,8 +551,16 @@ export function renderScenarioText(r: ScenarioReport, options: { color: boolean 
     paint.dim(
       `  node ${r.node} · discovery every ${virtualTime(s.discoveryPeriodMs).slice(1)} · ${virtualTime(s.reactionMs).slice(1)} to react after each step · virtual time, the real agent code`,
     ),
-    '',
   );
+  if (r.stagedRollout !== undefined) {
+    const fleet = r.stagedRollout.fleet;
+    out.push(
+      paint.dim(
+        `  staged rollout: ${describePolicy(r.stagedRollout.policy)} · ${plural(fleet.length, 'node')}: ${r.node} runs the real agent, ${plural(fleet.length - 1, 'stand-in agent')} on the others`,
+      ),
+    );
+  }
+  out.push('');
   const width = Math.max(6, ...r.steps.flatMap((st) => [st, ...st.actions].map((x) => virtualTime(x.at).length)));
   const pad = ' '.repeat(width);
   for (const step of r.steps) {
@@ -514,6 +590,7 @@ export function renderScenarioText(r: ScenarioReport, options: { color: boolean 
   out.push(
     `At ${virtualTime(f.at)}: generation ${f.generation} serving ${shortHash(f.configHash)}; ${plural(f.persistentVolumes.length, 'PV')} (${f.persistentVolumes.map((p) => `${p.volume} ${p.phase}`).join(', ') || 'none'}).`,
   );
+  if (f.rollout !== undefined) out.push(...rolloutLines(f.rollout, paint));
   const failures = r.steps.flatMap((st) => st.expectations.filter((e) => !e.ok).map((e) => ({ st, e })));
   if (r.expectations.total === 0) out.push('Result: no expectations to check.');
   else if (failures.length === 0)

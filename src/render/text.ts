@@ -28,7 +28,9 @@ export function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-/** `sha256:0123456789ab`: enough to tell configs apart. */
-export function shortHash(hash: string): string {
-  return hash.slice(0, 'sha256:'.length + 12);
+/** `sha256:` and the first 12 hex digits (`sha256:0123456789ab`): enough to tell configs apart at a glance. */
+export function shortHash(hash: string | undefined): string {
+  if (hash === undefined) return '-';
+  const m = /^([a-z0-9]+:)([0-9a-f]+)$/u.exec(hash);
+  return m?.[1] !== undefined && m[2] !== undefined ? `${m[1]}${m[2].slice(0, 12)}` : hash.slice(0, 19);
 }

@@ -37,8 +37,8 @@ export function helmBinary(env: NodeJS.ProcessEnv = process.env): string {
   return join(dir, 'helm');
 }
 
-/** Runs helm with its cache, config and data homes in a throw-away directory. */
-export function runHelm(args: readonly string[]): HelmResult {
+/** Runs helm with its cache, config and data homes in a throw-away directory (and `env` added, e.g. KUBECONFIG). */
+export function runHelm(args: readonly string[], env: Readonly<Record<string, string>> = {}): HelmResult {
   const home = mkdtempSync(join(tmpdir(), 'lvp-helm-home-'));
   try {
     const r = spawnSync(helmBinary(), args, {
@@ -50,6 +50,7 @@ export function runHelm(args: readonly string[]): HelmResult {
         HELM_CACHE_HOME: join(home, 'cache'),
         HELM_CONFIG_HOME: join(home, 'config'),
         HELM_DATA_HOME: join(home, 'data'),
+        ...env,
       },
       timeout: 60_000,
     });

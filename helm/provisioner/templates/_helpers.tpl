@@ -105,6 +105,11 @@ silently (docs/migration-from-upstream.md), and enumerations are checked.
 {{- if not (has (toString .Values.hotReload.guard) (list "refuse" "warn" "apply")) -}}
 {{- fail (printf "hotReload.guard must be refuse, warn or apply, not %q" (toString .Values.hotReload.guard)) -}}
 {{- end -}}
+{{- if (.Values.stagedRollout | default dict).enabled -}}
+{{- if not .Values.statusLease.enabled -}}
+{{- fail "stagedRollout.enabled needs statusLease.enabled: the rollout controller opens each wave on what the agents publish in their status Leases" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The node cleanup Deployment's name, also its ServiceAccount's and RBAC's prefix. */}}
@@ -121,4 +126,45 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* The leader Lease's name. */}}
 {{- define "provisioner.nodeCleanup.leaseName" -}}
 {{- .Values.nodeCleanup.leaseName | default (include "provisioner.nodeCleanup.name" .) -}}
+{{- end -}}
+
+{{/*
+How the agents read their config: staged (stagedRollout.enabled: through the API, whatever
+configSource says, since a mounted ConfigMap reaches every node at once and cannot be staged),
+configmap (through the API) or directory (the mounted ConfigMap).
+*/}}
+{{- define "provisioner.configReader" -}}
+{{- if (.Values.stagedRollout | default dict).enabled -}}
+staged
+{{- else -}}
+{{- toString .Values.configSource -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The agents' config: the operator's ConfigMap (the chart's ConfigMap; kubectl apply writes it). */}}
+{{- define "provisioner.configMapName" -}}
+{{- printf "%s-config" (include "provisioner.fullname" .) -}}
+{{- end -}}
+
+{{/*
+Staged rollout (stagedRollout.enabled): the two copies the rollout controller writes, named after
+the operator's ConfigMap (src/core/staged-rollout/objects.ts): the stable copy, and the candidate
+copy that also holds the rollout state.
+*/}}
+{{- define "provisioner.stagedStableName" -}}
+{{- printf "%s-stable" (include "provisioner.configMapName" .) -}}
+{{- end -}}
+{{- define "provisioner.stagedCandidateName" -}}
+{{- printf "%s-candidate" (include "provisioner.configMapName" .) -}}
+{{- end -}}
+
+{{/* The rollout controller's Deployment name, also its ServiceAccount's, RBAC's and leader Lease's. */}}
+{{- define "provisioner.rolloutController.name" -}}
+{{- printf "%s-rollout-controller" (include "provisioner.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Its selector labels: apart from the DaemonSet's and the node cleanup's. */}}
+{{- define "provisioner.rolloutController.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "provisioner.name" . }}-rollout-controller
+app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}

@@ -11,6 +11,7 @@ import { DirectoryConfigSource } from '../config/source/directory.js';
 import { sourceLabel } from '../config/source/port.js';
 import type { ConfigSource, ConfigSourceStatus, SourceRead } from '../config/source/port.js';
 import { ConfigMapConfigSource } from '../config/source/configmap-api.js';
+import { StagedConfigSource } from '../config/source/staged.js';
 import { InvalidConfigError, StartupError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import type { Cluster } from '../kube/cluster.js';
@@ -32,6 +33,7 @@ import { provisionerName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
 import { adoptNodeVolumes } from './adoption.js';
+import { ErrorsSinceApply } from './errors-since-apply.js';
 import { DEFAULT_MOUNT_GRACE_MS, Generation, nodeIdentity } from './generation.js';
 import { startHttpServer } from './http.js';
 import type { RunningHttpServer } from './http.js';
@@ -63,8 +65,12 @@ import type {
 export interface AgentOptions {
   /** The mounted config directory (or file): the source, or with `configMap` the start-up fallback. */
   readonly configPath: string;
-  /** Read the config from this ConfigMap through the API (--config-source configmap:NS/NAME). */
-  readonly configMap?: { readonly namespace: string; readonly name: string };
+  /**
+   * Read the config from this ConfigMap through the API (--config-source configmap:NS/NAME), or
+   * with `staged` from its staged rollout copies, the candidate while this node's wave is open
+   * (--config-source staged:NS/NAME).
+   */
+  readonly configMap?: { readonly namespace: string; readonly name: string; readonly staged?: boolean };
   readonly nodeName: string;
   readonly namespace: string;
   readonly listenAddress: string;
@@ -134,6 +140,10 @@ export class Agent implements AdminTarget {
   private readonly metrics: AgentMetrics;
   private readonly reloadMetrics: ReloadMetrics;
   private events!: EventRecorder;
+  /** Error Events since the config serving now was applied (the status Lease's errors-since-apply). */
+  private readonly errors = new ErrorsSinceApply();
+  /** What the generations and the cleanup table record through: the recorder, counting errors. */
+  private readonly errorEvents = this.errors.counting(() => this.events);
   private http: RunningHttpServer | undefined;
   private admin: RunningAdminServer | undefined;
   private watcher: ConfigWatcher | undefined;
@@ -162,18 +172,7 @@ export class Agent implements AdminTarget {
     this.host = deps.host ?? nodeProcessHost;
     this.metrics = deps.metrics ?? createAgentMetrics(undefined, { host: this.host });
     this.reloadMetrics = createReloadMetrics(this.metrics.registry);
-    this.source =
-      deps.configSource ??
-      (options.configMap !== undefined
-        ? new ConfigMapConfigSource({
-            client: deps.cluster.configMaps,
-            namespace: options.configMap.namespace,
-            name: options.configMap.name,
-            fallbackPath: options.configPath,
-            clock: deps.clock,
-            logger: this.logger,
-          })
-        : new DirectoryConfigSource(options.configPath));
+    this.source = deps.configSource ?? this.defaultSource();
     this.cleanups = new CleanupTable({
       cleaner: deps.cleaner,
       clock: deps.clock,
@@ -181,8 +180,13 @@ export class Agent implements AdminTarget {
       concurrency: options.cleanupConcurrency,
       ...(options.cleanupBackoff ? { backoff: options.cleanupBackoff } : {}),
       onChange: (entry) => {
-        reportCleanupFailures({ events: this.events, metrics: this.metrics })(entry);
-        this.stream.emit({ type: 'cleanup', at: deps.clock.now(), cleanup: cleanupStatus(entry) });
+        reportCleanupFailures({ events: this.errorEvents, metrics: this.metrics })(entry);
+        this.stream.emit({
+          type: 'cleanup',
+          at: deps.clock.now(),
+          cleanup: cleanupStatus(entry),
+          errorsSinceApply: this.errors.count,
+        });
         // A finished cleanup wakes the generation serving now, whichever started it.
         if (entry.state === 'succeeded' || entry.state === 'failed') this.current.trigger();
       },
@@ -193,6 +197,23 @@ export class Agent implements AdminTarget {
       succeeded: this.cleanups.succeededTotal,
       failed: this.cleanups.failedTotal,
     });
+  }
+
+  /** The directory, or the ConfigMap (or its staged copies) with the directory as the start-up fallback. */
+  private defaultSource(): ConfigSource {
+    const { options, deps } = this;
+    if (options.configMap === undefined) return new DirectoryConfigSource(options.configPath);
+    const api = {
+      client: deps.cluster.configMaps,
+      namespace: options.configMap.namespace,
+      name: options.configMap.name,
+      fallbackPath: options.configPath,
+      clock: deps.clock,
+      logger: this.logger,
+    };
+    return options.configMap.staged === true
+      ? new StagedConfigSource({ ...api, nodeName: options.nodeName })
+      : new ConfigMapConfigSource(api);
   }
 
   /** Loads the config (invalid at start-up: the typed error, exit non-zero), starts everything, returns once serving. */
@@ -249,7 +270,10 @@ export class Agent implements AdminTarget {
         clock: deps.clock,
         logger: this.logger,
         onChange: async (source, _fingerprint, read) => {
-          await this.reloads.request({ trigger: source }, read);
+          await this.reloads.request(
+            { trigger: source, ...(read.guardAllows !== undefined ? { allow: read.guardAllows } : {}) },
+            read,
+          );
         },
       });
     }
@@ -343,6 +367,8 @@ export class Agent implements AdminTarget {
 
   private newGeneration(loaded: LoadedConfig): Generation {
     this.generations += 1;
+    // A start, an applied reload or a rollback: errors count from here for another config.
+    this.errors.applying(loaded.hash);
     return new Generation(
       this.generations,
       loaded.config,
@@ -354,12 +380,12 @@ export class Agent implements AdminTarget {
         clock: this.deps.clock,
         logger: this.logger,
         metrics: this.metrics,
-        events: this.events,
+        events: this.errorEvents,
         table: this.cleanups,
         missingSince: this.missingSince,
         host: this.host,
         onPass: (generation, pass) => {
-          this.stream.emit(passEvent(generation, pass));
+          this.stream.emit(passEvent(generation, pass, this.errors.count));
         },
       },
       {
@@ -500,6 +526,7 @@ export class Agent implements AdminTarget {
       lastReload: reloads.lastReload,
       rejected: reloads.rejected,
       reloadPending: reloads.pending,
+      errorsSinceApply: this.errors.count,
       cleanups: this.cleanups.list(),
       host: this.host,
     });

@@ -375,12 +375,13 @@ export class Generation {
       reclaim,
       health,
     };
+    // Reported before the pass is told: its listeners see the Events the pass recorded.
+    this.report(plan.skipped, plan.classProblems);
     this.deps.onPass?.(this.number, this.lastPass);
     metrics.discoveryPassDuration.observe({}, durationMs / 1000);
     metrics.discoveryPasses.inc({
       result: plan.classProblems.length > 0 || published.failed.length > 0 ? 'problems' : 'ok',
     });
-    this.report(plan.skipped, plan.classProblems);
     const cpu = host.cpuUsage(cpuStart);
     logger.log('debug', 'discovery pass', {
       entries: plan.entries,

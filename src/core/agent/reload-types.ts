@@ -117,6 +117,11 @@ export interface AgentStatusJson {
   /** The last reload not applied (rejected, refused, rolled back or failed), until a later one succeeds. */
   readonly rejected?: ReloadResult;
   readonly reloadPending: boolean;
+  /**
+   * Warning Events of discovery or cleanup failures (DiscoveryFailed, VolumeFailedDelete) recorded
+   * since the config serving now was applied, at most 999999; absent from older agents.
+   */
+  readonly errorsSinceApply?: number;
   readonly classes: readonly ClassStatus[];
   readonly cleanups: readonly CleanupStatus[];
   readonly lastPass?: {
@@ -161,8 +166,16 @@ export type AgentEvent =
       readonly abnormal: number;
       /** Released PVs quarantined after this pass. */
       readonly quarantined: number;
+      /** AgentStatusJson.errorsSinceApply after this pass. */
+      readonly errorsSinceApply?: number;
     }
-  | { readonly type: 'cleanup'; readonly at: number; readonly cleanup: CleanupStatus }
+  | {
+      readonly type: 'cleanup';
+      readonly at: number;
+      readonly cleanup: CleanupStatus;
+      /** AgentStatusJson.errorsSinceApply after this change (a failed cleanup counts). */
+      readonly errorsSinceApply?: number;
+    }
   | {
       readonly type: 'log';
       readonly at: number;

@@ -82,6 +82,7 @@ export interface StatusInputs {
   readonly lastReload: ReloadResult | undefined;
   readonly rejected: ReloadResult | undefined;
   readonly reloadPending: boolean;
+  readonly errorsSinceApply: number;
   readonly cleanups: readonly CleanupEntry[];
   readonly host: Pick<ProcessHost, 'pid' | 'activeResources' | 'memoryUsage'>;
 }
@@ -107,6 +108,7 @@ export function statusJson(s: StatusInputs): AgentStatusJson {
     ...(s.lastReload ? { lastReload: s.lastReload } : {}),
     ...(s.rejected ? { rejected: s.rejected } : {}),
     reloadPending: s.reloadPending,
+    errorsSinceApply: s.errorsSinceApply,
     classes: classes(s.applied, s.persistentVolumes, lastPass),
     cleanups: s.cleanups.map(cleanupStatus),
     ...(lastPass
@@ -177,7 +179,7 @@ export function appliedConfigJson(applied: LoadedConfig, generation: number): Ap
   };
 }
 
-export function passEvent(generation: number, pass: PassSummary): AgentEvent {
+export function passEvent(generation: number, pass: PassSummary, errorsSinceApply?: number): AgentEvent {
   return {
     type: 'pass',
     at: pass.at,
@@ -187,6 +189,7 @@ export function passEvent(generation: number, pass: PassSummary): AgentEvent {
     skipped: pass.skipped.length,
     abnormal: pass.health.abnormal.length,
     quarantined: pass.reclaim.quarantined.length,
+    ...(errorsSinceApply !== undefined ? { errorsSinceApply } : {}),
   };
 }
 

@@ -2,6 +2,7 @@
 // generations so a reload never forgets or repeats a cleanup in flight, runs in-process cleanups
 // with bounded concurrency, and records outcomes with the PV's UID so a stale success can never
 // let a later PV of the same name be deleted uncleaned (upstream PR #174).
+import { backoffDelay } from '../backoff.js';
 import type { Clock } from '../clock.js';
 import type { VolumeMode } from '../config/model.js';
 import type { Logger } from '../log.js';
@@ -90,8 +91,7 @@ export class CleanupTable {
   }
 
   private backoffFor(attempts: number): number {
-    const b = this.options.backoff ?? DEFAULT_BACKOFF;
-    return Math.min(b.maxMs, b.initialMs * 2 ** Math.max(0, attempts - 1));
+    return backoffDelay(attempts - 1, this.options.backoff ?? DEFAULT_BACKOFF);
   }
 
   /** Queues an in-process cleanup. */

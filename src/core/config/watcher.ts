@@ -46,6 +46,7 @@ import type { Stats } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { watch, type ChokidarOptions, type FSWatcher } from 'chokidar';
+import { backoffDelay } from '../backoff.js';
 import { TIMER_NOT_NEEDED, type Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { asError, errnoCode, errorMessage } from '../unknown-values.js';
@@ -571,7 +572,7 @@ export class ConfigWatcher {
       await this.closeFsWatcher();
       if (this.stopped || retry === undefined) break;
       if (openedAt !== undefined && this.clock.now() - openedAt >= this.backoff.max) failures = 0;
-      const delay = Math.min(this.backoff.initial * 2 ** failures, this.backoff.max);
+      const delay = backoffDelay(failures, { initialMs: this.backoff.initial, maxMs: this.backoff.max });
       failures++;
       this.counters.watcherRestarts++;
       this.logger.log(

@@ -1,4 +1,5 @@
-// Connects an agent to its StatePublisher: the state at start, then again after every reload.
+// Connects an agent to its StatePublisher: the state at start, then again after every reload, and
+// when a pass or a cleanup changes what the state counts (unhealthy volumes, errors since apply).
 import type { AdminTarget } from '../agent/reload-types.js';
 import { appliedStateFromStatus } from './applied-state.js';
 import { StatePublisher } from './publisher.js';
@@ -11,15 +12,27 @@ export interface RunningStatePublisher {
 
 export function publishAgentState(agent: AdminTarget, options: StatePublisherOptions): RunningStatePublisher {
   const publisher = new StatePublisher(options);
-  publisher.start(appliedStateFromStatus(agent.status()));
+  const initial = agent.status();
+  publisher.start(appliedStateFromStatus(initial));
   let counts = '';
+  let errors = initial.errorsSinceApply ?? 0;
+  const publish = (): void => {
+    const status = agent.status();
+    errors = status.errorsSinceApply ?? 0;
+    publisher.update(appliedStateFromStatus(status));
+  };
+  // Not on every pass: status() walks every PV. Only when a count the state carries changed.
   const unsubscribe = agent.subscribe((event) => {
-    if (event.type === 'reload') publisher.update(appliedStateFromStatus(agent.status()));
-    // A pass that changes the volume counts changes the state (not every pass: status() walks every PV).
-    if (event.type === 'pass' && `${event.abnormal}/${event.quarantined}` !== counts) {
-      counts = `${event.abnormal}/${event.quarantined}`;
-      publisher.update(appliedStateFromStatus(agent.status()));
+    if (event.type === 'reload') publish();
+    if (event.type === 'pass') {
+      const volumes = `${event.abnormal}/${event.quarantined}`;
+      if (volumes !== counts || (event.errorsSinceApply !== undefined && event.errorsSinceApply !== errors)) {
+        counts = volumes;
+        publish();
+      }
     }
+    if (event.type === 'cleanup' && event.errorsSinceApply !== undefined && event.errorsSinceApply !== errors)
+      publish();
   });
   return {
     publisher,

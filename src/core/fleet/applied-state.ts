@@ -5,6 +5,7 @@ import { sourceLabel } from '../config/source/port.js';
 import { createHash } from 'node:crypto';
 import type { AgentStatusJson, ReloadResult } from '../agent/reload-types.js';
 import { RELOAD_OUTCOMES } from '../agent/reload-types.js';
+import { MAX_ERRORS_SINCE_APPLY } from '../agent/errors-since-apply.js';
 import type { ReloadOutcome } from '../agent/reload-types.js';
 import { formatIssue } from '../errors.js';
 import type { Lease } from '../kube/objects.js';
@@ -32,6 +33,11 @@ export interface AppliedState {
   readonly volumesAbnormal?: number;
   /** Released PVs held back because another disk is at their path (last pass); absent: none. */
   readonly volumesQuarantined?: number;
+  /**
+   * Warning Events of discovery or cleanup failures the agent recorded since it applied the config
+   * serving now (a staged rollout halts on them); absent: none.
+   */
+  readonly errorsSinceApply?: number;
 }
 
 /** A published state as read back, with its heartbeat. */
@@ -62,6 +68,7 @@ const A = {
   agentVersion: `${STATE_PREFIX}agent-version`,
   volumesAbnormal: `${STATE_PREFIX}volumes-abnormal`,
   volumesQuarantined: `${STATE_PREFIX}volumes-quarantined`,
+  errorsSinceApply: `${STATE_PREFIX}errors-since-apply`,
 } as const;
 
 /** A reason longer than this is cut: annotations are bounded, a Lease is read by every status call. */
@@ -139,6 +146,9 @@ export function appliedStateFromStatus(status: AgentStatusJson): AppliedState {
     ...(status.lastPass !== undefined && status.lastPass.quarantined > 0
       ? { volumesQuarantined: status.lastPass.quarantined }
       : {}),
+    ...(status.errorsSinceApply !== undefined && status.errorsSinceApply > 0
+      ? { errorsSinceApply: Math.min(status.errorsSinceApply, MAX_ERRORS_SINCE_APPLY) }
+      : {}),
   };
 }
 
@@ -153,7 +163,8 @@ export function sameState(a: AppliedState, b: AppliedState): boolean {
     a.source === b.source &&
     a.agentVersion === b.agentVersion &&
     a.volumesAbnormal === b.volumesAbnormal &&
-    a.volumesQuarantined === b.volumesQuarantined
+    a.volumesQuarantined === b.volumesQuarantined &&
+    a.errorsSinceApply === b.errorsSinceApply
   );
 }
 
@@ -171,6 +182,7 @@ export function stateAnnotations(state: AppliedState): Record<string, string> {
     [A.agentVersion]: state.agentVersion,
     ...(state.volumesAbnormal !== undefined ? { [A.volumesAbnormal]: String(state.volumesAbnormal) } : {}),
     ...(state.volumesQuarantined !== undefined ? { [A.volumesQuarantined]: String(state.volumesQuarantined) } : {}),
+    ...(state.errorsSinceApply !== undefined ? { [A.errorsSinceApply]: String(state.errorsSinceApply) } : {}),
   };
 }
 
@@ -262,6 +274,7 @@ export function stateFromLease(lease: Lease): PublishedState | undefined {
     agentVersion: a[A.agentVersion] ?? '',
     ...optionalCount('volumesAbnormal', countOf(a[A.volumesAbnormal])),
     ...optionalCount('volumesQuarantined', countOf(a[A.volumesQuarantined])),
+    ...optionalCount('errorsSinceApply', countOf(a[A.errorsSinceApply])),
     heartbeatAt: heartbeatAt === undefined || Number.isNaN(heartbeatAt) ? undefined : heartbeatAt,
     staleAfterMs: (lease.spec?.leaseDurationSeconds ?? 0) * 1000,
   };

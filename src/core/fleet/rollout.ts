@@ -1,6 +1,9 @@
 // `provisioner rollout status`: the desired config's hash against every node's published applied
 // state. Classification and the summary are pure; readRollout does the reads (one list of Leases,
-// one metadata list of Nodes, both paginated), waitForRollout repeats it until done.
+// one metadata list of Nodes, both paginated, and with a staged rollout one GET of each staged
+// copy), waitForRollout repeats it until done. With a staged rollout (docs/rollout-status.md) each
+// node is held to the config the agents' rule gives it (runsCandidate): the candidate in an open
+// wave, the stable config elsewhere.
 import type { Clock } from '../clock.js';
 import { isAborted } from '../clock.js';
 import { snapshotFromDirectoryFiles } from '../config/decode/layout.js';
@@ -10,6 +13,10 @@ import { ConfigSourceError, StartupError } from '../errors.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
 import type { ListOptions, ResourceClient } from '../kube/cluster.js';
 import type { ConfigMap, Lease, Node, ObjectList, ObjectMeta } from '../kube/objects.js';
+import { nodeProgress } from '../staged-rollout/decide.js';
+import { requestOf, stableRefOf, stagedConfigMapName, stateOf } from '../staged-rollout/objects.js';
+import type { ContentRef, RolloutRequest, RolloutState } from '../staged-rollout/state.js';
+import { ACTIVE_PHASES, runsCandidate } from '../staged-rollout/state.js';
 import type { AppliedResult, PublishedState } from './applied-state.js';
 import { stateFromLease, statusSelector } from './applied-state.js';
 import { errorMessage } from '../unknown-values.js';
@@ -25,6 +32,9 @@ export interface NodeRollout {
   readonly state: NodeRolloutState;
   /** What the agent published (absent for a missing agent). */
   readonly published?: PublishedState;
+  /** Staged rollout only: the config the node should run now, and its wave. */
+  readonly expects?: 'candidate' | 'stable';
+  readonly wave?: string;
 }
 
 export type RolloutVerdict = 'complete' | 'rejected' | 'in-progress';
@@ -45,6 +55,144 @@ export interface RolloutStatus {
   /** Published states of nodes that are not in the Node list (deleted, or outside --selector). */
   readonly unknownNodes: readonly string[];
   readonly verdict: RolloutVerdict;
+  /** The staged rollout of the desired ConfigMap, when its staged copies exist. */
+  readonly staged?: StagedSummary;
+  /** Why the staged copies could not be read (a permission): the view is the unstaged one. */
+  readonly stagedProblem?: string;
+}
+
+// ---- staged rollouts (pure) -------------------------------------------------------------------
+
+/** The staged copies of the operator's ConfigMap as read (undefined: 404). */
+export interface StagedObjects {
+  readonly namespace: string;
+  /** The operator's ConfigMap (NAME; the copies are NAME-candidate and NAME-stable). */
+  readonly name: string;
+  readonly candidate: ConfigMap | undefined;
+  readonly stable: ConfigMap | undefined;
+}
+
+/** What the staged copies say, before the Leases are looked at. */
+export interface StagedSource {
+  readonly namespace: string;
+  readonly name: string;
+  /** The rollout state on NAME-candidate; undefined: none or unreadable (then every node runs stable). */
+  readonly state?: RolloutState;
+  /** Why NAME-candidate carries no readable state (absent object included). */
+  readonly stateProblem?: string;
+  /** What the nodes outside the open waves run: NAME-stable's content, else the state's stable. */
+  readonly stable?: ContentRef;
+  /** An operator's request the controller has not taken up yet. */
+  readonly request?: RolloutRequest;
+}
+
+export interface WaveProgress {
+  readonly name: string;
+  readonly nodes: number;
+  readonly open: boolean;
+  /** Counted with the controller's own rule (nodeProgress) against the candidate. */
+  readonly applied: number;
+  readonly pending: number;
+  readonly failed: number;
+  /** Nodes of the wave that neither exist in the Node list nor publish a Lease. */
+  readonly gone: number;
+  /** The last open wave: when it opened, and when its bake started. */
+  readonly openedAt?: number;
+  readonly bakingSince?: number;
+}
+
+export interface StagedSummary extends StagedSource {
+  /** The state is about the desired config; false: the controller has not taken up the change yet. */
+  readonly followsDesired: boolean;
+  readonly waves: readonly WaveProgress[];
+}
+
+/** The staged copies → what they say; undefined when neither exists (not staged). */
+export function stagedSourceOf(objects: StagedObjects): StagedSource | undefined {
+  const { namespace, name, candidate, stable } = objects;
+  if (candidate === undefined && stable === undefined) return undefined;
+  const decoded = stateOf(candidate);
+  const stableRef = stableRefOf(namespace, stagedConfigMapName(name, 'stable'), stable);
+  const request = requestOf(candidate);
+  const where = `${namespace}/${stagedConfigMapName(name, 'candidate')}`;
+  const problem =
+    candidate === undefined
+      ? `${where} does not exist yet`
+      : decoded === undefined
+        ? `${where} has no rollout state`
+        : decoded.ok
+          ? undefined
+          : `${where}: the rollout state is unreadable (${decoded.reason})`;
+  const state = decoded?.ok === true ? decoded.state : undefined;
+  const stableContent = stableRef ?? state?.stable;
+  return {
+    namespace,
+    name,
+    ...(state !== undefined ? { state } : {}),
+    ...(problem !== undefined ? { stateProblem: problem } : {}),
+    ...(stableContent !== undefined ? { stable: stableContent } : {}),
+    ...(request !== undefined ? { request } : {}),
+  };
+}
+
+/**
+ * The config `node` should run now, by the agents' rule: the candidate when its wave is open
+ * (runsCandidate), else the stable config. `hash` is undefined only when that content does not
+ * parse (no agent can run it).
+ */
+export function expectedConfig(
+  staged: StagedSource,
+  node: string,
+): { readonly expects: 'candidate' | 'stable'; readonly hash: string | undefined } {
+  if (staged.state !== undefined && runsCandidate(staged.state, node))
+    return { expects: 'candidate', hash: staged.state.candidate.hash };
+  return { expects: 'stable', hash: staged.stable?.hash ?? staged.state?.stable.hash };
+}
+
+function waveProgress(
+  state: RolloutState,
+  reports: ReadonlyMap<string, PublishedState>,
+  exists: (node: string) => boolean,
+  now: number,
+): WaveProgress[] {
+  const hash = state.candidate.hash ?? '';
+  const baking = state.phase === 'progressing' || state.phase === 'paused';
+  return state.waves.map((wave, i) => {
+    const counts = { applied: 0, pending: 0, failed: 0, gone: 0 };
+    for (const node of wave.nodes) counts[nodeProgress(node, hash, reports.get(node), exists(node), now).kind] += 1;
+    const last = i === state.opened - 1;
+    return {
+      name: wave.name,
+      nodes: wave.nodes.length,
+      open: i < state.opened,
+      ...counts,
+      ...(last ? { openedAt: state.waveOpenedAt } : {}),
+      ...(last && baking && state.bakeStartedAt !== undefined ? { bakingSince: state.bakeStartedAt } : {}),
+    };
+  });
+}
+
+/**
+ * The verdict of a staged rollout: complete only when the desired config is what every node runs
+ * (the rollout of it complete, or it is the stable config and no rollout is active) and every node
+ * is in sync; rejected when a node rejected its config or the rollout of the desired config halted,
+ * was aborted or is invalid; otherwise in progress (the controller has not taken up the change yet
+ * included).
+ */
+export function stagedVerdict(
+  counts: Readonly<Record<NodeRolloutState, number>>,
+  desiredHash: string,
+  staged: StagedSummary,
+): RolloutVerdict {
+  const ordinary = verdictOf(counts);
+  if (ordinary === 'rejected') return 'rejected';
+  const state = staged.state;
+  // No rollout runs and the stable config is the desired one: every node should simply run it.
+  if ((state === undefined || !ACTIVE_PHASES.includes(state.phase)) && staged.stable?.hash === desiredHash)
+    return ordinary;
+  if (state === undefined || !staged.followsDesired) return 'in-progress';
+  if (state.phase === 'halted' || state.phase === 'aborted' || state.phase === 'invalid') return 'rejected';
+  return state.phase === 'complete' ? ordinary : 'in-progress';
 }
 
 /**
@@ -79,6 +227,8 @@ export function verdictOf(counts: Readonly<Record<NodeRolloutState, number>>): R
 /**
  * The rollout over `nodeNames` (the cluster's Nodes, maybe filtered by a selector). Several Leases
  * of one node (a renamed instance leaves none behind; a copied one could): the freshest counts.
+ * With `staged`, each node is held to its expected config (expectedConfig) and the waves are
+ * counted; a wave's node counts as gone only when it is neither a Node here nor has a Lease.
  */
 export function summarizeRollout(
   desired: DesiredConfig,
@@ -86,6 +236,7 @@ export function summarizeRollout(
   nodeNames: readonly string[],
   states: readonly PublishedState[],
   now: number,
+  staged?: StagedSource,
 ): RolloutStatus {
   const byNode = new Map<string, PublishedState>();
   for (const state of states) {
@@ -93,9 +244,29 @@ export function summarizeRollout(
     if (seen === undefined || (state.heartbeatAt ?? 0) > (seen.heartbeatAt ?? 0)) byNode.set(state.node, state);
   }
   const known = new Set(nodeNames);
-  const nodes = [...known].sort().map((name) => classifyNode(name, desired.hash, byNode.get(name), now));
+  const waveOfNode = new Map<string, string>();
+  for (const wave of staged?.state?.waves ?? []) for (const node of wave.nodes) waveOfNode.set(node, wave.name);
+  const nodes = [...known].sort().map((name): NodeRollout => {
+    if (staged === undefined) return classifyNode(name, desired.hash, byNode.get(name), now);
+    const expected = expectedConfig(staged, name);
+    const wave = waveOfNode.get(name);
+    return {
+      ...classifyNode(name, expected.hash ?? desired.hash, byNode.get(name), now),
+      expects: expected.expects,
+      ...(wave !== undefined ? { wave } : {}),
+    };
+  });
   const counts = Object.fromEntries(NODE_ROLLOUT_STATES.map((s) => [s, 0])) as Record<NodeRolloutState, number>;
   for (const n of nodes) counts[n.state] += 1;
+  let summary: StagedSummary | undefined;
+  if (staged !== undefined) {
+    const state = staged.state;
+    summary = {
+      ...staged,
+      followsDesired: state !== undefined && state.candidate.hash === desired.hash,
+      waves: state === undefined ? [] : waveProgress(state, byNode, (n) => known.has(n) || byNode.has(n), now),
+    };
+  }
   return {
     desired,
     namespace: scope.namespace,
@@ -104,7 +275,8 @@ export function summarizeRollout(
     nodes,
     counts,
     unknownNodes: [...byNode.keys()].filter((n) => !known.has(n)).sort(),
-    verdict: verdictOf(counts),
+    verdict: summary === undefined ? verdictOf(counts) : stagedVerdict(counts, desired.hash, summary),
+    ...(summary !== undefined ? { staged: summary } : {}),
   };
 }
 
@@ -127,6 +299,8 @@ export interface RolloutQuery {
   readonly instance: string;
   /** Label selector of the Nodes that must run an agent (the DaemonSet's nodeSelector). */
   readonly nodeSelector?: string;
+  /** The operator's ConfigMap whose staged copies (NAME-candidate, NAME-stable) to look for. */
+  readonly stagedOf?: { readonly namespace: string; readonly name: string };
 }
 
 const PAGE = 500;
@@ -180,7 +354,47 @@ export async function readDesiredConfig(
   return { hash: parseConfigSnapshot(snapshotFromDirectoryFiles(source, files)).hash, source };
 }
 
-/** Every node's published state now, against `desired`. */
+/** One staged copy: undefined when it does not exist; `forbidden` when the reader may not get it. */
+async function getStaged(
+  cluster: Pick<RolloutCluster, 'configMaps'>,
+  namespace: string,
+  name: string,
+): Promise<ConfigMap | undefined | 'forbidden'> {
+  try {
+    return await cluster.configMaps.get(name, { namespace });
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    if (err instanceof KubeApiError && err.status === 403) return 'forbidden';
+    throw clusterError(`read ${namespace}/${name}`, err);
+  }
+}
+
+export interface StagedRead {
+  readonly source?: StagedSource;
+  readonly problem?: string;
+}
+
+const NOT_STAGED: StagedRead = {};
+
+/**
+ * The staged copies of `of` (one GET each). A copy the reader may not get (a Role made before
+ * staged rollouts) leaves the view unstaged, with the reason, rather than failing the command.
+ */
+export async function readStaged(
+  cluster: Pick<RolloutCluster, 'configMaps'>,
+  of: { readonly namespace: string; readonly name: string },
+): Promise<StagedRead> {
+  const names = [stagedConfigMapName(of.name, 'candidate'), stagedConfigMapName(of.name, 'stable')] as const;
+  const [candidate, stable] = await Promise.all(names.map((n) => getStaged(cluster, of.namespace, n)));
+  if (candidate === 'forbidden' || stable === 'forbidden')
+    return {
+      problem: `cannot get configmaps ${names.join(', ')} in namespace ${of.namespace} (forbidden): a staged rollout is not shown (see docs/rollout-status.md for the permissions needed)`,
+    };
+  const source = stagedSourceOf({ ...of, candidate, stable });
+  return source === undefined ? {} : { source };
+}
+
+/** Every node's published state now, against `desired` (with a staged rollout: its expected config). */
 export async function readRollout(
   cluster: RolloutCluster,
   query: RolloutQuery,
@@ -189,7 +403,8 @@ export async function readRollout(
   signal?: AbortSignal,
 ): Promise<RolloutStatus> {
   const sig = signal === undefined ? {} : { signal };
-  const [leases, nodes] = await Promise.all([
+  const [staged, leases, nodes] = await Promise.all([
+    query.stagedOf === undefined ? Promise.resolve(NOT_STAGED) : readStaged(cluster, query.stagedOf),
     listAll(
       (o) => cluster.leases.list(o),
       { namespace: query.namespace, labelSelector: statusSelector(query.instance), ...sig },
@@ -202,13 +417,15 @@ export async function readRollout(
     ),
   ]);
   const states = leases.map(stateFromLease).filter((s): s is PublishedState => s !== undefined);
-  return summarizeRollout(
+  const status = summarizeRollout(
     desired,
     query,
     nodes.map((n) => n.metadata.name),
     states,
     now(),
+    staged.source,
   );
+  return staged.problem !== undefined ? { ...status, stagedProblem: staged.problem } : status;
 }
 
 export interface WaitOptions {

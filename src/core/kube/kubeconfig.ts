@@ -52,6 +52,8 @@ export interface ConnectionSettings {
   readonly namespace?: string;
   /** Where these settings came from, for messages: the kubeconfig path or `in-cluster`. */
   readonly source: string;
+  /** The kubeconfig user's name (the impersonated user when there is one), to say who asked in notes; not an identity check. */
+  readonly user?: string;
   /** Act as another user (and groups): the apiserver checks the caller may impersonate them. */
   readonly impersonate?: Impersonation;
   /** Credentials obtained per request (an exec plugin, OIDC); they replace token and tokenFile. */
@@ -318,9 +320,11 @@ export async function loadKubeconfig(
     credentials = extra.credentials ?? credentials;
   }
   const namespace = str(context.entry.body, 'namespace');
+  const userLabel = impersonate?.user ?? user?.entry.name;
   return {
     server,
     source: where,
+    ...(userLabel === undefined ? {} : { user: userLabel }),
     ...(ca === undefined ? {} : { ca }),
     ...(token === undefined ? {} : { token }),
     ...(tokenFile === undefined ? {} : { tokenFile }),

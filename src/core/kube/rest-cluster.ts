@@ -260,6 +260,11 @@ export class RestCluster extends ClusterClients {
     return this.connection.namespace;
   }
 
+  /** The kubeconfig context's user name, when there is one (the in-cluster account has none here). */
+  get contextUser(): string | undefined {
+    return this.connection.user;
+  }
+
   /** Closes idle keep-alive connections and every open one (ending watches). */
   close(): void {
     this.agent.destroy();

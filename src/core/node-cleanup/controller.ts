@@ -13,9 +13,10 @@ import type { Clock } from '../clock.js';
 import { isAborted } from '../clock.js';
 import { formatGoDuration } from '../config/duration.js';
 import { isConflict, isNotFound } from '../kube/cluster.js';
-import type { Cluster, NodeCleanupCluster, ResourceClient, WatchEvent, WatchOptions } from '../kube/cluster.js';
+import type { Cluster, NodeCleanupCluster } from '../kube/cluster.js';
 import type { EventSink } from '../kube/events.js';
-import type { Node, ObjectMeta, ObjectReference, PersistentVolume, Pod } from '../kube/objects.js';
+import { metadataClient } from '../kube/metadata-client.js';
+import type { ObjectMeta, ObjectReference, PersistentVolume, Pod } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
 import type { Logger } from '../log.js';
 import type { NodeCleanupMetrics } from '../metrics/node-cleanup-metrics.js';
@@ -75,31 +76,6 @@ function nodeFacts(meta: ObjectMeta): NodeFacts {
   return { name: meta.name, labels: meta.labels ?? {} };
 }
 
-/**
- * A Node client that keeps only metadata: the list asks the server for metadata alone and the
- * watch drops the rest, so the cache holds names and labels, not images and conditions.
- */
-function nodeMetadata(nodes: ResourceClient<Node>): ResourceClient<{ metadata: ObjectMeta }> {
-  const strip = (node: { metadata: ObjectMeta }): { metadata: ObjectMeta } => ({ metadata: node.metadata });
-  return {
-    get: async (name, options) => strip(await nodes.get(name, options)),
-    list: (options) => nodes.listMetadata(options),
-    listMetadata: (options) => nodes.listMetadata(options),
-    watch: (options: WatchOptions) => ({
-      async *[Symbol.asyncIterator](): AsyncGenerator<WatchEvent<{ metadata: ObjectMeta }>> {
-        for await (const event of nodes.watch(options)) {
-          yield event.type === 'BOOKMARK' ? event : { type: event.type, object: strip(event.object) };
-        }
-      },
-    }),
-    create: () => Promise.reject(new Error('read-only')),
-    update: () => Promise.reject(new Error('read-only')),
-    updateStatus: () => Promise.reject(new Error('read-only')),
-    patch: () => Promise.reject(new Error('read-only')),
-    delete: () => Promise.reject(new Error('read-only')),
-  };
-}
-
 /** Every item of a paginated list, at most MAX_PAGES pages. */
 async function listAll<T>(
   list: (options: { limit: number; continue?: string }) => Promise<{
@@ -155,7 +131,7 @@ export class NodeCleanupController {
   ) {
     const { clock, logger } = deps;
     this.nodes = new Reflector({
-      client: nodeMetadata(deps.cluster.nodes),
+      client: metadataClient(deps.cluster.nodes),
       clock,
       logger,
       resource: 'nodes',

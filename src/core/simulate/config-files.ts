@@ -40,6 +40,11 @@ export class ConfigFiles {
     return join(this.tmp, 'config');
   }
 
+  /** The ConfigMap keys the config path holds now, as texts (a staged replay's operator ConfigMap). */
+  get data(): Readonly<Record<string, string>> {
+    return { ...this.keys };
+  }
+
   /** How the user knows the config path: their file, or `config`. */
   get display(): string {
     return this.file ?? 'config';

@@ -12,11 +12,18 @@
 //     skipped: { disk3: not-a-mount-point }    # why the last pass skipped an entry (none: not skipped)
 //     events: { VolumeFailedDelete: 1 }        # Kubernetes Events recorded since the start, by reason
 //     quarantined: { disk1: identity-changed } # why the last pass held a Released PV back (none: it did not)
+//   with a staged rollout (stagedRollout:):
+//     rollout: halted                          # the rollout's phase; or
+//     rollout: { phase: halted, opened: canary, haltedAt: canary, haltedNode: node-c, reverted: true }
+//     nodesOnCandidate: [node-c]               # nodes whose status Lease reports the candidate applied (or a count)
+//     nodesOnStable: 5                         # … the stable config
 import type { Node } from 'yaml';
 import { isScalar, isSeq } from 'yaml';
 import { RELOAD_OUTCOMES } from '../agent/reload-types.js';
 import type { ReloadOutcome } from '../agent/reload-types.js';
 import type { CleanupState } from '../cleanup/table.js';
+import { ROLLOUT_PHASES } from '../staged-rollout/state.js';
+import type { RolloutPhase } from '../staged-rollout/state.js';
 import type { Input } from './input.js';
 
 export const EXPECT_KEYS = [
@@ -30,7 +37,32 @@ export const EXPECT_KEYS = [
   'skipped',
   'events',
   'quarantined',
+  'rollout',
+  'nodesOnCandidate',
+  'nodesOnStable',
 ] as const;
+
+/** The expectations only a staged scenario can check. */
+const STAGED_EXPECT_KEYS: readonly string[] = ['rollout', 'nodesOnCandidate', 'nodesOnStable'];
+
+/** A rollout's phase, or `none` (no rollout state written yet). */
+export const ROLLOUT_PHASE_EXPECTATIONS = [...ROLLOUT_PHASES, 'none'] as const;
+export type RolloutPhaseExpectation = RolloutPhase | 'none';
+export const ROLLOUT_FIELDS = ['phase', 'opened', 'haltedAt', 'haltedNode', 'reverted'] as const;
+
+export interface RolloutExpectation {
+  readonly phase?: RolloutPhaseExpectation;
+  /** The last wave opened (`canary`, `wave-1`, …), or `none`. */
+  readonly opened?: string;
+  /** The wave of the halt, or `none`. */
+  readonly haltedAt?: string;
+  /** The node that halted it, or `none`. */
+  readonly haltedNode?: string;
+  readonly reverted?: boolean;
+}
+
+/** Nodes by name (compared as a set), or how many. */
+export type NodesExpectation = { readonly count: number } | { readonly nodes: readonly string[] };
 
 /** Why the agent's last pass quarantined a volume's PV (docs/disk-identity.md), or `none`. */
 export const QUARANTINE_EXPECTATIONS = ['identity-changed', 'node-rebuilt', 'none'] as const;
@@ -66,6 +98,9 @@ export interface Expectations {
   readonly skipped: Readonly<Record<string, string>>;
   readonly events: Readonly<Record<string, number>>;
   readonly quarantined: Readonly<Record<string, QuarantineExpectation>>;
+  readonly rollout?: RolloutExpectation;
+  readonly nodesOnCandidate?: NodesExpectation;
+  readonly nodesOnStable?: NodesExpectation;
 }
 
 export interface ExpectationResult {
@@ -110,10 +145,66 @@ function readPv(input: Input, node: Node, path: string): PvExpectation | undefin
   return { volume, fields };
 }
 
-export function parseExpectations(input: Input, node: Node, path: string): Expectations | undefined {
+function readRollout(input: Input, node: Node | null, path: string): RolloutExpectation | undefined {
+  if (node !== null && isScalar(node)) {
+    const phase = input.oneOf(node, path, ROLLOUT_PHASE_EXPECTATIONS);
+    return phase === undefined ? undefined : { phase };
+  }
+  const map = input.map(node, path);
+  if (!map) return undefined;
+  const out: { -readonly [K in keyof RolloutExpectation]: RolloutExpectation[K] } = {};
+  for (const p of input.pairs(map, path, ROLLOUT_FIELDS)) {
+    const at = `${path}.${p.key}`;
+    switch (p.key) {
+      case 'phase': {
+        const phase = input.oneOf(p.value, at, ROLLOUT_PHASE_EXPECTATIONS);
+        if (phase !== undefined) out.phase = phase;
+        break;
+      }
+      case 'reverted': {
+        const reverted = input.boolean(p.value, at, false);
+        if (reverted !== undefined) out.reverted = reverted;
+        break;
+      }
+      case 'opened':
+      case 'haltedAt':
+      case 'haltedNode': {
+        const text = input.string(p.value, at, { required: true });
+        if (text !== undefined) out[p.key] = text;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+function readNodes(input: Input, node: Node | null, path: string): NodesExpectation | undefined {
+  if (node !== null && isScalar(node) && typeof node.value === 'number') {
+    const count = input.integer(node, path, { min: 0 });
+    return count === undefined ? undefined : { count };
+  }
+  const items = input.list(node, path);
+  if (!items) return undefined;
+  const nodes: string[] = [];
+  items.forEach((item, i) => {
+    const name = input.string(item, `${path}[${String(i)}]`, { required: true });
+    if (name !== undefined) nodes.push(name);
+  });
+  return { nodes: [...new Set(nodes)].sort() };
+}
+
+export function parseExpectations(
+  input: Input,
+  node: Node,
+  path: string,
+  options: { readonly staged?: boolean } = {},
+): Expectations | undefined {
   const map = input.map(node, path);
   if (!map) return undefined;
   const pairs = input.pairs(map, path, EXPECT_KEYS);
+  let rollout: RolloutExpectation | undefined;
+  let nodesOnCandidate: NodesExpectation | undefined;
+  let nodesOnStable: NodesExpectation | undefined;
   let pvs: Expectations['pvs'];
   const pv: PvExpectation[] = [];
   let cleanups: Expectations['cleanups'] = {};
@@ -124,8 +215,12 @@ export function parseExpectations(input: Input, node: Node, path: string): Expec
   const skipped: Record<string, string> = {};
   let events: Record<string, number> = {};
   const quarantined: Record<string, QuarantineExpectation> = {};
-  for (const { key, value } of pairs) {
+  for (const { key, keyNode, value } of pairs) {
     const at = `${path}.${key}`;
+    if (options.staged !== true && STAGED_EXPECT_KEYS.includes(key)) {
+      input.error(at, 'needs a stagedRollout: block (a scenario without one has no rollout)', keyNode);
+      continue;
+    }
     switch (key) {
       case 'pvs':
         if (value !== null && isScalar(value)) {
@@ -189,6 +284,15 @@ export function parseExpectations(input: Input, node: Node, path: string): Expec
         }
         break;
       }
+      case 'rollout':
+        rollout = readRollout(input, value, at);
+        break;
+      case 'nodesOnCandidate':
+        nodesOnCandidate = readNodes(input, value, at);
+        break;
+      case 'nodesOnStable':
+        nodesOnStable = readNodes(input, value, at);
+        break;
     }
   }
   return {
@@ -202,7 +306,22 @@ export function parseExpectations(input: Input, node: Node, path: string): Expec
     skipped,
     events,
     quarantined,
+    ...(rollout !== undefined ? { rollout } : {}),
+    ...(nodesOnCandidate !== undefined ? { nodesOnCandidate } : {}),
+    ...(nodesOnStable !== undefined ? { nodesOnStable } : {}),
   };
+}
+
+/** What a staged replay tells the expectations about its rollout. */
+export interface RolloutWorldView {
+  readonly phase: RolloutPhaseExpectation;
+  readonly opened: string;
+  readonly haltedAt: string;
+  readonly haltedNode: string;
+  readonly reverted: boolean;
+  /** Sorted node names whose status Lease reports the candidate's / the stable config's hash applied. */
+  readonly onCandidate: readonly string[];
+  readonly onStable: readonly string[];
 }
 
 /** What the runner tells the expectations about the world after a step. */
@@ -223,6 +342,8 @@ export interface WorldView {
   eventCount(reason: string): number;
   /** Why the agent's last pass quarantined the volume's PV (its reclaim summary), or `none`. */
   quarantineReason(volume: string): string;
+  /** The staged rollout (a staged scenario only). */
+  readonly rollout?: RolloutWorldView;
 }
 
 export function evaluateExpectations(e: Expectations, world: WorldView): ExpectationResult[] {
@@ -254,5 +375,21 @@ export function evaluateExpectations(e: Expectations, world: WorldView): Expecta
   for (const [reason, n] of Object.entries(e.events)) check(`events.${reason}`, n, world.eventCount(reason));
   for (const [volume, reason] of Object.entries(e.quarantined))
     check(`quarantined.${volume}`, reason, world.quarantineReason(volume));
+  const r = world.rollout;
+  if (e.rollout && r) {
+    for (const field of ROLLOUT_FIELDS) {
+      const expected = e.rollout[field];
+      if (expected !== undefined) check(`rollout.${field}`, expected, r[field]);
+    }
+  }
+  const nodes = (key: string, expected: NodesExpectation | undefined, actual: readonly string[]): void => {
+    if (expected === undefined) return;
+    if ('count' in expected) check(`${key}.count`, expected.count, actual.length);
+    else out.push({ key, expected: expected.nodes, actual, ok: expected.nodes.join(',') === actual.join(',') });
+  };
+  if (r) {
+    nodes('nodesOnCandidate', e.nodesOnCandidate, r.onCandidate);
+    nodes('nodesOnStable', e.nodesOnStable, r.onStable);
+  }
   return out;
 }

@@ -6,9 +6,13 @@ import type { CleanupState } from '../cleanup/table.js';
 import type { ReloadChange, ReloadOutcome } from '../agent/reload-types.js';
 import type { ConfigIssue } from '../errors.js';
 import type { LogFields, LogLevel } from '../log.js';
+import type { AppliedResult } from '../fleet/applied-state.js';
+import type { StagedRolloutPolicy } from '../staged-rollout/policy.js';
+import type { RolloutPhase, Wave } from '../staged-rollout/state.js';
 import type { ExpectationResult } from './expect.js';
 import type { EntryType } from './node-facts.js';
-import type { ScenarioSettings } from './scenario.js';
+import type { RolloutStepType, ScenarioSettings } from './scenario.js';
+import type { NodeFailure } from './staged-scenario.js';
 
 /** Virtual time zero of every scenario (timestamps in objects; the timeline shows offsets). */
 export const SCENARIO_EPOCH = Date.UTC(2030, 0, 1);
@@ -89,16 +93,96 @@ export type TimelineEvent =
       readonly message: string;
       /** The record's fields but `pv` and `reason`. */
       readonly fields: LogFields;
-    };
+    }
+  | RolloutEvent
+  | FleetNodeEvent;
+
+/**
+ * What the staged rollout controller did, read off the rollout state it wrote (hashes are config
+ * hashes; absent for a candidate that does not parse).
+ */
+export type RolloutEvent =
+  /** The first start: the operator's ConfigMap became the stable config. */
+  | { readonly type: 'rollout-adopted'; readonly configHash?: string }
+  | {
+      readonly type: 'rollout-started';
+      readonly candidate?: string;
+      readonly stable?: string;
+      readonly waves: readonly Wave[];
+    }
+  | { readonly type: 'rollout-wave-opened'; readonly wave: string; readonly nodes: readonly string[] }
+  /** Every node of the open waves reported the candidate applied: the bake started. */
+  | { readonly type: 'rollout-baking'; readonly wave: string; readonly bakeMs: number }
+  | {
+      readonly type: 'rollout-halted';
+      /** The wave the halting node belongs to (absent: the rollout halted before its first wave). */
+      readonly wave?: string;
+      /** Empty when no one node halted it. */
+      readonly node: string;
+      readonly reason: string;
+      /** The open waves went back to stable (on halt: revert). */
+      readonly reverted: boolean;
+      readonly stable?: string;
+    }
+  | { readonly type: 'rollout-paused'; readonly wave?: string; readonly by?: string }
+  | { readonly type: 'rollout-resumed'; readonly by?: string }
+  | {
+      readonly type: 'rollout-aborted';
+      /** `request`: rollout abort; `configmap`: the ConfigMap was set back to the stable config. */
+      readonly cause: 'request' | 'configmap';
+      readonly stable?: string;
+      readonly by?: string;
+    }
+  | { readonly type: 'rollout-promoted'; readonly candidate?: string; readonly by?: string }
+  | { readonly type: 'rollout-completed'; readonly candidate?: string; readonly waves: number; readonly nodes: number }
+  /** The ConfigMap changed to the stable config in other bytes: nothing to roll out. */
+  | { readonly type: 'rollout-unchanged'; readonly stable?: string }
+  | { readonly type: 'rollout-superseded'; readonly previous?: string; readonly candidate?: string }
+  | { readonly type: 'rollout-invalid'; readonly reason: string };
+
+/** What a node of the fleet reported in its status Lease (or, silent, stopped reporting). */
+export type FleetNodeEvent =
+  | {
+      readonly type: 'node-applied';
+      readonly node: string;
+      readonly hash: string;
+      /** What the hash is to the rollout now. */
+      readonly config: 'candidate' | 'stable' | 'other';
+      readonly generation: number;
+    }
+  /** Back on the stable config after running the candidate (a revert, an abort). */
+  | { readonly type: 'node-reverted'; readonly node: string; readonly hash: string; readonly generation: number }
+  | {
+      readonly type: 'node-not-applied';
+      readonly node: string;
+      readonly result: AppliedResult;
+      readonly hash?: string;
+      readonly reason?: string;
+    }
+  /** Discovery or cleanup errors since it applied what it runs. */
+  | { readonly type: 'node-errors'; readonly node: string; readonly errors: number; readonly hash: string }
+  | { readonly type: 'node-silent'; readonly node: string };
 
 export type ActionType = TimelineEvent['type'];
+
+/** The lines of a staged rollout: what the controller did, what a node of the fleet reported. */
+export function isRolloutAction(type: ActionType): boolean {
+  return type.startsWith('rollout-') || (type.startsWith('node-') && type !== 'node-updated');
+}
 
 /** One thing the agent did, at virtual time `at` (ms since the scenario started). */
 export type TimelineAction = { readonly at: number } & TimelineEvent;
 
 /** What a step did to the world (the start: set it up and started the agent). */
 export type StepOutcome =
-  | { readonly type: 'start'; readonly node: string; readonly disks: number; readonly classes: number }
+  | {
+      readonly type: 'start';
+      readonly node: string;
+      readonly disks: number;
+      readonly classes: number;
+      /** A staged scenario: the nodes of the fleet, this one included. */
+      readonly fleet?: number;
+    }
   | {
       readonly type: 'disk added';
       readonly volume: string;
@@ -154,7 +238,23 @@ export type StepOutcome =
   | { readonly type: 'node rebuilt'; readonly node: string; readonly previousUid: string; readonly uid: string }
   | { readonly type: 'identity accepted'; readonly pv: string; readonly volume: string }
   | { readonly type: 'time passes'; readonly durationMs: number }
-  | { readonly type: 'check' };
+  | { readonly type: 'check' }
+  | {
+      readonly type: 'apply config';
+      readonly config:
+        | { readonly kind: 'file'; readonly display: string }
+        | { readonly kind: 'inline'; readonly keys: readonly string[] };
+    }
+  /** The request written for the rollout of `candidate` (its hash), in `phase` then. */
+  | { readonly type: RolloutStepType; readonly candidate?: string; readonly phase: RolloutPhase; readonly by?: string }
+  | {
+      readonly type: 'node fails candidate';
+      readonly node: string;
+      readonly how: NodeFailure;
+      readonly reason?: string;
+      readonly errors: number;
+    }
+  | { readonly type: 'node fixed'; readonly node: string };
 
 export interface StepInfo {
   /** 0: the start (world set up, agent started); then the scenario's steps, 1-based. */
@@ -174,12 +274,43 @@ export interface FinalPV {
   readonly capacity: string;
 }
 
+/** A node of the fleet at the end: what its status Lease reports. */
+export interface FinalFleetNode {
+  readonly node: string;
+  /** The real agent (the scenario's node) or a stand-in. */
+  readonly agent: 'real' | 'stand-in';
+  /** Hash of the config it runs; absent: it never reported. */
+  readonly applied?: string;
+  readonly config: 'candidate' | 'stable' | 'other' | 'unknown';
+  readonly result?: AppliedResult;
+  /** Its heartbeat is older than its Lease allows. */
+  readonly stale: boolean;
+}
+
+/** The staged rollout at the end, as the controller stored it and the fleet reported it. */
+export interface FinalRollout {
+  readonly phase: RolloutPhase | 'none';
+  readonly candidate?: string;
+  readonly stable?: string;
+  readonly waves: readonly { readonly name: string; readonly nodes: readonly string[]; readonly open: boolean }[];
+  readonly halt?: { readonly wave?: string; readonly node: string; readonly reason: string };
+  readonly reverted: boolean;
+  readonly message?: string;
+  readonly nodes: readonly FinalFleetNode[];
+}
+
 export interface ScenarioReport {
   readonly name: string;
   readonly file: string;
   readonly description?: string;
   readonly node: string;
   readonly settings: ScenarioSettings;
+  /** A staged scenario: the controller's policy, the operator's ConfigMap and the fleet. */
+  readonly stagedRollout?: {
+    readonly policy: StagedRolloutPolicy;
+    readonly configMap: string;
+    readonly fleet: readonly { readonly node: string; readonly agent: 'real' | 'stand-in' }[];
+  };
   readonly steps: readonly StepReport[];
   readonly expectations: { readonly total: number; readonly failed: number };
   readonly passed: boolean;
@@ -189,5 +320,7 @@ export interface ScenarioReport {
     readonly configHash: string;
     readonly persistentVolumes: readonly FinalPV[];
     readonly cleanups: readonly { readonly pv: string; readonly method: string; readonly state: CleanupState }[];
+    /** A staged scenario's rollout. */
+    readonly rollout?: FinalRollout;
   };
 }

@@ -4,7 +4,7 @@
 // the runner moves it, so a scenario replays the same way every time. What the agent did is read
 // off its side effects (observe.ts) — the API writes it made, the cleanups it ran, the reloads it
 // answered and what it logged — each stamped with virtual time, into a report of data (report.ts).
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from '../agent/agent.js';
@@ -41,13 +41,15 @@ import {
   TimedLogger,
 } from './observe.js';
 import type { CleanerEvent, LogRecord } from './observe.js';
-import { SCENARIO_EPOCH } from './report.js';
+import { isRolloutAction, SCENARIO_EPOCH } from './report.js';
 import type { ScenarioReport, StepInfo, StepOutcome, StepReport, TimelineAction, TimelineEvent } from './report.js';
 import type { Scenario, ScenarioSettings, Step } from './scenario.js';
 import { ScriptedCleaner } from './stand-ins.js';
 import { applyStep } from './steps.js';
 import type { StepWorld } from './steps.js';
 import { VirtualTime } from './virtual-time.js';
+import { StagedWorld } from './fleet.js';
+import type { RunningStatePublisher } from '../fleet/agent-state.js';
 
 export interface ScenarioRunOptions {
   /** Where the runner keeps the config files it hands the agent; default the OS temp directory. */
@@ -79,6 +81,15 @@ class ScenarioRun {
   /** The Node UIDs the agent sees (deterministic), and how many times the Node was registered. */
   private readonly nodeUids = new NodeUids();
   private nodeRegistrations = 0;
+  /** A staged scenario: the operator's ConfigMap, the controller and the fleet. */
+  private staged: StagedWorld | undefined;
+  /** The keys of the operator's ConfigMap (`apply config` changes them). */
+  private operatorConfig: ConfigFiles | undefined;
+  /** The real agent's status Lease publisher, and its reload subscription (staged scenarios). */
+  private publishing: RunningStatePublisher | undefined;
+  private unsubscribe: (() => void) | undefined;
+  /** Where the timeline stood when the staged source was last read: a reload it leads to goes there. */
+  private readMark: number | undefined;
 
   constructor(
     private readonly scenario: Scenario,
@@ -98,6 +109,8 @@ class ScenarioRun {
     const entry = { at: this.now(), ...event };
     if (before === undefined) this.actions.push(entry);
     else this.actions.splice(before, 0, entry);
+    // A reload in flight is told after what the controller and the fleet did meanwhile.
+    if (this.readMark !== undefined && isRolloutAction(event.type)) this.readMark = this.actions.length;
   }
 
   private fail(step: { index: number; position: SourcePosition; type: string }, text: string): never {
@@ -202,6 +215,17 @@ class ScenarioRun {
   private async startAgent(): Promise<void> {
     const s = this.settings;
     const mark = this.actions.length;
+    const staged = this.staged;
+    // Staged: the agent reads the stable or candidate copy through the API, as `run
+    // --config-source staged:…` does, and reloads when its watch sees them change.
+    const stagedDeps =
+      staged === undefined
+        ? {}
+        : {
+            configSource: staged.agentSource(this.agentCluster.configMaps, this.logger, () => {
+              this.readMark = this.actions.length;
+            }),
+          };
     const agent = await this.time.drive(
       Agent.start(
         {
@@ -221,6 +245,7 @@ class ScenarioRun {
           startTimeoutMs: 30_000,
           reloadGuard: s.reloadGuard,
           version: 'simulate',
+          ...(staged !== undefined ? { watch: StagedWorld.agentWatch } : {}),
         },
         {
           cluster: this.agentCluster,
@@ -228,10 +253,22 @@ class ScenarioRun {
           clock: this.clock,
           logger: this.logger,
           cleaner: this.cleaner,
+          ...stagedDeps,
         },
       ),
     );
     this.agent = agent;
+    if (staged !== undefined) {
+      this.publishing = staged.publish(agent);
+      // The reloads the agent's watcher starts (the runner's own are recorded where it asks).
+      this.unsubscribe = agent.subscribe((event) => {
+        if (event.type !== 'reload' || event.result.trigger === 'admin' || event.result.trigger === 'fs') return;
+        if (event.result.outcome === 'applied' || event.result.outcome === 'rolled-back')
+          this.config = agent.appliedConfig().config;
+        this.recordReload(event.result, this.readMark ?? this.actions.length);
+        this.readMark = undefined;
+      });
+    }
     const applied = agent.appliedConfig();
     this.record(
       { type: 'agent-started', generation: applied.generation, configHash: applied.hash, adopted: agent.adopted },
@@ -244,6 +281,10 @@ class ScenarioRun {
     const agent = this.agent;
     if (!agent) return;
     this.agent = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    await this.publishing?.stop();
+    this.publishing = undefined;
     const cleanupsInFlight = agent.cleanups.count('running') + agent.cleanups.count('queued');
     await this.time.drive(agent.stop());
     this.record({ type: 'agent-stopped', cleanupsInFlight });
@@ -359,6 +400,38 @@ class ScenarioRun {
       this.onLog(record);
     };
     this.startControllers();
+    if (sc.stagedRollout) await this.setupStaged(sc.stagedRollout, setupFail(undefined, 'config'));
+  }
+
+  /**
+   * The operator's ConfigMap holding the starting config, the controller (which adopts it as
+   * stable) and the fleet's stand-in agents; the real agent starts after them, on the stable copy.
+   */
+  private async setupStaged(
+    spec: NonNullable<Scenario['stagedRollout']>,
+    fail: (text: string) => never,
+  ): Promise<void> {
+    const dir = join(this.tmp, 'operator');
+    await mkdir(dir);
+    this.operatorConfig = new ConfigFiles(dir);
+    await this.operatorConfig.write(this.scenario.config, fail);
+    this.staged = new StagedWorld({
+      cluster: this.cluster,
+      clock: this.clock,
+      logger: this.logger,
+      namespace: this.settings.namespace,
+      policy: spec.policy,
+      node: this.nodeName,
+      fleet: spec.fleet,
+      heartbeatMs: this.settings.statusHeartbeatMs,
+      record: (event) => {
+        this.record(event);
+      },
+    });
+    await this.staged.start(this.operatorConfig.data);
+    await this.time.settle();
+    await this.staged.startStandIns();
+    await this.time.settle();
   }
 
   /** A UID for the next registration of the Node, derived from its name and how many came before. */
@@ -412,6 +485,9 @@ class ScenarioRun {
         await this.startAgent();
       },
       rebuildNode: () => this.rebuildNode(),
+      ...(this.staged !== undefined && this.operatorConfig !== undefined
+        ? { staged: { world: this.staged, operatorConfig: this.operatorConfig } }
+        : {}),
     };
     return applyStep(step, world, (text) => this.fail(step, text));
   }
@@ -451,6 +527,7 @@ class ScenarioRun {
         node: this.nodeName,
         disks: this.disks.present,
         classes: Object.keys(this.config.storageClassMap).length,
+        ...(this.staged !== undefined ? { fleet: this.staged.nodes.length } : {}),
         index: 0,
         at: 0,
         expectations: [],
@@ -487,6 +564,7 @@ class ScenarioRun {
       jobsCreated: this.jobsCreated,
       cleanupsByPath: this.cleanupsByPath,
       lastReload: this.lastReload?.outcome,
+      ...(this.staged !== undefined ? { rollout: this.staged.view.bind(this.staged, this.clock.now()) } : {}),
     };
   }
 
@@ -499,6 +577,15 @@ class ScenarioRun {
       ...(this.scenario.description !== undefined ? { description: this.scenario.description } : {}),
       node: this.nodeName,
       settings: this.settings,
+      ...(this.staged !== undefined && this.scenario.stagedRollout !== undefined
+        ? {
+            stagedRollout: {
+              policy: this.scenario.stagedRollout.policy,
+              configMap: this.staged.name,
+              fleet: this.staged.nodes,
+            },
+          }
+        : {}),
       steps: this.steps,
       expectations: { total: all.length, failed },
       passed: failed === 0,
@@ -509,6 +596,7 @@ class ScenarioRun {
   private async teardown(): Promise<void> {
     try {
       await this.stopAgent().catch(() => undefined);
+      await this.staged?.stop();
     } finally {
       this.worldStop.abort();
       await Promise.allSettled(this.controllers);

@@ -16,6 +16,8 @@ import { readEntry } from './node-facts.js';
 import type { EntryType } from './node-facts.js';
 import { parseExpectations } from './expect.js';
 import type { Expectations } from './expect.js';
+import { NODE_FAILURES, readFleet, readStagedRollout } from './staged-scenario.js';
+import type { NodeFailure, StagedRolloutSpec } from './staged-scenario.js';
 
 export const STEP_TYPES = [
   'disk added',
@@ -36,8 +38,29 @@ export const STEP_TYPES = [
   'node rebuilt',
   'time passes',
   'check',
+  // A staged rollout (a `stagedRollout:` block): docs/simulate.md "Staged rollouts".
+  'apply config',
+  'rollout pause',
+  'rollout resume',
+  'rollout abort',
+  'rollout promote',
+  'node fails candidate',
+  'node fixed',
 ] as const;
 export type StepType = (typeof STEP_TYPES)[number];
+
+/** The steps only a staged scenario has. */
+export const STAGED_STEP_TYPES: readonly StepType[] = [
+  'apply config',
+  'rollout pause',
+  'rollout resume',
+  'rollout abort',
+  'rollout promote',
+  'node fails candidate',
+  'node fixed',
+];
+/** `rollout pause` … : the operator's requests, as `provisioner rollout pause|resume|abort|promote`. */
+export type RolloutStepType = 'rollout pause' | 'rollout resume' | 'rollout abort' | 'rollout promote';
 
 /** A config given inline (ConfigMap keys) or as a path (file, manifest or ConfigMap directory). */
 export type ConfigInput =
@@ -115,6 +138,20 @@ export type Step = StepBase &
     | { readonly type: 'identity accepted'; readonly volume: VolumeRef }
     | { readonly type: 'time passes'; readonly durationMs: number }
     | { readonly type: 'check' }
+    /** `kubectl apply` of the operator's ConfigMap: with a staged rollout, a new candidate. */
+    | { readonly type: 'apply config'; readonly config: ConfigInput }
+    | { readonly type: RolloutStepType; readonly by?: string }
+    /** From now on, the node's stand-in agent does this with a candidate it is told to apply. */
+    | {
+        readonly type: 'node fails candidate';
+        readonly node: string;
+        readonly how: NodeFailure;
+        readonly reason?: string;
+        /** `errors`: how many discovery or cleanup errors it reports after applying. */
+        readonly errors: number;
+      }
+    /** The node's stand-in agent applies candidates again (a silent one comes back). */
+    | { readonly type: 'node fixed'; readonly node: string }
   );
 
 export interface ScenarioSettings {
@@ -134,6 +171,8 @@ export interface ScenarioSettings {
   readonly createDiscoveryDirectories: boolean;
   /** The agent's --reload-guard. */
   readonly reloadGuard: ReloadGuardPolicy;
+  /** The agents' --status-heartbeat (a staged rollout reads their status Leases). */
+  readonly statusHeartbeatMs: number;
 }
 
 export const DEFAULT_SETTINGS: ScenarioSettings = {
@@ -148,6 +187,7 @@ export const DEFAULT_SETTINGS: ScenarioSettings = {
   createStorageClasses: true,
   createDiscoveryDirectories: true,
   reloadGuard: DEFAULT_RELOAD_GUARD_POLICY,
+  statusHeartbeatMs: 60_000,
 };
 
 export interface Scenario {
@@ -164,9 +204,23 @@ export interface Scenario {
   readonly nodeFacts?: { readonly path: string; readonly display: string };
   readonly settings: ScenarioSettings;
   readonly steps: readonly Step[];
+  /** A staged rollout: the controller's policy and the fleet (absent: the one agent, no rollout). */
+  readonly stagedRollout?: StagedRolloutSpec;
 }
 
-const TOP_KEYS = ['name', 'description', 'node', 'config', 'disks', 'cluster', 'nodeFacts', 'settings', 'steps'];
+const TOP_KEYS = [
+  'name',
+  'description',
+  'node',
+  'config',
+  'disks',
+  'cluster',
+  'nodeFacts',
+  'settings',
+  'stagedRollout',
+  'fleet',
+  'steps',
+];
 const SETTING_KEYS = [
   'discoveryPeriod',
   'changePollInterval',
@@ -179,6 +233,7 @@ const SETTING_KEYS = [
   'createStorageClasses',
   'createDiscoveryDirectories',
   'reloadGuard',
+  'statusHeartbeat',
 ];
 const STEP_EXTRA_KEYS = ['expect', 'note'];
 
@@ -299,7 +354,15 @@ function volumeArg(
   return volume !== undefined ? { volume } : {};
 }
 
-function readStep(input: Input, node: Node, i: number, baseDir: string): Step | undefined {
+/** What a step's checks need to know of the rest of the scenario. */
+interface StepContext {
+  /** The scenario has a `stagedRollout:` block. */
+  readonly staged: boolean;
+  /** The names of the fleet's nodes. */
+  readonly fleet: ReadonlySet<string>;
+}
+
+function readStep(input: Input, node: Node, i: number, baseDir: string, ctx: StepContext): Step | undefined {
   const index = i + 1;
   const where = `steps[${index}]`;
   const position = input.position(node);
@@ -338,9 +401,24 @@ function readStep(input: Input, node: Node, i: number, baseDir: string): Step | 
   }
   const type = typeText as StepType;
   const at = `${where}.${type}`;
+  const typeKey = (): Node =>
+    map ? (map.items.find((p) => isScalar(p.key) && p.key.value === type)?.key as Node) : node;
+  if (!ctx.staged && STAGED_STEP_TYPES.includes(type))
+    input.error(
+      where,
+      `"${type}" needs a stagedRollout: block (the staged rollout controller and its fleet)`,
+      typeKey(),
+    );
+  if (ctx.staged && type === 'config changed')
+    input.error(
+      where,
+      'with stagedRollout, the operator\'s change is "apply config" (it becomes the candidate); "config changed" would reach the agent past the rollout',
+      typeKey(),
+    );
   const note = map ? input.string(input.get(map, 'note'), `${where}.note`) : undefined;
   const expectNode = map ? input.get(map, 'expect') : null;
-  const expect = expectNode !== null ? parseExpectations(input, expectNode, `${where}.expect`) : undefined;
+  const expect =
+    expectNode !== null ? parseExpectations(input, expectNode, `${where}.expect`, { staged: ctx.staged }) : undefined;
   const base = {
     index,
     position,
@@ -461,9 +539,64 @@ function readStep(input: Input, node: Node, i: number, baseDir: string): Step | 
       noArgs();
       step = { ...base, type };
       break;
+    case 'apply config': {
+      const config = readConfigInput(input, value, at, baseDir);
+      if (config) step = { ...base, type, config };
+      break;
+    }
+    case 'rollout pause':
+    case 'rollout resume':
+    case 'rollout abort':
+    case 'rollout promote': {
+      // `- rollout pause`, or `- rollout pause: { by: alice }`.
+      const empty = value === null || (isScalar(value) && (value.value === null || value.value === ''));
+      const m = empty ? undefined : input.map(value, at);
+      if (m) input.pairs(m, at, ['by']);
+      const by = m ? input.string(input.get(m, 'by'), `${at}.by`) : undefined;
+      if (empty || m) step = { ...base, type, ...(by !== undefined ? { by } : {}) };
+      break;
+    }
+    case 'node fails candidate': {
+      // `node fails candidate: node-c`, or `{ node, how, reason, errors }`.
+      const m = value !== null && isMap(value) ? value : undefined;
+      if (m) input.pairs(m, at, ['node', 'how', 'reason', 'errors']);
+      const nodeArg = m ? input.get(m, 'node') : value;
+      if (m && nodeArg === null) input.error(`${at}.node`, 'is required', m);
+      const name = nodeArg === null ? undefined : fleetNode(input, nodeArg, m ? `${at}.node` : at, ctx);
+      const how = m ? input.oneOf(input.get(m, 'how'), `${at}.how`, NODE_FAILURES, 'rejected') : 'rejected';
+      const reason = m ? input.string(input.get(m, 'reason'), `${at}.reason`) : undefined;
+      const errorsNode = m ? input.get(m, 'errors') : null;
+      const errors = errorsNode === null ? 1 : input.integer(errorsNode, `${at}.errors`, { min: 1 });
+      if (errorsNode !== null && how !== 'errors')
+        input.error(`${at}.errors`, 'only with how: errors (the discovery or cleanup errors it reports)', errorsNode);
+      if (name !== undefined && how !== undefined && errors !== undefined)
+        step = { ...base, type, node: name, how, errors, ...(reason !== undefined ? { reason } : {}) };
+      break;
+    }
+    case 'node fixed': {
+      const name = fleetNode(input, value, at, ctx);
+      if (name !== undefined) step = { ...base, type, node: name };
+      break;
+    }
   }
   const errorsAfter = input.sink.issues.filter((x) => x.severity === 'error').length;
   return errorsAfter > errorsBefore ? undefined : step;
+}
+
+/** A node of the fleet named by a step. */
+function fleetNode(input: Input, node: Node | null, path: string, ctx: StepContext): string | undefined {
+  const name = input.string(node, path, { required: true });
+  if (name === undefined || !ctx.staged) return name;
+  if (!ctx.fleet.has(name)) {
+    const names = [...ctx.fleet];
+    input.error(
+      path,
+      `${JSON.stringify(name)} is not a node of the fleet (${names.length > 0 ? names.slice(0, 10).join(', ') + (names.length > 10 ? ', …' : '') : 'the fleet lists no node'})`,
+      node,
+    );
+    return undefined;
+  }
+  return name;
 }
 
 function readSettings(input: Input, node: Node | null): ScenarioSettings {
@@ -499,7 +632,10 @@ function readSettings(input: Input, node: Node | null): ScenarioSettings {
         RELOAD_GUARD_POLICIES,
         DEFAULT_RELOAD_GUARD_POLICY,
       ) ?? DEFAULT_RELOAD_GUARD_POLICY,
+    statusHeartbeatMs: ms('statusHeartbeat', DEFAULT_SETTINGS.statusHeartbeatMs),
   };
+  if (settings.statusHeartbeatMs < 1000)
+    input.error('settings.statusHeartbeat', 'must be at least 1s', input.get(map, 'statusHeartbeat'));
   if (settings.discoveryPeriodMs <= 0)
     input.error('settings.discoveryPeriod', 'must be positive', input.get(map, 'discoveryPeriod'));
   return settings;
@@ -545,12 +681,19 @@ export function parseScenario(file: string, text: string, options: { baseDir?: s
   const cluster = fixture('cluster');
   const nodeFacts = fixture('nodeFacts');
   const settings = readSettings(input, input.get(root, 'settings'));
+  const stagedNode = input.get(root, 'stagedRollout');
+  const policy = stagedNode === null ? undefined : readStagedRollout(input, stagedNode);
+  const fleetYaml = input.get(root, 'fleet');
+  if (fleetYaml !== null && stagedNode === null)
+    input.error('fleet', 'needs a stagedRollout: block (the fleet takes part in a staged rollout)', fleetYaml);
+  const fleet = readFleet(input, fleetYaml);
+  const ctx: StepContext = { staged: stagedNode !== null, fleet: new Set(fleet.map((f) => f.name)) };
   const steps: Step[] = [];
   const stepsNode = input.get(root, 'steps');
   if (stepsNode === null) input.error('steps', 'is required: the list of things that happen', root);
   else
     (input.list(stepsNode, 'steps') ?? []).forEach((s, i) => {
-      const step = readStep(input, s, i, baseDir);
+      const step = readStep(input, s, i, baseDir, ctx);
       if (step) steps.push(step);
     });
   input.check();
@@ -566,6 +709,7 @@ export function parseScenario(file: string, text: string, options: { baseDir?: s
     ...(nodeFacts ? { nodeFacts } : {}),
     settings,
     steps,
+    ...(policy !== undefined ? { stagedRollout: { policy, fleet } } : {}),
   };
 }
 

@@ -16,8 +16,10 @@ import { bindClaim, releaseClaim } from './controllers.js';
 import { StepError } from './disks.js';
 import type { Disks, ResolvedVolume } from './disks.js';
 import type { StepOutcome } from './report.js';
-import type { Step } from './scenario.js';
+import type { RolloutStepType, Step } from './scenario.js';
+import type { RolloutAction } from '../staged-rollout/state.js';
 import type { ScriptedCleaner } from './stand-ins.js';
+import type { StagedWorld } from './fleet.js';
 
 /** What a step may change: the replay's world, and the agent through the runner. */
 export interface StepWorld {
@@ -39,6 +41,8 @@ export interface StepWorld {
    * UID), and starts a new agent: a node reinstalled with its disks. Returns the UIDs the agent saw.
    */
   rebuildNode(): Promise<{ readonly node: string; readonly previousUid: string; readonly uid: string }>;
+  /** A staged scenario's rollout, and the keys of the operator's ConfigMap (`apply config` changes them). */
+  readonly staged?: { readonly world: StagedWorld; readonly operatorConfig: ConfigFiles };
 }
 
 /** The PV of a volume, which must exist and not be being deleted. */
@@ -203,5 +207,71 @@ export async function applyStep(step: Step, w: StepWorld, fail: (text: string) =
       return { type: step.type, durationMs: step.durationMs };
     case 'check':
       return { type: step.type };
+    case 'apply config': {
+      const staged = stagedOf(w, fail);
+      await staged.operatorConfig.write(step.config, fail);
+      const candidate = await loadConfig(staged.operatorConfig.path).catch(() => undefined);
+      // The chart's StorageClasses and the DaemonSet's mounts for a new class, as `config changed` does.
+      if (candidate) await w.ensureClassesFor(candidate.config);
+      await staged.world.applyConfig(staged.operatorConfig.data);
+      return {
+        type: step.type,
+        config:
+          step.config.kind === 'file'
+            ? { kind: 'file', display: step.config.display }
+            : { kind: 'inline', keys: Object.keys(step.config.keys) },
+      };
+    }
+    case 'rollout pause':
+    case 'rollout resume':
+    case 'rollout abort':
+    case 'rollout promote': {
+      const staged = stagedOf(w, fail);
+      const action = ROLLOUT_ACTION_OF[step.type];
+      try {
+        const { candidate, phase } = await staged.world.request(action, step.by);
+        return {
+          type: step.type,
+          phase,
+          ...(candidate !== undefined ? { candidate } : {}),
+          ...(step.by !== undefined ? { by: step.by } : {}),
+        };
+      } catch (err) {
+        if (err instanceof StepError) fail(err.message);
+        throw err;
+      }
+    }
+    case 'node fails candidate':
+    case 'node fixed': {
+      const staged = stagedOf(w, fail);
+      try {
+        if (step.type === 'node fixed') {
+          staged.world.fix(step.node);
+          return { type: step.type, node: step.node };
+        }
+        const failure = {
+          how: step.how,
+          errors: step.errors,
+          ...(step.reason !== undefined ? { reason: step.reason } : {}),
+        };
+        staged.world.fail(step.node, failure);
+        return { type: step.type, node: step.node, ...failure };
+      } catch (err) {
+        if (err instanceof StepError) fail(err.message);
+        throw err;
+      }
+    }
   }
+}
+
+const ROLLOUT_ACTION_OF = {
+  'rollout pause': 'pause',
+  'rollout resume': 'resume',
+  'rollout abort': 'abort',
+  'rollout promote': 'promote',
+} as const satisfies Record<RolloutStepType, RolloutAction>;
+
+function stagedOf(w: StepWorld, fail: (text: string) => never): NonNullable<StepWorld['staged']> {
+  if (w.staged === undefined) fail('needs a stagedRollout: block');
+  return w.staged;
 }

@@ -9,9 +9,9 @@ import type { CoreEvent, PersistentVolume } from '../kube/objects.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import { StepError } from './disks.js';
 import type { Disks, ResolvedVolume } from './disks.js';
-import type { PvField, WorldView } from './expect.js';
+import type { PvField, RolloutWorldView, WorldView } from './expect.js';
 import { volumeOfPV } from './observe.js';
-import type { ScenarioReport } from './report.js';
+import type { FinalRollout, ScenarioReport } from './report.js';
 
 export interface ReplayState {
   readonly cluster: Cluster;
@@ -26,6 +26,8 @@ export interface ReplayState {
   /** In-process cleanups started, by volume path. */
   readonly cleanupsByPath: ReadonlyMap<string, number>;
   readonly lastReload: ReloadOutcome | undefined;
+  /** A staged scenario: the rollout as stored and reported now. */
+  readonly rollout?: () => Promise<{ readonly world: RolloutWorldView; readonly final: FinalRollout }>;
 }
 
 async function nodePVs(s: ReplayState): Promise<readonly PersistentVolume[]> {
@@ -58,6 +60,7 @@ export async function worldView(s: ReplayState, refs: readonly string[]): Promis
     return v;
   };
   const byName = new Map(pvs.map((pv) => [pv.metadata.name, pv]));
+  const rollout = s.rollout ? (await s.rollout()).world : undefined;
   const lastPass = agent?.generation.status().lastPass;
   const skipped = lastPass?.skipped ?? [];
   const quarantined = lastPass?.reclaim.quarantined ?? [];
@@ -105,6 +108,7 @@ export async function worldView(s: ReplayState, refs: readonly string[]): Promis
       const v = need(ref);
       return quarantined.find((q) => q.pv === v.pvName)?.reason ?? 'none';
     },
+    ...(rollout !== undefined ? { rollout } : {}),
   };
 }
 
@@ -124,5 +128,6 @@ export async function finalState(s: ReplayState, at: number): Promise<ScenarioRe
       }))
       .sort((a, b) => (a.volume < b.volume ? -1 : a.volume > b.volume ? 1 : 0)),
     cleanups: (agent?.cleanups.list() ?? []).map((c) => ({ pv: c.pvName, method: c.method, state: c.state })),
+    ...(s.rollout ? { rollout: (await s.rollout()).final } : {}),
   };
 }

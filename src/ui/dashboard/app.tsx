@@ -5,10 +5,10 @@ import type { Key } from 'ink';
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { ReactNode } from 'react';
 import type { ReloadResult } from '../../core/agent/reload-types.js';
-import type { DashboardFeed, FeedMessage } from '../../core/dashboard/feed.js';
-import { update } from '../../core/dashboard/model.js';
+import type { DashboardFeed, FeedMessage } from './feed.js';
+import { update } from './model.js';
 import { errorMessage } from '../../core/unknown-values.js';
-import type { Action, DashboardState, Effect, KeyPress, Size } from '../../core/dashboard/model.js';
+import type { Action, DashboardState, Effect, KeyPress, Size } from './model.js';
 import { DashboardView } from './view.js';
 
 /** What `d` shows: a diff (ok) or why there is none (the on-disk config is invalid or unreadable). */

@@ -2,7 +2,7 @@
 // compares the config on disk (the agent's source, read here) with the one it applies.
 import type { AdminClient } from '../../core/agent/admin-client.js';
 import { formatIssue, InvalidConfigError, ProvisionerError } from '../../core/errors.js';
-import { shortHash } from '../../render/dashboard-lines.js';
+import { shortHash } from '../../render/text.js';
 import type { RolloutStatus } from '../../core/fleet/rollout.js';
 import type { DashboardServices, DiffContent } from './app.js';
 

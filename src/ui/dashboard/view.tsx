@@ -3,8 +3,8 @@
 // lines and rows off instead of wrapping them into garbage.
 import { Box, Text } from 'ink';
 import type { ReactNode } from 'react';
-import { layoutOf, overlayInnerWidth, overlayWidth } from '../../core/dashboard/model.js';
-import type { DashboardState } from '../../core/dashboard/model.js';
+import { layoutOf, overlayInnerWidth, overlayWidth } from './model.js';
+import type { DashboardState } from './model.js';
 import {
   cleanupsSection,
   configLines,
@@ -20,8 +20,8 @@ import {
   titleLine,
   tooSmallLine,
   volumesSection,
-} from '../../render/dashboard-lines.js';
-import type { Line, Section, Tone } from '../../render/dashboard-lines.js';
+} from './lines.js';
+import type { Line, Section, Tone } from './lines.js';
 
 interface ToneStyle {
   readonly color?: string;

@@ -19,6 +19,7 @@ import {
   type V1Container,
   type V1CustomResourceDefinition,
   type V1DaemonSet,
+  type V1Deployment,
   type V1Role,
   type V1Service,
   type V1StorageClass,
@@ -119,6 +120,8 @@ describe('Helm chart helm/provisioner', () => {
       ['--set', 'configChecksumAnnotation=true,removeNodeNotReadyTaint=true'],
       ['--set', 'configSource=configmap'],
       ['--set', 'nodeCleanup.enabled=true,nodeCleanup.dryRun=true'],
+      ['--set', 'stagedRollout.enabled=true'],
+      ['--set', 'configSource=configmap,stagedRollout.enabled=true,stagedRollout.canary.selector=tier=canary'],
     ]) {
       const r = runHelm(['lint', '--strict', CHART_DIR, ...args]);
       assert.equal(r.status, 0, `helm lint ${args.join(' ')}:\n${r.stdout}${r.stderr}`);
@@ -425,6 +428,285 @@ describe('Helm chart helm/provisioner', () => {
     });
   });
 
+  describe('stagedRollout', () => {
+    const STAGED = ['stagedRollout.enabled=true'];
+    const fullname = 'lvp-local-static-provisioner';
+    const controllerName = `${fullname}-rollout-controller`;
+    const rendered = once(() => renderChart({ release: 'lvp', namespace: 'storage', set: STAGED }));
+    const asDeployment = (o: RenderedObject): V1Deployment => o;
+
+    it('off (the default): whatever else stagedRollout says, the chart renders byte for byte what it renders without it', () => {
+      const offValues = [
+        'stagedRollout:',
+        '  enabled: false',
+        '  canary: {selector: "tier=canary", count: 3}',
+        '  waves: "5,100%"',
+        '  bakeTime: 1m',
+        '  progressDeadline: 2m',
+        '  onHalt: halt',
+        '  controller: {replicas: 3, listenAddress: ":9000", extraArgs: ["--x"]}',
+      ].join('\n');
+      for (const set of [[], ['configSource=configmap'], ['nodeCleanup.enabled=true']]) {
+        const plain = templateChart({ release: 'lvp', set });
+        const off = templateChart({ release: 'lvp', set, values: offValues });
+        assert.equal(plain.status, 0, plain.stderr);
+        assert.equal(off.status, 0, off.stderr);
+        assert.equal(off.stdout, plain.stdout, `stagedRollout off with --set ${set.join(',')}`);
+        assert.doesNotMatch(off.stdout, /rollout-controller|-config-stable|-config-candidate|staged:/u);
+      }
+      // deploy/provisioner.yaml (the default render, checked below) is unchanged by the feature too.
+    });
+
+    it('on: the rollout controller Deployment, its ServiceAccount and RBAC, next to what the chart renders anyway', () => {
+      assert.deepEqual(
+        rendered()
+          .objects.map((o) => `${o.kind}/${o.metadata.name}`)
+          .sort(),
+        [
+          `ClusterRole/${controllerName}`,
+          `ClusterRole/${fullname}-node-clusterrole`,
+          `ClusterRoleBinding/${controllerName}`,
+          `ClusterRoleBinding/${fullname}-node-binding`,
+          `ConfigMap/${fullname}-config`,
+          `DaemonSet/${fullname}`,
+          `Deployment/${controllerName}`,
+          `Role/${controllerName}`,
+          `Role/${fullname}-config-role`,
+          `Role/${fullname}-jobs-role`,
+          `Role/${fullname}-status-role`,
+          `RoleBinding/${controllerName}`,
+          `RoleBinding/${fullname}-config-rolebinding`,
+          `RoleBinding/${fullname}-jobs-rolebinding`,
+          `RoleBinding/${fullname}-status-rolebinding`,
+          `ServiceAccount/${controllerName}`,
+          `ServiceAccount/${fullname}`,
+          'StorageClass/fast-disks',
+        ].sort(),
+      );
+      // The chart does not render the copies: the controller writes them.
+      assert.deepEqual(
+        rendered()
+          .all('ConfigMap')
+          .map((o) => o.metadata.name),
+        [`${fullname}-config`],
+      );
+    });
+
+    it("on: the DaemonSet reads staged:<ns>/<config> and mounts the stable copy (optional) as its fallback, never the operator's ConfigMap", () => {
+      const ds = asDaemonSet(rendered().one('DaemonSet'));
+      const c = container(ds);
+      const sources = args(c).filter((a) => a.startsWith('--config-source'));
+      assert.deepEqual(sources, [`--config-source=staged:storage/${fullname}-config`]);
+      assert.ok(args(c).includes('--config-dir=/etc/provisioner/config'));
+      assert.ok(args(c).includes(`--status-name=${fullname}`), 'the status Leases the controller reads');
+      const mount = c.volumeMounts?.find((m) => m.mountPath === '/etc/provisioner/config');
+      assert.ok(mount);
+      assert.equal(mount.readOnly, true);
+      const volume = ds.spec?.template.spec?.volumes?.find((v) => v.name === mount.name);
+      assert.deepEqual(volume?.configMap, { name: `${fullname}-config-stable`, optional: true });
+      assert.ok(
+        !(ds.spec?.template.spec?.volumes ?? []).some((v) => v.configMap?.name === `${fullname}-config`),
+        "the operator's ConfigMap is not mounted",
+      );
+    });
+
+    it("on: the agent's config Role gets the two copies by name and lists/watches ConfigMaps (a label-selected watch cannot be narrowed by name)", () => {
+      const role = asRole(rendered().one('Role', `${fullname}-config-role`));
+      assert.equal(role.metadata?.namespace, 'storage');
+      assert.deepEqual(role.rules, [
+        {
+          apiGroups: [''],
+          resources: ['configmaps'],
+          resourceNames: [`${fullname}-config-stable`, `${fullname}-config-candidate`],
+          verbs: ['get'],
+        },
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] },
+      ]);
+      assert.deepEqual(rendered().one('RoleBinding', `${fullname}-config-rolebinding`)['subjects'], [
+        { kind: 'ServiceAccount', name: fullname, namespace: 'storage' },
+      ]);
+    });
+
+    it('on: the controller runs as its own ServiceAccount with exactly these rules', () => {
+      assert.deepEqual(rendered().one('Role', controllerName)['rules'], [
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['create'] },
+        {
+          apiGroups: [''],
+          resources: ['configmaps'],
+          resourceNames: [`${fullname}-config-stable`, `${fullname}-config-candidate`],
+          verbs: ['update', 'patch'],
+        },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+        {
+          apiGroups: ['coordination.k8s.io'],
+          resources: ['leases'],
+          resourceNames: [controllerName],
+          verbs: ['get', 'update'],
+        },
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+      ]);
+      assert.equal(rendered().one('Role', controllerName).metadata.namespace, 'storage');
+      assert.deepEqual(rendered().one('ClusterRole', controllerName)['rules'], [
+        { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+      ]);
+      const subject = [{ kind: 'ServiceAccount', name: controllerName, namespace: 'storage' }];
+      for (const [kind, roleKind] of [
+        ['RoleBinding', 'Role'],
+        ['ClusterRoleBinding', 'ClusterRole'],
+      ] as const) {
+        const binding = rendered().one(kind, controllerName);
+        assert.deepEqual(binding['subjects'], subject, kind);
+        assert.deepEqual(binding['roleRef'], {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: roleKind,
+          name: controllerName,
+        });
+      }
+      assert.equal(rendered().one('ServiceAccount', controllerName).metadata.namespace, 'storage');
+    });
+
+    it('on: the Deployment: 2 replicas, the policy as flags, POD_NAMESPACE/POD_NAME, probes on the listen port, non-root', () => {
+      const deployment = asDeployment(rendered().one('Deployment', controllerName));
+      assert.equal(deployment.metadata?.namespace, 'storage');
+      assert.equal(deployment.spec?.replicas, 2);
+      const pod = deployment.spec.template.spec;
+      assert.ok(pod);
+      assert.equal(pod.serviceAccountName, controllerName);
+      assert.deepEqual(deployment.spec.selector.matchLabels, {
+        'app.kubernetes.io/name': 'local-static-provisioner-rollout-controller',
+        'app.kubernetes.io/instance': 'lvp',
+      });
+      assert.deepEqual(pod.nodeSelector, { 'kubernetes.io/os': 'linux' });
+      assert.ok(pod.affinity?.podAntiAffinity, 'replicas prefer different nodes');
+      assert.deepEqual(pod.securityContext, {
+        runAsNonRoot: true,
+        runAsUser: 65534,
+        runAsGroup: 65534,
+        seccompProfile: { type: 'RuntimeDefault' },
+      });
+      const [c, ...more] = pod.containers;
+      assert.ok(c !== undefined && more.length === 0);
+      assert.equal(c.image, 'local-volume-provisioner-ts:0.1.0');
+      assert.equal(c.command, undefined, 'the image ENTRYPOINT (tini) stays');
+      assert.deepEqual(c.args, [
+        'rollout',
+        'controller',
+        `--config-map=${fullname}-config`,
+        `--status-name=${fullname}`,
+        '--canary-count=1',
+        '--waves=10%,50%,100%',
+        '--bake-time=5m',
+        '--progress-deadline=10m',
+        '--on-halt=revert',
+        `--leader-elect-lease-name=${controllerName}`,
+        '--listen-address=:8081',
+        '--log-level=info',
+        '--log-format=json',
+      ]);
+      assert.deepEqual(
+        c.env?.map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]),
+        [
+          ['POD_NAME', 'metadata.name'],
+          ['POD_NAMESPACE', 'metadata.namespace'],
+        ],
+      );
+      assert.deepEqual(c.ports, [{ name: 'metrics', containerPort: 8081 }]);
+      assert.deepEqual(c.livenessProbe?.httpGet, { path: '/healthz', port: 'metrics' });
+      assert.deepEqual(c.readinessProbe?.httpGet, { path: '/readyz', port: 'metrics' });
+      assert.deepEqual(c.securityContext, {
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        capabilities: { drop: ['ALL'] },
+      });
+      assert.deepEqual(c.resources, { requests: { cpu: '10m', memory: '64Mi' } });
+    });
+
+    it('on: a canary selector replaces the count; the policy and controller values reach the Deployment', () => {
+      const chart = renderChart({
+        release: 'lvp',
+        set: STAGED,
+        values: [
+          'stagedRollout:',
+          '  canary: {selector: "tier in (canary, edge)", count: 5}',
+          '  waves: "5, 50%, 100%"',
+          '  bakeTime: 0s',
+          '  progressDeadline: 90s',
+          '  onHalt: halt',
+          '  controller:',
+          '    replicas: 1',
+          '    listenAddress: "127.0.0.1:9100"',
+          '    image: registry.example.com/provisioner:1',
+          '    extraArgs: ["--kube-api-qps=5"]',
+          '    nodeSelector: {node-role.kubernetes.io/control-plane: ""}',
+          '    tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]',
+          '    affinity: {nodeAffinity: {}}',
+          '    podAnnotations: {a: b}',
+          '    priorityClassName: system-cluster-critical',
+        ].join('\n'),
+      });
+      const deployment = asDeployment(chart.one('Deployment'));
+      const pod = deployment.spec?.template.spec;
+      const c = pod?.containers[0];
+      assert.ok(pod && c);
+      assert.equal(deployment.spec?.replicas, 1);
+      assert.equal(c.image, 'registry.example.com/provisioner:1');
+      const policy = (c.args ?? []).filter((a) => /^--(canary|waves|bake|progress|on-halt|listen|kube-api)/u.test(a));
+      assert.deepEqual(policy, [
+        '--canary-selector=tier in (canary, edge)',
+        '--waves=5, 50%, 100%',
+        '--bake-time=0s',
+        '--progress-deadline=90s',
+        '--on-halt=halt',
+        '--listen-address=127.0.0.1:9100',
+        '--kube-api-qps=5',
+      ]);
+      assert.deepEqual(c.ports, [{ name: 'metrics', containerPort: 9100 }]);
+      assert.deepEqual(pod.nodeSelector, {
+        'kubernetes.io/os': 'linux',
+        'node-role.kubernetes.io/control-plane': '',
+      });
+      assert.deepEqual(pod.tolerations, [
+        { key: 'node-role.kubernetes.io/control-plane', operator: 'Exists', effect: 'NoSchedule' },
+      ]);
+      assert.deepEqual(pod.affinity, { nodeAffinity: {} });
+      assert.equal(pod.priorityClassName, 'system-cluster-critical');
+      assert.deepEqual(deployment.spec.template.metadata?.annotations, { a: 'b' });
+    });
+
+    it('on: the agents read through the API whatever configSource says (a mounted ConfigMap cannot be staged)', () => {
+      for (const source of ['directory', 'configmap']) {
+        const r = templateChart({ release: 'lvp', namespace: 'storage', set: [...STAGED, `configSource=${source}`] });
+        assert.equal(r.status, 0, r.stderr);
+        assert.equal(r.stdout, rendered().text, `configSource=${source}`);
+      }
+    });
+
+    it('refused: without status Leases; the schema checks onHalt, waves, durations and the listen port', () => {
+      const noLeases = templateChart({ set: [...STAGED, 'statusLease.enabled=false'] });
+      assert.notEqual(noLeases.status, 0);
+      assert.match(noLeases.stderr, /stagedRollout\.enabled needs statusLease\.enabled: the rollout controller/u);
+      for (const [values, message] of [
+        ['stagedRollout: {onHalt: rollback}', /at '\/stagedRollout\/onHalt'/u],
+        ['stagedRollout: {waves: "10%,50%,150%"}', /at '\/stagedRollout\/waves'/u],
+        ['stagedRollout: {waves: "10%;100%"}', /at '\/stagedRollout\/waves'/u],
+        ['stagedRollout: {waves: "0,100%"}', /at '\/stagedRollout\/waves'/u],
+        ['stagedRollout: {bakeTime: "5 minutes"}', /at '\/stagedRollout\/bakeTime'/u],
+        ['stagedRollout: {progressDeadline: 600}', /at '\/stagedRollout\/progressDeadline'/u],
+        ['stagedRollout: {canary: {count: 0}}', /at '\/stagedRollout\/canary\/count'/u],
+        ['stagedRollout: {canary: {selectors: "a=b"}}', /additional properties 'selectors' not allowed/u],
+        ['stagedRollout: {controller: {listenAddress: ""}}', /at '\/stagedRollout\/controller\/listenAddress'/u],
+        ['stagedRollout: {controler: {}}', /additional properties 'controler' not allowed/u],
+      ] as const) {
+        const r = templateChart({ values });
+        assert.notEqual(r.status, 0, values);
+        assert.match(r.stderr, /values don't meet the specifications of the schema/u, values);
+        assert.match(r.stderr, message, `${values}\n${r.stderr}`);
+      }
+    });
+  });
+
   describe('the example values (two classes, job cleaning, ServiceMonitor, PrometheusRule)', () => {
     const rendered = once(() => renderChart({ release: 'lvp', valuesFiles: [EXAMPLE] }));
 
@@ -673,6 +955,41 @@ describe('Helm chart helm/provisioner', () => {
       const applied = await dryRunApply(rendered.objects);
       assert.ok(applied.some((a) => a.startsWith('Deployment/')));
       assert.equal(applied.length, rendered.objects.length);
+    });
+
+    it('with staged rollout on (the rollout controller Deployment, its ServiceAccount and RBAC)', async () => {
+      const rendered = renderChart({
+        release: `lvp-sr-${suffix}`,
+        set: ['stagedRollout.enabled=true'],
+      });
+      const applied = await dryRunApply(rendered.objects);
+      assert.ok(applied.includes(`Deployment/lvp-sr-${suffix}-local-static-provisioner-rollout-controller`));
+      assert.equal(applied.length, rendered.objects.length);
+    });
+
+    it('stagedRollout on: NOTES.txt names the controller and how to watch a rollout (helm install --dry-run)', () => {
+      // `install --dry-run=client` asks the cluster for its version first.
+      const kube = { KUBECONFIG: requireTestControlPlane().kubeconfigPath };
+      const r = runHelm(
+        [
+          'install',
+          'lvp',
+          CHART_DIR,
+          '--dry-run=client',
+          '--namespace',
+          'storage',
+          '--set',
+          'stagedRollout.enabled=true',
+        ],
+        kube,
+      );
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /Staged rollout is on: .*canary first/su);
+      assert.match(r.stdout, /Deployment storage\/lvp-local-static-provisioner-rollout-controller/u);
+      assert.match(r.stdout, /provisioner rollout status -n storage --name lvp-local-static-provisioner --wait/u);
+      const off = runHelm(['install', 'lvp', CHART_DIR, '--dry-run=client'], kube);
+      assert.equal(off.status, 0, off.stderr);
+      assert.doesNotMatch(off.stdout, /Staged rollout/u);
     });
 
     it('the plain manifests deploy/provisioner.yaml (namespace kube-system)', async () => {

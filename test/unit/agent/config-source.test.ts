@@ -1,7 +1,8 @@
 // The config source port under the real agent: the source is read once per change (start-up
 // included), the watcher's read is the one applied, an idle directory is only stat'ed, and the API
 // source (a ConfigMap in the in-memory cluster) with the same validation, rejection and guard,
-// through outages, deletion and re-creation, and the start-up fallback to the mounted directory.
+// through outages, deletion and re-creation, and the start-up fallback to the mounted directory;
+// and the staged source: the candidate applied while the node's wave is open, stable otherwise.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,12 +16,17 @@ import { systemClock } from '../../../src/core/clock.js';
 import { ConfigSourceError } from '../../../src/core/errors.js';
 import { DirectoryConfigSource } from '../../../src/core/config/source/directory.js';
 import type { ConfigSource, SourceListener, SourceRead } from '../../../src/core/config/source/port.js';
-import { KubeApiError } from '../../../src/core/kube/cluster.js';
-import type { Cluster, ResourceClient, WatchEvent } from '../../../src/core/kube/cluster.js';
+import type { Cluster } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { ConfigMap } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import { publishAgentState } from '../../../src/core/fleet/agent-state.js';
+import { stateFromLease } from '../../../src/core/fleet/applied-state.js';
+import type { PublishedState } from '../../../src/core/fleet/applied-state.js';
+import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
+import { revertedState, rolloutState, writeStaged } from '../../support/staged-objects.js';
+import { cuttable } from '../../support/cuttable.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { eventually, waitFor } from '../../support/eventually.js';
 
@@ -57,43 +63,6 @@ class CountingSource implements ConfigSource {
   }
 }
 
-/** The ConfigMap client of `memory`, which can be cut: every call fails and open watches end in an error. */
-function cuttable(inner: ResourceClient<ConfigMap>): { client: ResourceClient<ConfigMap>; down: { value: boolean } } {
-  const down = { value: false };
-  const cuts = new Set<AbortController>();
-  const unavailable = (): KubeApiError => new KubeApiError(503, 'ServiceUnavailable', 'connection refused (test)');
-  const guard = <T>(call: () => Promise<T>): Promise<T> => (down.value ? Promise.reject(unavailable()) : call());
-  const client: ResourceClient<ConfigMap> = {
-    ...inner,
-    get: (name, options) => guard(() => inner.get(name, options)),
-    list: (options) => guard(() => inner.list(options)),
-    watch: (options) => ({
-      [Symbol.asyncIterator]: async function* (): AsyncGenerator<WatchEvent<ConfigMap>> {
-        if (down.value) throw unavailable();
-        const cut = new AbortController();
-        cuts.add(cut);
-        try {
-          for await (const event of inner.watch({ ...options, signal: AbortSignal.any([options.signal, cut.signal]) }))
-            yield event;
-          if (cut.signal.aborted && !options.signal.aborted) throw unavailable();
-        } finally {
-          cuts.delete(cut);
-        }
-      },
-    }),
-  };
-  const toggle = {
-    get value(): boolean {
-      return down.value;
-    },
-    set value(v: boolean) {
-      down.value = v;
-      if (v) for (const c of cuts) c.abort();
-    },
-  };
-  return { client, down: toggle };
-}
-
 describe('the config source port', () => {
   let root = '';
   before(async () => {
@@ -115,6 +84,8 @@ describe('the config source port', () => {
       source?: ConfigSource;
       configPath?: string;
       configMap?: boolean;
+      /** Read the staged copies of the ConfigMap (staged:NS/NAME). */
+      staged?: boolean;
       watch?: AgentOptions['watch'];
       prepare?: (memory: MemoryCluster) => Promise<void>;
       down?: boolean;
@@ -143,6 +114,7 @@ describe('the config source port', () => {
       {
         configPath: options.configPath ?? join(root, 'absent'),
         ...(options.configMap === true ? { configMap: { namespace: NS, name: CM } } : {}),
+        ...(options.staged === true ? { configMap: { namespace: NS, name: CM, staged: true } } : {}),
         nodeName: 'node-a',
         namespace: NS,
         listenAddress: '127.0.0.1:0',
@@ -367,6 +339,100 @@ describe('the config source port', () => {
         assert.equal(err.exitCode, 4);
         return true;
       });
+    });
+  });
+
+  describe('the staged source', () => {
+    const api = { pollIntervalMs: 60_000, debounceMs: 10 };
+    const STABLE = { storageClassMap: CLASS() };
+    const CANDIDATE = { storageClassMap: CLASS('  fsType: ext4\n') };
+    const copies = (state: RolloutState) => async (memory: MemoryCluster) => {
+      await writeStaged(memory.configMaps, NS, CM, 'stable', STABLE);
+      await writeStaged(memory.configMaps, NS, CM, 'candidate', CANDIDATE, state);
+    };
+    const LEASE = 'lvp-node-a';
+    const published = async (memory: MemoryCluster): Promise<PublishedState | undefined> => {
+      const lease = await memory.leases.get(LEASE, { namespace: NS }).catch(() => undefined);
+      return lease === undefined ? undefined : stateFromLease(lease);
+    };
+
+    it('applies the candidate when the state opens its wave, the stable config again when reverted; its Lease says which', async () => {
+      const t = await start({ staged: true, watch: api, prepare: copies(rolloutState(0)) });
+      const publishing = publishAgentState(t.agent, {
+        leases: t.memory.leases,
+        target: { name: LEASE, namespace: NS, instance: 'lvp' },
+        clock: systemClock,
+        logger: t.logger,
+      });
+      try {
+        // Outside the open waves (none yet): the stable copy.
+        const stableHash = t.agent.status().config.appliedHash;
+        assert.equal(t.agent.appliedConfig().config.storageClassMap['fast']?.fsType, '');
+        assert.equal(t.agent.status().config.source, `configmap:${NS}/${CM}-stable (staged)`);
+        assert.deepEqual(t.agent.status().source.configured, { kind: 'staged', namespace: NS, name: CM });
+        assert.equal(t.agent.status().source.stagedRole, 'stable');
+        await waitFor(async () => (await published(t.memory))?.appliedHash === stableHash, 'the stable hash published');
+
+        // The canary (node-a) opens: the candidate is applied, as a watch event.
+        await writeStaged(t.memory.configMaps, NS, CM, 'candidate', CANDIDATE, rolloutState(1));
+        await waitFor(() => t.agent.generation.number === 2, 'the candidate applied');
+        assert.equal(t.agent.appliedConfig().config.storageClassMap['fast']?.fsType, 'ext4');
+        assert.equal(t.agent.status().lastReload?.trigger, 'api');
+        assert.equal(t.agent.status().source.stagedRole, 'candidate');
+        const candidateHash = t.agent.status().config.appliedHash;
+        assert.notEqual(candidateHash, stableHash);
+        const onCandidate = await eventually(async () => {
+          const state = await published(t.memory);
+          return state?.appliedHash === candidateHash ? state : undefined;
+        }, 'the candidate hash published');
+        assert.equal(onCandidate.source, `configmap:${NS}/${CM}-candidate (staged)`);
+        assert.equal(onCandidate.result, 'applied');
+
+        // Halted and reverted: back to the stable config.
+        await writeStaged(t.memory.configMaps, NS, CM, 'candidate', CANDIDATE, revertedState());
+        await waitFor(() => t.agent.generation.number === 3, 'the revert applied');
+        assert.equal(t.agent.status().config.appliedHash, stableHash);
+        assert.equal(t.agent.status().source.rolloutPhase, 'halted');
+        const reverted = await eventually(async () => {
+          const state = await published(t.memory);
+          return state?.appliedHash === stableHash ? state : undefined;
+        }, 'the stable hash published again');
+        assert.equal(reverted.source, `configmap:${NS}/${CM}-stable (staged)`);
+        assert.match(
+          metrics(t.agent),
+          /^local_volume_provisioner_config_source_state\{kind="staged",state="ok"\} 1$/mu,
+        );
+      } finally {
+        await publishing.stop();
+        await t.agent.stop();
+      }
+    });
+
+    it('an agent whose wave is open starts on the candidate; one outside starts on stable', async () => {
+      const inWave = await start({ staged: true, watch: api, prepare: copies(rolloutState(1)) });
+      try {
+        assert.equal(inWave.agent.appliedConfig().config.storageClassMap['fast']?.fsType, 'ext4');
+        assert.equal(inWave.agent.status().generation, 1);
+      } finally {
+        await inWave.agent.stop();
+      }
+      const outside = await start({
+        staged: true,
+        watch: api,
+        prepare: copies(
+          rolloutState(1, {
+            waves: [
+              { name: 'canary', nodes: ['node-b'] },
+              { name: 'wave-1', nodes: ['node-a'] },
+            ],
+          }),
+        ),
+      });
+      try {
+        assert.equal(outside.agent.appliedConfig().config.storageClassMap['fast']?.fsType, '');
+      } finally {
+        await outside.agent.stop();
+      }
     });
   });
 });

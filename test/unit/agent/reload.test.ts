@@ -15,6 +15,7 @@ import type { Cluster } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import { publishAgentState } from '../../../src/core/fleet/agent-state.js';
 import { persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { waitFor } from '../../support/eventually.js';
@@ -395,5 +396,63 @@ describe('config reload', () => {
     } finally {
       await t.agent.stop();
     }
+  });
+
+  describe('errors since apply', () => {
+    const ERRORS = 'local-static-provisioner/errors-since-apply';
+    const BROKEN = { storageClassMap: `${CLASS()}slow:\n  hostDir: /mnt/missing\n  mountDir: /mnt/missing\n` };
+
+    it('counts discovery and cleanup failures since the config applied, resets on an applied reload, and the Lease carries it', async () => {
+      const t = await start('errors', { config: BROKEN });
+      const publishing = publishAgentState(t.agent, {
+        leases: t.memory.leases,
+        target: { name: 'lvp-node-a', namespace: 'default', instance: 'lvp' },
+        clock: systemClock,
+        logger: t.logger,
+      });
+      const annotation = async (): Promise<string | undefined> =>
+        (await t.memory.leases.get('lvp-node-a').catch(() => undefined))?.metadata.annotations?.[ERRORS];
+      try {
+        // The class whose discovery directory is missing: one DiscoveryFailed, not one per pass.
+        await waitFor(() => t.agent.status().errorsSinceApply === 1, 'the discovery failure counted');
+        await waitFor(async () => (await annotation()) === '1', 'the count published');
+        // A reload that reads the same config (noop) keeps the count.
+        assert.equal((await t.agent.reload({ trigger: 'admin' })).outcome, 'noop');
+        assert.equal(t.agent.status().errorsSinceApply, 1);
+        await delay(50);
+        // Passes (every 50 ms) that report nothing new publish nothing.
+        const writes = publishing.publisher.writes;
+        await delay(250);
+        assert.equal(t.agent.status().errorsSinceApply, 1);
+        assert.equal(publishing.publisher.writes, writes, 'passes with nothing new publish nothing');
+
+        // Applied (the directory mounted, another fsType): the count starts again for the new config.
+        t.volumes.addDirectory('/mnt/missing');
+        await writeConfigMapVolume(t.dir, {
+          storageClassMap: BROKEN.storageClassMap.replace(
+            'mountDir: /mnt/fast\n',
+            'mountDir: /mnt/fast\n  fsType: ext4\n',
+          ),
+        });
+        assert.equal((await t.agent.reload({ trigger: 'admin' })).outcome, 'applied');
+        assert.equal(t.agent.status().errorsSinceApply, 0);
+        await waitFor(async () => (await annotation()) === undefined, 'the count cleared on the Lease');
+
+        // A cleanup that fails counts, and is published without waiting for a heartbeat.
+        t.cleaner.fail('/mnt/fast/disk1', 'disk on fire');
+        const name = persistentVolumeName('disk1', 'node-a', 'fast');
+        await waitFor(
+          async () => (await t.memory.persistentVolumes.get(name).catch(() => undefined)) !== undefined,
+          'the PV published',
+        );
+        const pv = await t.memory.persistentVolumes.get(name);
+        await t.memory.persistentVolumes.updateStatus({ ...pv, status: { phase: 'Released' } });
+        await waitFor(() => (t.agent.status().errorsSinceApply ?? 0) >= 1, 'the cleanup failure counted');
+        await waitFor(async () => Number((await annotation()) ?? '0') >= 1, 'the cleanup failure published');
+      } finally {
+        await publishing.stop();
+        await t.agent.stop();
+      }
+    });
   });
 });

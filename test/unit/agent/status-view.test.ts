@@ -100,6 +100,7 @@ function inputs(extra: Partial<StatusInputs> = {}): StatusInputs {
     lastReload: undefined,
     rejected: undefined,
     reloadPending: true,
+    errorsSinceApply: 2,
     cleanups: [cleanup],
     host: {
       pid: 4242,
@@ -122,6 +123,7 @@ describe('the status view', () => {
     });
     assert.equal(s.generation, 3);
     assert.equal(s.ready, true);
+    assert.equal(s.errorsSinceApply, 2);
     assert.deepEqual(s.config, { source: DIR, appliedHash: applied.hash, onDiskHash: 'sha256:other', subPath: false });
     assert.equal(s.reloadPending, true);
     assert.equal('lastReload' in s, false);

@@ -1,7 +1,8 @@
 // The layering of docs/architecture.md, checked on the sources: the command map
 // (src/commands/index.ts) is the top, the commands use cli, render, ui and core, and nothing
-// imports back up. src/cli (the base command, flags, process wiring) and src/core are below the
-// commands; core is the library and imports nothing of the layers above it.
+// imports back up. src/ui (the dashboard) uses render and core; src/cli (the base command, flags,
+// process wiring) and src/render (pure text and JSON rendering) are below the commands and beside
+// each other; core is the library and imports nothing of the layers above it.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -14,6 +15,8 @@ const SRC = join(REPO_ROOT, 'src');
 const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   core: ['cli', 'commands', 'render', 'ui'],
   cli: ['commands', 'render', 'ui'],
+  render: ['cli', 'commands', 'ui'],
+  ui: ['cli', 'commands'],
 };
 
 function sources(dir: string): string[] {
@@ -47,12 +50,12 @@ function upwardImports(file: string, text: string): string[] {
 }
 
 describe('layers', () => {
-  it('no module of src/core or src/cli imports a layer above it', () => {
+  it('no module of src/core, src/cli, src/render or src/ui imports a layer it may not', () => {
     const found = sources(SRC).flatMap((file) => upwardImports(file, readFileSync(file, 'utf8')));
     assert.deepEqual(found, []);
   });
 
-  it('catches what it bans: the command map in src/cli, core reaching the CLI, a dynamic import', () => {
+  it('catches what it bans: the command map in src/cli, core or render reaching the CLI, the dashboard model below ui, a dynamic import', () => {
     // How src/cli/commands.ts imported the commands before the map moved to src/commands/index.ts.
     assert.deepEqual(upwardImports(join(SRC, 'cli/commands.ts'), "import Run from '../commands/run.js';\n"), [
       'src/cli/commands.ts imports ../commands/run.js',
@@ -64,7 +67,38 @@ describe('layers', () => {
       ),
       ['src/core/agent/x.ts imports ../../cli/base-command.js', 'src/core/agent/x.ts imports ../../render/simulate.js'],
     );
+    // How src/render/diff-config.ts took issueToJson from the base command before it moved to core.
+    assert.deepEqual(
+      upwardImports(join(SRC, 'render/diff-config.ts'), "import { issueToJson } from '../cli/base-command.js';\n"),
+      ['src/render/diff-config.ts imports ../cli/base-command.js'],
+    );
+    // The dashboard's view model is ui: render and core may not reach it, ui may not reach cli.
+    assert.deepEqual(
+      upwardImports(
+        join(SRC, 'render/x.ts'),
+        "import type { DashboardState } from '../ui/dashboard/model.js';\nimport Run from '../commands/run.js';\n",
+      ),
+      ['src/render/x.ts imports ../ui/dashboard/model.js', 'src/render/x.ts imports ../commands/run.js'],
+    );
+    assert.deepEqual(upwardImports(join(SRC, 'core/x.ts'), "import { update } from '../ui/dashboard/model.js';\n"), [
+      'src/core/x.ts imports ../ui/dashboard/model.js',
+    ]);
+    assert.deepEqual(
+      upwardImports(join(SRC, 'ui/dashboard/x.ts'), "const m = await import('../../cli/base-command.js');\n"),
+      ['src/ui/dashboard/x.ts imports ../../cli/base-command.js'],
+    );
     // Downward and sideways imports are fine.
+    assert.deepEqual(
+      upwardImports(
+        join(SRC, 'ui/dashboard/services.ts'),
+        "import { renderRolloutText } from '../../render/rollout-status.js';\nimport { formatIssue } from '../../core/errors.js';\n",
+      ),
+      [],
+    );
+    assert.deepEqual(
+      upwardImports(join(SRC, 'render/simulate.ts'), "import { issueToJson } from '../core/errors.js';\n"),
+      [],
+    );
     assert.deepEqual(
       upwardImports(join(SRC, 'commands/run.ts'), "import { RUN_FLAGS } from '../cli/run-flags.js';\n"),
       [],

@@ -7,6 +7,10 @@ import Dashboard from '../../../src/commands/dashboard.js';
 import DiffConfig from '../../../src/commands/diff-config.js';
 import NodeCleanup from '../../../src/commands/node-cleanup.js';
 import Reload from '../../../src/commands/reload.js';
+import RolloutAbort from '../../../src/commands/rollout-abort.js';
+import RolloutPause from '../../../src/commands/rollout-pause.js';
+import RolloutPromote from '../../../src/commands/rollout-promote.js';
+import RolloutResume from '../../../src/commands/rollout-resume.js';
 import RolloutStatus from '../../../src/commands/rollout-status.js';
 import Simulate from '../../../src/commands/simulate.js';
 import {
@@ -33,6 +37,17 @@ describe('shared command flags', () => {
     assert.equal(outputFlag().char, 'o');
     assert.deepEqual(Simulate.flags.output.options, ['text', 'json', 'yaml']);
     for (const command of [DiffConfig, Reload, RolloutStatus]) assert.equal(command.flags.output.default, 'text');
+  });
+
+  it('rollout pause|resume|abort|promote share one set of flags, naming the ConfigMap as rollout status does', () => {
+    for (const command of [RolloutPause, RolloutResume, RolloutAbort, RolloutPromote]) {
+      assert.equal(command.flags, RolloutPause.flags, command.name);
+      assert.equal(command.flags.name.default, RolloutStatus.flags.name.default);
+      assert.equal(command.flags.namespace.char, RolloutStatus.flags.namespace.char);
+      assert.match(command.flags.configmap.description ?? '', /NAMESPACE\/NAME/u);
+      assert.equal(command.flags.kubeconfig.env, 'KUBECONFIG');
+      assert.equal(command.flags.output.default, 'text');
+    }
   });
 
   it('node-cleanup logs and rate-limits like run, with its own rate-limit defaults', () => {

@@ -104,7 +104,7 @@ describe('provisioner simulate (process)', () => {
     );
     assert.match(
       r.stderr,
-      /^ {2}.*bad\.yaml:7:5: steps\[2\]: unknown step type "disk exploded"; valid step types: disk added, disk removed, disk pulled, disk swapped, claim bound, claim released, config changed, reload requested, cleanup succeeds, cleanup fails, cleanup is slow, job succeeds, job fails, identity accepted, agent restarted, node rebuilt, time passes, check$/mu,
+      /^ {2}.*bad\.yaml:7:5: steps\[2\]: unknown step type "disk exploded"; valid step types: disk added, disk removed, disk pulled, disk swapped, claim bound, claim released, config changed, reload requested, cleanup succeeds, cleanup fails, cleanup is slow, job succeeds, job fails, identity accepted, agent restarted, node rebuilt, time passes, check, apply config, rollout pause, rollout resume, rollout abort, rollout promote, node fails candidate, node fixed$/mu,
     );
     assert.doesNotMatch(r.stderr, /^\s+at /mu, 'no stack trace');
     assert.equal(r.stdout, '');

@@ -167,12 +167,32 @@ describe('user errors are usage or config errors, reported at once', () => {
       assert.match(noWait.stderr, /--wait/u);
     });
 
+    it('rollout pause|resume|abort|promote: a bad --configmap or --name, --timeout without --wait: exit 2, before any cluster', async () => {
+      assertUserError(
+        await run(['rollout', 'pause', '--configmap', 'a/b/c']),
+        2,
+        /^error: --configmap: expected NAMESPACE\/NAME, found "a\/b\/c"$/mu,
+      );
+      assertUserError(
+        await run(['rollout', 'promote', '--name', 'Bad_Name']),
+        2,
+        /^error: --name: "Bad_Name" must be/mu,
+      );
+      for (const action of ['resume', 'abort']) {
+        const noWait = await run(['rollout', action, '--timeout', '5s']);
+        assert.equal(noWait.code, 2, noWait.stderr);
+        assert.match(noWait.stderr, /--wait/u);
+      }
+      // Flags fine, no cluster: exit 5 naming the connection, never a bug.
+      assertUserError(await run(['rollout', 'abort']), 5, /^error: cannot connect to the cluster: /mu);
+    });
+
     it('an invalid --config-source is a usage error (exit 2) naming the flag and the reason', async () => {
       const node = { MY_NODE_NAME: 'node-a' };
       assertUserError(
         await run(['run', '--config-source', 'configmaps/x'], node),
         2,
-        /^error: --config-source: "configmaps\/x": expected `directory` or `configmap:\[NAMESPACE\/\]NAME`$/mu,
+        /^error: --config-source: "configmaps\/x": expected `directory`, `configmap:\[NAMESPACE\/\]NAME` or `staged:\[NAMESPACE\/\]NAME`$/mu,
       );
       assertUserError(
         await run(['run', '--config-source', 'configmap:kube-system/Bad_Name'], node),
@@ -183,6 +203,11 @@ describe('user errors are usage or config errors, reported at once', () => {
         await run(['run', '--config-source', 'configmap:x'], { ...node, MY_NAMESPACE: '' }),
         2,
         /^error: --config-source: no namespace: give configmap:NAMESPACE\/x, or set MY_NAMESPACE$/mu,
+      );
+      assertUserError(
+        await run(['run', '--config-source', 'staged:x'], { ...node, MY_NAMESPACE: '' }),
+        2,
+        /^error: --config-source: no namespace: give staged:NAMESPACE\/x, or set MY_NAMESPACE$/mu,
       );
       assertUserError(
         await run(['run', '--sandbox', join(dir, 'cm'), '--config-source', 'configmap:a/b']),

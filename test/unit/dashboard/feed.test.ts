@@ -5,8 +5,9 @@ import { describe, it } from 'node:test';
 import { AgentUnreachableError } from '../../../src/core/agent/admin-client.js';
 import type { AgentEvent, AgentStatusJson } from '../../../src/core/agent/reload-types.js';
 import { systemClock } from '../../../src/core/clock.js';
-import { agentFeed, backoffDelay, disconnectReason } from '../../../src/core/dashboard/feed.js';
-import type { AgentEventSource, FeedMessage } from '../../../src/core/dashboard/feed.js';
+import { backoffDelay } from '../../../src/core/backoff.js';
+import { agentFeed, disconnectReason } from '../../../src/ui/dashboard/feed.js';
+import type { AgentEventSource, FeedMessage } from '../../../src/ui/dashboard/feed.js';
 import { eventually } from '../../support/fake-admin.js';
 import { APPLIED, logEvent, status, T0 } from './fixtures.js';
 
@@ -57,7 +58,8 @@ function collect(): { messages: FeedMessage[]; listener: (m: FeedMessage) => voi
 describe('dashboard feed', () => {
   it('doubles the reconnection delay up to the maximum', () => {
     assert.deepEqual(
-      [1, 2, 3, 4, 5, 40].map((a) => backoffDelay(a, 250, 2000)),
+      // Attempt a (1-based) waits backoffDelay(a - 1) with the feed's defaults, 250 ms and 2 s.
+      [1, 2, 3, 4, 5, 40].map((a) => backoffDelay(a - 1, { initialMs: 250, maxMs: 2000 })),
       [250, 500, 1000, 2000, 2000, 2000],
     );
   });

@@ -6,7 +6,7 @@ import type {
   ReloadOutcome,
   ReloadResult,
 } from '../../../src/core/agent/reload-types.js';
-import type { DashboardFeed, FeedMessage } from '../../../src/core/dashboard/feed.js';
+import type { DashboardFeed, FeedMessage } from '../../../src/ui/dashboard/feed.js';
 
 export const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
 export const HASH_A = `sha256:${'a1'.repeat(32)}`;

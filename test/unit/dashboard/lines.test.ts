@@ -10,15 +10,15 @@ import {
   lastReloadLine,
   lineText,
   reloadSummary,
-  shortHash,
   sliceLine,
   statusLine,
   titleLine,
   volumesSection,
-} from '../../../src/render/dashboard-lines.js';
-import { initialState, update } from '../../../src/core/dashboard/model.js';
-import type { DashboardState } from '../../../src/core/dashboard/model.js';
-import { renderDashboardText } from '../../../src/render/dashboard-text.js';
+} from '../../../src/ui/dashboard/lines.js';
+import { initialState, update } from '../../../src/ui/dashboard/model.js';
+import type { DashboardState } from '../../../src/ui/dashboard/model.js';
+import { renderDashboardText } from '../../../src/ui/dashboard/text.js';
+import { shortHash } from '../../../src/render/text.js';
 import { APPLIED, HASH_A, HASH_B, HASH_C, REJECTED, reloadResult, status, T0 } from './fixtures.js';
 
 const SIZE = { columns: 100, rows: 30 };

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { computeLayout, MIN_COLUMNS, MIN_ROWS } from '../../../src/core/dashboard/layout.js';
+import { computeLayout, MIN_COLUMNS, MIN_ROWS } from '../../../src/ui/dashboard/layout.js';
 import {
   HELP_LINES,
   agentNow,
@@ -18,8 +18,8 @@ import {
   update,
   visibleEvents,
   volumeRows,
-} from '../../../src/core/dashboard/model.js';
-import type { Action, DashboardState, Effect, KeyPress } from '../../../src/core/dashboard/model.js';
+} from '../../../src/ui/dashboard/model.js';
+import type { Action, DashboardState, Effect, KeyPress } from '../../../src/ui/dashboard/model.js';
 import { APPLIED, cleanup, HASH_A, HASH_B, HASH_C, logEvent, REJECTED, reloadResult, status, T0 } from './fixtures.js';
 
 const SIZE = { columns: 100, rows: 30 };

@@ -16,6 +16,7 @@ import type { AppliedState } from '../../../src/core/fleet/applied-state.js';
 import { RELOAD_OUTCOMES } from '../../../src/core/agent/reload-types.js';
 import type { AgentStatusJson } from '../../../src/core/agent/reload-types.js';
 import { dns1123SubdomainErrors } from '../../../src/core/kube/validation.js';
+import { sourceLabel } from '../../../src/core/config/source/port.js';
 import { HASH_A, HASH_B, reloadResult } from '../../support/fake-admin.js';
 
 const hash = fc.stringMatching(/^[0-9a-f]{64}$/).map((h) => `sha256:${h}`);
@@ -161,6 +162,38 @@ void describe('the agent status → the published state', () => {
       appliedStateFromStatus(fallback).source,
       '/etc/provisioner/config (fallback from configmap:kube-system/lvp-config)',
     );
+  });
+
+  void it('a staged source publishes the copy it reads; its fallback names the staged source', () => {
+    const configured = { kind: 'staged', namespace: 'kube-system', name: 'lvp-config' } as const;
+    const candidate = {
+      kind: 'configmap',
+      namespace: 'kube-system',
+      name: 'lvp-config-candidate',
+      staged: true,
+    } as const;
+    const reading = status(undefined, { configured, inUse: candidate, stagedRole: 'candidate' });
+    assert.equal(
+      appliedStateFromStatus({ ...reading, config: { ...reading.config, source: sourceLabel(candidate) } }).source,
+      'configmap:kube-system/lvp-config-candidate (staged)',
+    );
+    const fallback = status(undefined, { configured, inUse: DIRECTORY, fallbackReason: 'not written yet' });
+    assert.equal(
+      appliedStateFromStatus(fallback).source,
+      '/etc/provisioner/config (fallback from staged:kube-system/lvp-config)',
+    );
+  });
+
+  void it('publishes the errors since the config was applied (none: absent), capped', () => {
+    const published = appliedStateFromStatus({ ...status(), errorsSinceApply: 3 });
+    assert.equal(published.errorsSinceApply, 3);
+    const lease = statusLease({ name: 'l', namespace: 'ns', instance: 'lvp' }, published, 0, 1000);
+    assert.equal(lease.metadata.annotations?.['local-static-provisioner/errors-since-apply'], '3');
+    assert.equal(stateFromLease(lease)?.errorsSinceApply, 3);
+    const none = appliedStateFromStatus({ ...status(), errorsSinceApply: 0 });
+    assert.equal('errorsSinceApply' in none, false);
+    assert.equal(sameState(published, none), false, 'a change of the count is a new state to publish');
+    assert.equal(appliedStateFromStatus({ ...status(), errorsSinceApply: 5_000_000 }).errorsSinceApply, 999_999);
   });
 
   void it('publishes node, hash, generation, source, version; started before any reload', () => {

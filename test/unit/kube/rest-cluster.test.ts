@@ -86,10 +86,12 @@ contexts:
       token: 'abc123',
       tlsServerName: 'kubernetes',
       namespace: 'storage',
+      user: 'u1',
     });
     const other = await loadKubeconfig(path, { context: 'other' });
     assert.equal(other.token, undefined);
     assert.equal(other.namespace, undefined);
+    assert.equal(other.user, undefined, 'a context without a user');
   });
 
   void it('resolves relative certificate, key and tokenFile paths against the kubeconfig directory', async () => {
@@ -227,6 +229,7 @@ contexts: [{ name: ctx, context: { cluster: c, user: u } }]
       groups: ['ops', 'dev'],
       extra: { scopes: ['view'] },
     });
+    assert.equal((await loadKubeconfig(path)).user, 'jane', 'the user acted as names who asked');
     const groupsOnly = await config(
       'groups-only.yaml',
       `${base}users:\n  - { name: u, user: { token: t, as-groups: [ops] } }\n`,

@@ -49,6 +49,11 @@ describe('simulate: the rendered report, byte for byte', () => {
     }
   });
 
+  it('a staged rollout as JSON: the rollout and fleet lines, the policy, the rollout at the end', async () => {
+    const report = await runScenario(await loadScenario(join(SCENARIOS, 'staged-rollout-halted-canary.yaml')));
+    await assertGolden(portable(JSON.stringify(toScenarioJson(report), null, 2)), 'staged-rollout-halted-canary.json');
+  });
+
   it('the built-in demo in colour and as JSON', async () => {
     const report = await runScenario(demoScenario());
     await assertGolden(renderScenarioText(report, { color: true }), 'builtin-demo.color.txt');

@@ -1,6 +1,7 @@
-// The API source: one ConfigMap, read through the cluster port (list + watch with a field
-// selector on its name, the reflector's relist and backoff), so a `kubectl apply` reaches the agent
-// in about a second instead of kubelet's 60-120 s volume refresh.
+// The API source: ConfigMaps read through the cluster port (list + watch, the reflector's relist
+// and backoff), so a `kubectl apply` reaches the agent in about a second instead of kubelet's
+// 60-120 s volume refresh. ApiConfigSource is the machinery; which ConfigMap it reads is its
+// choice: one by name (ConfigMapConfigSource, here), or the staged rollout's copies (staged.ts).
 //
 // What it does when things go wrong (docs/operations.md):
 //   - the API unreachable (or refusing): the last ConfigMap read stays the snapshot, so the running
@@ -18,10 +19,11 @@ import type { ConfigIssue } from '../../errors.js';
 import type { ResourceClient } from '../../kube/cluster.js';
 import type { ConfigMap } from '../../kube/objects.js';
 import { Reflector } from '../../kube/reflector.js';
+import type { GuardedImpact } from '../reload-guard.js';
 import type { Logger } from '../../log.js';
 import { DirectoryConfigSource } from './directory.js';
 import { MAX_CONFIG_DIRECTORY_ENTRIES, MAX_CONFIG_SOURCE_BYTES, MAX_KEY_FILE_BYTES } from './directory-read.js';
-import { keysFingerprint } from './port.js';
+import { keysFingerprint, sourceLabel } from './port.js';
 import type {
   ApiSourceStatus,
   ConfigSnapshot,
@@ -33,19 +35,26 @@ import type {
   SourceRead,
 } from './port.js';
 
-export interface ConfigMapSourceOptions {
+/** What every source reading ConfigMaps through the API takes. */
+export interface ApiSourceOptions {
   readonly client: ResourceClient<ConfigMap>;
   readonly namespace: string;
-  readonly name: string;
   readonly clock: Clock;
   readonly logger: Logger;
   /** A mounted copy of the ConfigMap, used until the ConfigMap is first read (only if it exists at start()). */
   readonly fallbackPath?: string;
-  /** Longest wait in start() for the first list (default 5 s); with a fallback, the first failure ends it too. */
+  /**
+   * Longest wait in start() for the ConfigMap (default 5 s for the first list; a staged source
+   * waits for its stable copy, default 60 s); with a fallback, the first failure ends it too.
+   */
   readonly startTimeoutMs?: number;
   /** The reflector's full relist period, a watchdog against a stalled watch (default 5 min, jittered). */
   readonly relistPeriodMs?: number;
   readonly random?: () => number;
+}
+
+export interface ConfigMapSourceOptions extends ApiSourceOptions {
+  readonly name: string;
 }
 
 const DEFAULT_START_TIMEOUT_MS = 5_000;
@@ -125,12 +134,52 @@ export function readConfigMapObject(namespace: string, name: string, object: Con
   return { ok: true, fingerprint, snapshot };
 }
 
-/** The ConfigMap through the API, with the mounted directory as the start-up fallback. */
-export class ConfigMapConfigSource implements ConfigSource {
+/**
+ * Which ConfigMaps an API source lists and watches, and which of them is the source now: the one
+ * thing the plain ConfigMap source and the staged source do differently.
+ */
+export interface ApiSourceChoice {
+  /** What --config-source named (status().configured). */
+  readonly configured: ConfigSourceRef;
+  /**
+   * The lists + watches, each of one name (a field selector: RBAC can then limit them to those
+   * names); `resource` for logs.
+   */
+  readonly lists: readonly {
+    readonly resource: string;
+    readonly fieldSelector: string;
+    readonly pageSize: number;
+  }[];
+  readonly defaultStartTimeoutMs: number;
+  /**
+   * true: start() waits for the chosen ConfigMap to exist, not only for the first list (when no
+   * fallback directory serves meanwhile).
+   */
+  readonly waitForObject: boolean;
+  /** true: an empty fallback directory (the mount of an optional ConfigMap not written yet) is none. */
+  readonly emptyFallbackIsNone: boolean;
+  /**
+   * The name of the ConfigMap that is the source now, given the listed ones (after every change);
+   * undefined: keep the one read last (the listed ones do not agree yet).
+   */
+  choose(get: (name: string) => ConfigMap | undefined): string | undefined;
+  /** status().inUse while the ConfigMap `name` is read. */
+  inUse(name: string): ConfigSourceRef;
+  /** Why nothing can be read: the chosen ConfigMap (`label`) was listed and does not exist. */
+  absent(label: string): string;
+  /** Guarded impacts a live reload of this read of `name` applies anyway (the reload guard's --allow). */
+  allows?(name: string, resourceVersion: string): readonly GuardedImpact[];
+  /** What the status adds while the ConfigMap `name` is read. */
+  status?(name: string): Partial<ConfigSourceStatus>;
+}
+
+/**
+ * ConfigMaps through the API (a reflector), with the mounted directory as the start-up fallback:
+ * the last chosen ConfigMap read is the source, through outages and deletions.
+ */
+export class ApiConfigSource implements ConfigSource {
   readonly fsWatchPath: string | undefined;
-  private readonly description: ConfigSourceRef;
-  private readonly label: string;
-  private readonly reflector: Reflector<ConfigMap>;
+  private readonly reflectors: readonly Reflector<ConfigMap>[];
   private readonly fallback: DirectoryConfigSource | undefined;
   private readonly abort = new AbortController();
   private running: Promise<void> | undefined;
@@ -140,40 +189,59 @@ export class ConfigMapConfigSource implements ConfigSource {
   private listed = false;
   private object: ApiSourceStatus['object'] = 'unknown';
   private since: number;
-  /** The read of the ConfigMap as last seen present: what a deletion or an outage keeps. */
-  private last: { readonly resourceVersion: string; readonly read: SourceRead } | undefined;
+  /** The ConfigMap chosen last (the one whose absence the status and errors name). */
+  private chosen: string;
+  /** The chosen ConfigMap as last read while present: what a deletion or an outage keeps. */
+  private last: { readonly name: string; readonly resourceVersion: string; readonly read: SourceRead } | undefined;
   private lastStatus: string | undefined;
   private lastReachable: boolean | undefined;
-  /** Ends start()'s wait (a first failure while the fallback directory can serve). */
+  /** Ends start()'s wait (the ConfigMap read, or the fallback directory can serve). */
   private endStartWait: (() => void) | undefined;
 
-  constructor(private readonly options: ConfigMapSourceOptions) {
-    const { namespace, name } = options;
-    this.description = { kind: 'configmap', namespace, name };
-    this.label = configMapLabel(namespace, name);
+  constructor(
+    private readonly options: ApiSourceOptions,
+    private readonly choice: ApiSourceChoice,
+  ) {
+    const { namespace } = options;
     this.since = options.clock.now();
+    this.chosen = choice.choose(() => undefined) ?? '';
     this.fallback = options.fallbackPath !== undefined ? new DirectoryConfigSource(options.fallbackPath) : undefined;
     this.fsWatchPath = options.fallbackPath;
-    this.reflector = new Reflector<ConfigMap>({
-      client: options.client,
-      clock: options.clock,
-      logger: options.logger,
-      resource: `configmap ${namespace}/${name}`,
-      namespace,
-      fieldSelector: `metadata.name=${name}`,
-      pageSize: 1,
-      relistPeriodMs: options.relistPeriodMs ?? DEFAULT_RELIST_MS,
-      ...(options.random ? { random: options.random } : {}),
-      onChange: (type) => {
-        this.observeObject(type === 'DELETED');
-      },
-      onError: () => {
-        this.statusMayHaveChanged();
-      },
-    });
+    this.reflectors = choice.lists.map(
+      ({ resource, fieldSelector, pageSize }) =>
+        new Reflector<ConfigMap>({
+          client: options.client,
+          clock: options.clock,
+          logger: options.logger,
+          resource,
+          namespace,
+          fieldSelector,
+          pageSize,
+          relistPeriodMs: options.relistPeriodMs ?? DEFAULT_RELIST_MS,
+          ...(options.random ? { random: options.random } : {}),
+          onChange: () => {
+            if (this.listed) this.observe();
+          },
+          onError: () => {
+            this.statusMayHaveChanged();
+          },
+        }),
+    );
   }
 
-  /** True once the ConfigMap was read: from then on it is the source, whatever happens to the API. */
+  private get(name: string): ConfigMap | undefined {
+    for (const r of this.reflectors) {
+      const object = r.get(name);
+      if (object !== undefined) return object;
+    }
+    return undefined;
+  }
+
+  private get lastError(): string | undefined {
+    return this.reflectors.map((r) => r.lastError).find((e) => e !== undefined);
+  }
+
+  /** True once a chosen ConfigMap was read: from then on it is the source, whatever happens to the API. */
   private get hasContent(): boolean {
     return this.last !== undefined;
   }
@@ -182,26 +250,28 @@ export class ConfigMapConfigSource implements ConfigSource {
     return !this.hasContent && this.fallbackAvailable && this.fallback !== undefined;
   }
 
-  private observeObject(deleted: boolean): void {
+  /** After a change of the listed ConfigMaps: which one is the source, and its content. */
+  private observe(): void {
     this.listed = true;
+    const name = this.choice.choose((n) => this.get(n)) ?? this.last?.name;
+    if (name === undefined) return;
+    this.chosen = name;
+    const current = this.get(name);
     const was = this.object;
-    this.object = deleted ? (this.hasContent ? 'deleted' : 'absent') : 'present';
+    this.object = current !== undefined ? 'present' : this.hasContent ? 'deleted' : 'absent';
     if (this.object !== was) this.since = this.options.clock.now();
-    if (!deleted) {
-      const current = this.reflector.get(this.options.name);
-      if (current !== undefined) {
-        this.last = {
-          resourceVersion: current.metadata.resourceVersion ?? '',
-          read: readConfigMapObject(this.options.namespace, this.options.name, current),
-        };
-      }
+    if (current !== undefined) {
+      const resourceVersion = current.metadata.resourceVersion ?? '';
+      if (this.last?.name !== name || this.last.resourceVersion !== resourceVersion)
+        this.last = { name, resourceVersion, read: readConfigMapObject(this.options.namespace, name, current) };
     }
     this.statusMayHaveChanged();
-    if (!deleted) this.listener?.changed('api');
+    // A deletion of the ConfigMap read is ignored: the last content stays, nothing to re-read.
+    if (current !== undefined) this.listener?.changed('api');
   }
 
   private apiStatus(): ApiSourceStatus {
-    const lastError = this.reflector.lastError;
+    const lastError = this.lastError;
     const reachable = this.listed && lastError === undefined;
     return {
       reachable,
@@ -213,31 +283,50 @@ export class ConfigMapConfigSource implements ConfigSource {
     };
   }
 
-  private fallbackReason(): string {
-    const error = this.reflector.lastError;
-    if (error !== undefined) return `cannot read ${this.label}: ${error}`;
-    if (this.listed) return `${this.label} does not exist`;
-    return `${this.label} was not listed yet`;
+  /** Why nothing was read from the API (yet). */
+  private unreadReason(): string {
+    const label = configMapLabel(this.options.namespace, this.chosen);
+    const error = this.lastError;
+    if (error !== undefined) return `cannot read ${label}: ${error}`;
+    if (this.listed) return this.choice.absent(label);
+    return `${label} was not listed yet`;
   }
 
   status(): ConfigSourceStatus {
     const fallback = this.usingFallback() ? this.fallback : undefined;
+    const name = this.last?.name ?? this.chosen;
     return {
-      configured: this.description,
-      inUse: fallback !== undefined ? fallback.status().inUse : this.description,
-      ...(fallback !== undefined ? { fallbackReason: this.fallbackReason() } : {}),
+      configured: this.choice.configured,
+      inUse: fallback !== undefined ? fallback.status().inUse : this.choice.inUse(name),
+      ...(fallback !== undefined ? { fallbackReason: this.unreadReason() } : {}),
       api: this.apiStatus(),
+      ...this.choice.status?.(name),
     };
   }
 
-  /** Tells the listener when the source in use, reachability or the object's state changed (not the error text alone). */
+  /** Whether start() may return: something to serve, or nothing more worth waiting for. */
+  private startCanEnd(): boolean {
+    if (this.hasContent) return true;
+    if (this.fallbackAvailable && (this.listed || this.lastError !== undefined)) return true;
+    return this.listed && !this.choice.waitForObject;
+  }
+
+  /**
+   * Tells the listener when the source in use, reachability, the object's state or what the
+   * choice reports changed (not the error text alone).
+   */
   private statusMayHaveChanged(): void {
     const reachable = this.apiStatus().reachable;
     if (this.lastReachable !== undefined && reachable !== this.lastReachable) this.since = this.options.clock.now();
     this.lastReachable = reachable;
+    if (this.startCanEnd()) this.endStartWait?.();
     const s = this.status();
-    if (s.api?.lastError !== undefined && this.usingFallback()) this.endStartWait?.();
-    const key = JSON.stringify([s.inUse, reachable, s.api?.object]);
+    const key = JSON.stringify([
+      s.inUse,
+      reachable,
+      s.api?.object,
+      this.choice.status?.(this.last?.name ?? this.chosen),
+    ]);
     if (key === this.lastStatus) return;
     this.lastStatus = key;
     this.listener?.statusChanged?.(s);
@@ -245,37 +334,38 @@ export class ConfigMapConfigSource implements ConfigSource {
 
   /**
    * Starts the list + watch and waits for the first list (at most startTimeoutMs; with a fallback
-   * directory, a first failure ends the wait too: the directory serves meanwhile).
+   * directory, a first failure ends the wait too: the directory serves meanwhile; a choice that
+   * waits for its object waits for it).
    */
   async start(listener: SourceListener): Promise<void> {
-    if (this.running !== undefined) throw new Error('ConfigMapConfigSource.start() can be called only once');
+    if (this.running !== undefined) throw new Error(`${this.constructor.name}.start() can be called only once`);
     this.listener = listener;
     if (this.options.fallbackPath !== undefined) {
       this.fallbackAvailable = await stat(this.options.fallbackPath).then(
         (info) => info.isDirectory() || info.isFile(),
         () => false,
       );
+      // kubelet mounts an optional ConfigMap that does not exist as an empty directory.
+      if (this.fallbackAvailable && this.choice.emptyFallbackIsNone && this.fallback !== undefined) {
+        const read = await this.fallback.read();
+        this.fallbackAvailable = !read.ok || read.snapshot.entries.length > 0;
+      }
     }
-    const failed = new Promise<void>((resolve) => {
+    const ended = new Promise<void>((resolve) => {
       this.endStartWait = resolve;
     });
-    this.running = this.reflector.run(this.abort.signal);
-    void this.reflector.synced.then(() => {
-      this.listed = true;
-      if (this.object === 'unknown') {
-        this.object = this.reflector.get(this.options.name) !== undefined ? 'present' : 'absent';
-        this.since = this.options.clock.now();
-      }
-      this.statusMayHaveChanged();
+    this.running = Promise.all(this.reflectors.map((r) => r.run(this.abort.signal))).then(() => undefined);
+    // The choice is made once every list is in: one list alone may not show what the other says.
+    void Promise.all(this.reflectors.map((r) => r.synced)).then(() => {
+      this.observe();
     });
     const deadline = new AbortController();
     try {
       await Promise.race([
-        this.reflector.synced,
-        failed,
+        ended,
         this.options.clock
           .sleep(
-            this.options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS,
+            this.options.startTimeoutMs ?? this.choice.defaultStartTimeoutMs,
             AbortSignal.any([deadline.signal, this.abort.signal]),
           )
           .catch(() => undefined),
@@ -284,8 +374,6 @@ export class ConfigMapConfigSource implements ConfigSource {
       deadline.abort();
       this.endStartWait = undefined;
     }
-    // Let the synced handler above run before the first read.
-    await Promise.resolve();
     this.statusMayHaveChanged();
   }
 
@@ -293,22 +381,51 @@ export class ConfigMapConfigSource implements ConfigSource {
     if (this.usingFallback() && this.fallback !== undefined) {
       return this.fallback.probe().then((p) => `fallback:${p}`);
     }
-    return Promise.resolve(`${this.object}:${this.last?.resourceVersion ?? ''}`);
+    return Promise.resolve(`${this.object}:${this.last?.name ?? ''}:${this.last?.resourceVersion ?? ''}`);
   }
 
   async read(): Promise<SourceRead> {
-    if (this.last !== undefined) return { ...this.last.read, probe: (await this.probe()) ?? '' };
+    if (this.last !== undefined) {
+      const allows = this.choice.allows?.(this.last.name, this.last.resourceVersion) ?? [];
+      return {
+        ...this.last.read,
+        ...(allows.length > 0 ? { guardAllows: allows } : {}),
+        probe: (await this.probe()) ?? '',
+      };
+    }
     if (this.usingFallback() && this.fallback !== undefined) {
       const read = await this.fallback.read();
       return read.probe === undefined ? read : { ...read, probe: `fallback:${read.probe}` };
     }
-    const reason = this.fallbackReason();
-    return { ok: false, fingerprint: `unreadable:${reason}`, error: new ConfigSourceError(this.label, reason) };
+    const reason = this.unreadReason();
+    return {
+      ok: false,
+      fingerprint: `unreadable:${reason}`,
+      error: new ConfigSourceError(sourceLabel(this.choice.configured), reason),
+    };
   }
 
   async stop(): Promise<void> {
     this.abort.abort();
     this.listener = undefined;
     await this.running;
+  }
+}
+
+/** One ConfigMap through the API, with the mounted directory as the start-up fallback. */
+export class ConfigMapConfigSource extends ApiConfigSource {
+  constructor(options: ConfigMapSourceOptions) {
+    const { namespace, name } = options;
+    const ref: ConfigSourceRef = { kind: 'configmap', namespace, name };
+    super(options, {
+      configured: ref,
+      lists: [{ resource: `configmap ${namespace}/${name}`, fieldSelector: `metadata.name=${name}`, pageSize: 1 }],
+      defaultStartTimeoutMs: DEFAULT_START_TIMEOUT_MS,
+      waitForObject: false,
+      emptyFallbackIsNone: false,
+      choose: () => name,
+      inUse: () => ref,
+      absent: (label) => `${label} does not exist`,
+    });
   }
 }

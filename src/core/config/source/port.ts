@@ -1,9 +1,10 @@
 // The config source port: where the raw config comes from, and the snapshot every reader gets.
 // A source yields SourceReads (a snapshot the parser takes, with a fingerprint of what was read);
 // the watcher, the reload state machine, the one-shot commands (diff-config, simulate, rollout
-// status, the sandbox) and the effect table only ever see those, whichever source is in use. Two
-// implementations: the mounted directory or file (directory.ts, reading through directory-read.ts)
-// and one ConfigMap read through the API (configmap-api.ts). load.ts reads a source once.
+// status, the sandbox) and the effect table only ever see those, whichever source is in use. The
+// implementations: the mounted directory or file (directory.ts, reading through directory-read.ts),
+// one ConfigMap read through the API (configmap-api.ts), and the staged rollout's copies of one
+// (staged.ts, on the same API machinery). load.ts reads a source once.
 //
 // A change is read once: the watcher's check reads the source, and the reload validates and
 // applies that same read; nothing reads the source a second time for it.
@@ -13,6 +14,8 @@ import type { ConfigIssue, SourcePosition } from '../../errors.js';
 import { dns1123SubdomainErrors } from '../../kube/validation.js';
 import { errnoCode, errorMessage } from '../../unknown-values.js';
 import type { ProvisionerConfig } from '../model.js';
+import type { GuardedImpact } from '../reload-guard.js';
+import type { RolloutPhase } from '../../staged-rollout/state.js';
 import type { Node } from 'yaml';
 import type { TextOrigin, YamlText } from '../decode/yaml-node.js';
 
@@ -72,14 +75,29 @@ export interface LoadedConfig {
 
 // ---------------------------------------------------------------------------------------------
 // The port
-/** Which source: a directory (or file) path, or a ConfigMap; as the status and the published node state show it. */
+/**
+ * Which source: a directory (or file) path, a ConfigMap, or the staged copies of one (configured
+ * `staged`; in use, the copy read: a `configmap` with `staged: true`); as the status and the
+ * published node state show it.
+ */
 export type ConfigSourceRef =
   | { readonly kind: 'directory'; readonly path: string }
-  | { readonly kind: 'configmap'; readonly namespace: string; readonly name: string };
+  | { readonly kind: 'configmap'; readonly namespace: string; readonly name: string; readonly staged?: true }
+  | { readonly kind: 'staged'; readonly namespace: string; readonly name: string };
 
-/** `configmap:NAMESPACE/NAME` (the --config-source syntax), or the directory's path. */
+/**
+ * `configmap:NAMESPACE/NAME` and `staged:NAMESPACE/NAME` (the --config-source syntax), the copy a
+ * staged source reads as `configmap:NAMESPACE/NAME-candidate (staged)`, or the directory's path.
+ */
 export function sourceLabel(source: ConfigSourceRef): string {
-  return source.kind === 'directory' ? source.path : `configmap:${source.namespace}/${source.name}`;
+  switch (source.kind) {
+    case 'directory':
+      return source.path;
+    case 'staged':
+      return `staged:${source.namespace}/${source.name}`;
+    case 'configmap':
+      return `configmap:${source.namespace}/${source.name}${source.staged === true ? ' (staged)' : ''}`;
+  }
 }
 
 /** One read of a source: the snapshot, or why it could not be read, with a fingerprint of what was read. */
@@ -97,6 +115,11 @@ export type SourceRead = (
    * such guarantee (the next periodic check reads again).
    */
   readonly probe?: string;
+  /**
+   * Guarded impacts a live reload of this read applies anyway, as `provisioner reload --allow`
+   * would (a staged rollout's return to stable: the rollout decided it).
+   */
+  readonly guardAllows?: readonly GuardedImpact[];
 };
 
 /** The API source's view of its ConfigMap. */
@@ -125,8 +148,14 @@ export interface ConfigSourceStatus {
   readonly inUse: ConfigSourceRef;
   /** Why `inUse` is the fallback directory (the API source could not be read at start-up). */
   readonly fallbackReason?: string;
-  /** The API source's state (configured as a ConfigMap only). */
+  /** The API source's state (configured as a ConfigMap or staged only). */
   readonly api?: ApiSourceStatus;
+  /** Staged source: the copy this node reads (the candidate only while its wave is open). */
+  readonly stagedRole?: 'stable' | 'candidate';
+  /** Staged source: the rollout's phase, as the candidate's state says (absent: no rollout state). */
+  readonly rolloutPhase?: RolloutPhase;
+  /** Staged source: why the candidate's rollout state was not understood (the node reads the stable copy). */
+  readonly rolloutStateError?: string;
 }
 
 /** What a source tells whoever started it. */
@@ -191,36 +220,41 @@ export function unreadableReason(error: unknown): string {
 
 /** What --config-source asks for; a ConfigMap without a namespace means the pod's. */
 export type RequestedConfigSource =
-  { readonly kind: 'directory' } | { readonly kind: 'configmap'; readonly namespace?: string; readonly name: string };
+  | { readonly kind: 'directory' }
+  | { readonly kind: 'configmap' | 'staged'; readonly namespace?: string; readonly name: string };
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/u;
+/** The longest suffix a staged source adds to its ConfigMap's name (`-candidate`). */
+const STAGED_SUFFIX = '-candidate';
 
 /**
- * Pure: `directory` or `configmap:[NAMESPACE/]NAME` → the spec, or why not (for a usage error).
- * NAME must be a ConfigMap name (a DNS-1123 subdomain), NAMESPACE a DNS-1123 label.
+ * Pure: `directory`, `configmap:[NAMESPACE/]NAME` or `staged:[NAMESPACE/]NAME` → the spec, or why
+ * not (for a usage error). NAME must be a ConfigMap name (a DNS-1123 subdomain; staged: its copies'
+ * names too), NAMESPACE a DNS-1123 label.
  */
 export function parseRequestedConfigSource(
   text: string,
 ): { readonly ok: true; readonly spec: RequestedConfigSource } | { readonly ok: false; readonly message: string } {
   if (text === 'directory') return { ok: true, spec: { kind: 'directory' } };
-  const usage = 'expected `directory` or `configmap:[NAMESPACE/]NAME`';
-  if (!text.startsWith('configmap:')) return { ok: false, message: `${JSON.stringify(text)}: ${usage}` };
-  const rest = text.slice('configmap:'.length);
+  const usage = 'expected `directory`, `configmap:[NAMESPACE/]NAME` or `staged:[NAMESPACE/]NAME`';
+  const kind = text.startsWith('configmap:') ? 'configmap' : text.startsWith('staged:') ? 'staged' : undefined;
+  if (kind === undefined) return { ok: false, message: `${JSON.stringify(text)}: ${usage}` };
+  const rest = text.slice(kind.length + 1);
   const parts = rest.split('/');
   if (parts.length > 2) return { ok: false, message: `${JSON.stringify(text)}: ${usage}` };
   const name = parts.at(-1) ?? '';
   const namespace = parts.length === 2 ? (parts[0] ?? '') : undefined;
-  const nameErrors = dns1123SubdomainErrors(name);
-  if (nameErrors.length > 0)
-    return { ok: false, message: `${JSON.stringify(name)} is not a valid ConfigMap name: ${nameErrors.join('; ')}` };
+  const nameErrors = dns1123SubdomainErrors(kind === 'staged' && name !== '' ? `${name}${STAGED_SUFFIX}` : name);
+  if (nameErrors.length > 0) {
+    const what =
+      kind === 'staged' ? 'ConfigMap name to stage (NAME-candidate must be a ConfigMap name)' : 'ConfigMap name';
+    return { ok: false, message: `${JSON.stringify(name)} is not a valid ${what}: ${nameErrors.join('; ')}` };
+  }
   if (namespace !== undefined && (namespace.length > 63 || !DNS1123_LABEL.test(namespace))) {
     return {
       ok: false,
       message: `${JSON.stringify(namespace)} is not a valid namespace: a lowercase RFC 1123 label of at most 63 characters`,
     };
   }
-  return {
-    ok: true,
-    spec: namespace === undefined ? { kind: 'configmap', name } : { kind: 'configmap', namespace, name },
-  };
+  return { ok: true, spec: namespace === undefined ? { kind, name } : { kind, namespace, name } };
 }

@@ -1,7 +1,7 @@
 // The dashboard as plain text, for `provisioner dashboard --once` and for output that is not a
 // terminal (`kubectl exec` without -t, a pipe, a log): one snapshot of the agent's status, no
 // colours, no cursor movement, and nothing of ink or React loaded.
-import type { AgentStatusJson } from '../core/agent/reload-types.js';
+import type { AgentStatusJson } from '../../core/agent/reload-types.js';
 import {
   cleanupsSection,
   configLines,
@@ -10,9 +10,9 @@ import {
   lineText,
   titleLine,
   volumesSection,
-} from './dashboard-lines.js';
-import type { Line, Section } from './dashboard-lines.js';
-import { initialState } from '../core/dashboard/model.js';
+} from './lines.js';
+import type { Line, Section } from './lines.js';
+import { initialState } from './model.js';
 
 function text(line: Line): string {
   return lineText(line).trimEnd();

@@ -2,9 +2,10 @@
 // agent restarts with backoff, plus status refreshes. The stream carries a status only on connect
 // and every keep-alive (15 s), so the feed also asks for one shortly after every other event (a
 // reload, pass or cleanup changes what the status shows) and every refreshMs while connected.
-import { isAborted } from '../clock.js';
-import type { Clock } from '../clock.js';
-import type { AgentEvent, AgentStatusJson } from '../agent/reload-types.js';
+import { backoffDelay } from '../../core/backoff.js';
+import { isAborted } from '../../core/clock.js';
+import type { Clock } from '../../core/clock.js';
+import type { AgentEvent, AgentStatusJson } from '../../core/agent/reload-types.js';
 
 export type FeedMessage =
   | { readonly type: 'connected'; readonly at: number }
@@ -39,11 +40,6 @@ export interface AgentFeedOptions {
   /** First reconnection delay, doubled per failed attempt up to maxBackoffMs; defaults 250 ms and 2 s. */
   readonly initialBackoffMs?: number;
   readonly maxBackoffMs?: number;
-}
-
-/** The reconnection delay before attempt `attempt` (1-based). */
-export function backoffDelay(attempt: number, initialMs: number, maxMs: number): number {
-  return Math.min(maxMs, initialMs * 2 ** Math.min(30, Math.max(0, attempt - 1)));
 }
 
 /** A short reason for the header: AgentUnreachableError's detail ("the socket does not exist"), else the message. */
@@ -145,7 +141,7 @@ export function agentFeed(source: AgentEventSource, options: AgentFeedOptions): 
       await refresh?.done;
       if (isAborted(signal)) return;
       attempt += 1;
-      const delay = backoffDelay(attempt, initialBackoffMs, maxBackoffMs);
+      const delay = backoffDelay(attempt - 1, { initialMs: initialBackoffMs, maxMs: maxBackoffMs });
       const at = clock.now();
       listener({ type: 'disconnected', at, reason, attempt, retryAt: at + delay });
       await nap(clock, delay, signal, () => undefined);

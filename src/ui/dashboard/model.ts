@@ -2,10 +2,11 @@
 // connection's ups and downs) and what the user does (keys, resizes) to the state the terminal
 // view renders. No React, no I/O: the reducer returns the side effects it wants (reload, load the
 // diff, quit) and the UI runs them and feeds their outcome back as actions.
-import type { AgentEvent, AgentStatusJson, CleanupStatus, ReloadResult } from '../agent/reload-types.js';
+import type { AgentEvent, AgentStatusJson, CleanupStatus, ReloadResult } from '../../core/agent/reload-types.js';
 import type { FeedMessage } from './feed.js';
 import { computeLayout } from './layout.js';
 import type { Layout } from './layout.js';
+import { plural } from '../../render/text.js';
 
 export interface Size {
   readonly columns: number;
@@ -397,10 +398,6 @@ function addEvent(state: DashboardState, entry: Omit<EventEntry, 'id'>): Dashboa
   const shown = matches(state.filter, entry.kind, entry.severity, entry.text);
   const scroll = state.scroll.events > 0 && shown ? { ...state.scroll, events: state.scroll.events + 1 } : state.scroll;
   return { ...state, events, nextEventId: state.nextEventId + 1, scroll };
-}
-
-function plural(n: number, word: string): string {
-  return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
 function reloadSeverity(result: ReloadResult): Severity {

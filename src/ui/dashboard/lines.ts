@@ -1,6 +1,6 @@
 // The dashboard's text, as lines of styled segments: the ink view colours them (or not) and
 // truncates them to the terminal width; the plain snapshot joins them. Pure, no I/O.
-import type { AgentStatusJson, CleanupStatus, ReloadResult } from '../core/agent/reload-types.js';
+import type { AgentStatusJson, CleanupStatus, ReloadResult } from '../../core/agent/reload-types.js';
 import {
   agentNow,
   cleanupsInFlight,
@@ -10,8 +10,9 @@ import {
   rejectedErrors,
   visibleEvents,
   volumeRows,
-} from '../core/dashboard/model.js';
-import type { DashboardState, EventEntry, Pane, Severity, SyncState, VolumeRow } from '../core/dashboard/model.js';
+} from './model.js';
+import type { DashboardState, EventEntry, Pane, Severity, SyncState, VolumeRow } from './model.js';
+import { plural, shortHash } from '../../render/text.js';
 
 export type Tone =
   'plain' | 'title' | 'focus' | 'dim' | 'ok' | 'warn' | 'bad' | 'accent' | 'added' | 'removed' | 'hunk' | 'key';
@@ -30,13 +31,6 @@ export function lineText(line: Line): string {
 const seg = (text: string, tone?: Tone): Segment => (tone === undefined ? { text } : { text, tone });
 
 // ---- small formatters ---------------------------------------------------------------------------
-
-/** `sha256:` and the first 12 hex digits: enough to tell configs apart at a glance. */
-export function shortHash(hash: string | undefined): string {
-  if (hash === undefined) return '-';
-  const m = /^([a-z0-9]+:)([0-9a-f]+)$/u.exec(hash);
-  return m?.[1] !== undefined && m[2] !== undefined ? `${m[1]}${m[2].slice(0, 12)}` : hash.slice(0, 19);
-}
 
 /** A compact duration: 850ms, 12s, 3m04s, 2h05m, 3d04h. */
 export function formatAge(ms: number): string {
@@ -57,11 +51,6 @@ export function clockTime(at: number): string {
   const d = new Date(at);
   const pad = (n: number): string => String(n).padStart(2, '0');
   return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
-}
-
-function plural(n: number, word: string): string {
-  if (n === 1) return `${n} ${word}`;
-  return `${n} ${word}${word.endsWith('s') ? 'es' : 's'}`;
 }
 
 function pad(text: string, width: number): string {
@@ -303,7 +292,9 @@ export function volumesSection(state: DashboardState, window?: { offset: number;
   const pvs = classes.reduce((n, c) => n + c.persistentVolumes.length, 0);
   const cols = columnsFor(rows);
   const detail =
-    state.status === undefined ? 'waiting for the agent' : `${plural(classes.length, 'class')}, ${plural(pvs, 'PV')}`;
+    state.status === undefined
+      ? 'waiting for the agent'
+      : `${plural(classes.length, 'class', 'classes')}, ${plural(pvs, 'PV')}`;
   return {
     title: sectionTitle(state, 'volumes', 'Volumes', detail, window && { ...window, total: rows.length }),
     header: [

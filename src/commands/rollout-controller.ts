@@ -1,0 +1,212 @@
+import { Flags } from '@oclif/core';
+import { ProvisionerCommand } from '../cli/base-command.js';
+import { UsageError } from '../core/errors.js';
+import { errorMessage } from '../core/unknown-values.js';
+import {
+  DEFAULT_STATUS_NAME,
+  kubeconfigFlag,
+  logFlags,
+  metricsPathFlag,
+  rateLimitFlags,
+  STATUS_NAME_ENV,
+} from './flags.js';
+
+export default class RolloutController extends ProvisionerCommand {
+  static override summary =
+    'Roll a ConfigMap change out in stages: canary nodes, then waves, halting (and reverting) on a failure (leader-elected).';
+
+  static override description = `The staged rollout controller. A change of the operator's ConfigMap (--config-map, still changed with kubectl apply) becomes a candidate: it goes to the canary nodes first, then to each wave of --waves in turn, once every node of the open waves reports the candidate applied and healthy through its status Lease and --bake-time has passed. A node that rejects, refuses, rolls back or fails the candidate, whose heartbeat goes stale, that reports new discovery or cleanup errors, or that has not applied it --progress-deadline after its wave opened halts the rollout; --on-halt revert sends the open waves back to the stable config. A new change mid-rollout starts again from the canary. Wave membership is a hash of the node name: a node never moves between waves.
+
+It writes <config-map>-stable (the last config rolled out everywhere) and <config-map>-candidate (the candidate's data and the rollout state); the agents (\`run --config-source staged:NAMESPACE/NAME\`) read both. \`provisioner rollout status\` shows the waves; \`rollout pause|resume|abort|promote\` steer it. The first start adopts the ConfigMap as stable.
+
+Run two replicas: they elect a leader on a Lease (--leader-elect-lease-name in --leader-elect-lease-namespace) and only the leader writes. Serves /metrics (local_volume_rollout_*), /healthz and /readyz on --listen-address (empty: off).
+
+Environment: POD_NAMESPACE (the namespace of the ConfigMap and of the lease), POD_NAME (this replica's identity), KUBECONFIG.
+Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (cluster unreachable, ConfigMaps or Nodes cannot be listed, listen address taken). See docs/operations.md#staged-rollout.`;
+
+  static override examples = [
+    '<%= config.bin %> <%= command.id %> --config-map local-static-provisioner-config --status-name local-static-provisioner',
+    '<%= config.bin %> <%= command.id %> --config-map provisioner-config --canary-selector rollout=canary --waves 25%,100% --bake-time 10m --on-halt halt',
+  ];
+
+  static override flags = {
+    'config-map': Flags.string({
+      description: "The operator's ConfigMap (in --namespace): its changes are rolled out in stages.",
+      required: true,
+    }),
+    namespace: Flags.string({
+      char: 'n',
+      description:
+        "Namespace of the ConfigMap, its copies and the status Leases (default: POD_NAMESPACE, else the kubeconfig context's, else default).",
+    }),
+    'status-name': Flags.string({
+      description: 'The provisioner instance whose status Leases report each node (`run --status-name`).',
+      default: DEFAULT_STATUS_NAME,
+      env: STATUS_NAME_ENV,
+    }),
+    'canary-selector': Flags.string({
+      description: 'Label selector of the canary Nodes (default: one Node, chosen by a hash of the node names).',
+      exclusive: ['canary-count'],
+    }),
+    'canary-count': Flags.integer({
+      description: 'How many Nodes are the canary, chosen by a hash of their names (default 1).',
+      exclusive: ['canary-selector'],
+    }),
+    waves: Flags.string({
+      description:
+        "The waves after the canary: each one's cumulative reach of the other nodes, a percentage or a node count (a last 100% is added when missing).",
+      default: '10%,50%,100%',
+    }),
+    'bake-time': Flags.string({
+      description:
+        'How long every node of the open waves must run the candidate healthily before the next wave opens (Go duration).',
+      default: '5m',
+    }),
+    'progress-deadline': Flags.string({
+      description:
+        'A wave whose nodes have not all applied the candidate this long after it opened halts the rollout (Go duration).',
+      default: '10m',
+    }),
+    'on-halt': Flags.string({
+      description:
+        'What a halt does to the nodes that took the candidate: revert them to stable, or halt only (they keep it).',
+      options: ['revert', 'halt'],
+      default: 'revert',
+    }),
+    resync: Flags.string({
+      description: 'Full relist of the caches, a safety net under the watches; 0: none (Go duration).',
+      default: '10m',
+    }),
+    'listen-address': Flags.string({
+      description: 'Address of the metrics and health server; empty disables it.',
+      default: ':8081',
+    }),
+    'metrics-path': metricsPathFlag(),
+    'leader-elect': Flags.boolean({
+      description: 'Elect a leader on a Lease so that only one replica writes (--no-leader-elect: a single replica).',
+      default: true,
+      allowNo: true,
+    }),
+    'leader-elect-lease-name': Flags.string({
+      description: 'Name of the leader Lease.',
+      default: 'local-volume-rollout-controller',
+    }),
+    'leader-elect-lease-namespace': Flags.string({
+      description: 'Namespace of the leader Lease (default: the namespace of --namespace).',
+    }),
+    'leader-elect-identity': Flags.string({
+      description: 'This replica in the Lease (default: POD_NAME, else the host name and a random suffix).',
+    }),
+    'leader-elect-lease-duration': Flags.string({
+      description: 'How long followers wait after the last renewal they saw before taking over (Go duration).',
+      default: '15s',
+    }),
+    'leader-elect-renew-deadline': Flags.string({
+      description: 'A leader that cannot renew for this long stops acting (Go duration; < lease duration).',
+      default: '10s',
+    }),
+    'leader-elect-retry-period': Flags.string({
+      description: 'Time between two attempts to acquire or renew the Lease (Go duration).',
+      default: '2s',
+    }),
+    ...rateLimitFlags({ qps: 20, burst: 40 }),
+    kubeconfig: kubeconfigFlag(),
+    'shutdown-timeout': Flags.string({
+      description: 'Longest graceful stop (the lease is released at its end) before exiting anyway (Go duration).',
+      default: '15s',
+    }),
+    ...logFlags(),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(RolloutController);
+    const { durationFlagMs } = await import('../cli/duration-flag.js');
+    const ms = (flag: keyof typeof flags & string, floor?: 'zero-or-positive'): number =>
+      durationFlagMs(flag, String(flags[flag]), floor);
+    const { dns1123SubdomainErrors } = await import('../core/kube/validation.js');
+    const { statusNameProblem } = await import('../core/fleet/applied-state.js');
+    const { policyFromFlags } = await import('../core/staged-rollout/policy.js');
+    const { stagedConfigMapName } = await import('../core/staged-rollout/objects.js');
+    const name = flags['config-map'];
+    // The copies' names (<name>-stable, <name>-candidate) must be ConfigMap names too.
+    const nameProblems = dns1123SubdomainErrors(name);
+    if (nameProblems.length === 0) nameProblems.push(...dns1123SubdomainErrors(stagedConfigMapName(name, 'candidate')));
+    if (nameProblems.length > 0) throw new UsageError(`--config-map: ${nameProblems.join('; ')}`);
+    const statusProblem = statusNameProblem(flags['status-name']);
+    if (statusProblem !== undefined) throw new UsageError(`--status-name: ${statusProblem}`);
+    const policy = policyFromFlags({
+      canarySelector: flags['canary-selector'],
+      canaryCount: flags['canary-count'],
+      waves: flags.waves,
+      bakeTime: flags['bake-time'],
+      progressDeadline: flags['progress-deadline'],
+      onHalt: flags['on-halt'],
+    });
+    if (!flags['metrics-path'].startsWith('/'))
+      throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
+    if (flags['listen-address'] !== '') {
+      const { parseListenAddress } = await import('../core/agent/http.js');
+      try {
+        parseListenAddress(flags['listen-address']);
+      } catch (err) {
+        throw new UsageError(`--listen-address: ${errorMessage(err)}`);
+      }
+    }
+    const timing = {
+      leaseDurationMs: ms('leader-elect-lease-duration'),
+      renewDeadlineMs: ms('leader-elect-renew-deadline'),
+      retryPeriodMs: ms('leader-elect-retry-period'),
+    };
+    const { leaderElectionTimingProblem } = await import('../core/kube/leader-election.js');
+    const timingProblem = leaderElectionTimingProblem(timing);
+    if (timingProblem !== undefined) throw new UsageError(`--leader-elect-*: ${timingProblem}`);
+    const namespace = flags.namespace ?? nonEmpty(process.env['POD_NAMESPACE']);
+    const leaseName = flags['leader-elect-lease-name'];
+    const leaseNamespace = flags['leader-elect-lease-namespace'] ?? namespace;
+    for (const [flag, value] of [
+      ['namespace', namespace],
+      ['leader-elect-lease-name', leaseName],
+      ['leader-elect-lease-namespace', leaseNamespace],
+    ] as const) {
+      const problems = value === undefined ? [] : dns1123SubdomainErrors(value);
+      if (problems.length > 0) throw new UsageError(`--${flag}: ${problems.join('; ')}`);
+    }
+    const { hostname } = await import('node:os');
+    const { randomUUID } = await import('node:crypto');
+    const identity =
+      flags['leader-elect-identity'] ?? nonEmpty(process.env['POD_NAME']) ?? `${hostname()}_${randomUUID()}`;
+    const { runRolloutControllerProcess } = await import('../cli/run-rollout-controller.js');
+    const { inClusterAddress } = await import('../cli/cluster-connection.js');
+    await runRolloutControllerProcess({
+      service: {
+        settings: {
+          // '' is resolved once connected: the kubeconfig context's namespace, else default.
+          namespace: namespace ?? '',
+          name,
+          instance: flags['status-name'],
+          policy,
+          resyncMs: ms('resync', 'zero-or-positive'),
+        },
+        listenAddress: flags['listen-address'],
+        metricsPath: flags['metrics-path'],
+        identity,
+        leaderElection: flags['leader-elect']
+          ? { name: leaseName, namespace: leaseNamespace ?? '', timing }
+          : undefined,
+      },
+      product: { name: this.config.name, version: this.config.version },
+      kubeconfig: flags.kubeconfig,
+      inCluster: inClusterAddress(),
+      qps: flags['kube-api-qps'],
+      burst: flags['kube-api-burst'],
+      shutdownTimeoutMs: ms('shutdown-timeout'),
+      logLevel: flags['log-level'] as 'debug' | 'info' | 'warn' | 'error',
+      logFormat: flags['log-format'] as 'text' | 'json',
+    });
+    this.exit(0);
+  }
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}

@@ -1,0 +1,584 @@
+// The staged rollout controller's decision, pure: from what it sees (the desired ConfigMap, the
+// stable copy, the stored state, the operator's request, the Nodes and the agents' status Leases)
+// to what it writes (the stable copy, the state with the candidate's content) and the Events it
+// records. The service (controller.ts) reads, calls decide, writes, and calls it again until there
+// is nothing to do; every fact the next call needs is in the stored state, so a controller killed
+// at any point resumes from there.
+import type { AppliedResult, PublishedState } from '../fleet/applied-state.js';
+import type { StagedRolloutPolicy } from './policy.js';
+import { describePolicy } from './policy.js';
+import type { ContentRef, Halt, RolloutRequest, RolloutState } from './state.js';
+import { ACTIVE_PHASES } from './state.js';
+import { planWaves } from './waves.js';
+import type { FleetNode } from './waves.js';
+
+/** The operator's ConfigMap as the controller read it. */
+export interface DesiredContent extends ContentRef {
+  /** Why it does not parse (then `hash` is absent). */
+  readonly invalidReason?: string;
+}
+
+export interface RolloutView {
+  readonly now: number;
+  readonly policy: StagedRolloutPolicy;
+  /** The operator's ConfigMap; undefined: it does not exist (nothing changes). */
+  readonly desired: DesiredContent | undefined;
+  /** The stable copy; undefined: never written (the first start adopts the desired content). */
+  readonly stable: ContentRef | undefined;
+  readonly state: RolloutState | undefined;
+  readonly request: RolloutRequest | undefined;
+  readonly nodes: readonly FleetNode[];
+  /** The agents' published states by node. */
+  readonly reports: ReadonlyMap<string, PublishedState>;
+}
+
+export interface RolloutEvent {
+  readonly type: 'Normal' | 'Warning';
+  readonly reason: string;
+  readonly message: string;
+}
+
+export interface RolloutDecision {
+  /** Write the stable copy from the desired ConfigMap's data or the candidate's. */
+  readonly stable?: 'desired' | 'candidate';
+  /** Write the candidate ConfigMap with this state; `content`: copy the desired data into it, or keep its data. */
+  readonly state?: { readonly state: RolloutState; readonly content: 'desired' | 'keep' };
+  /** The request annotation is cleared with the state write (or alone). */
+  readonly clearRequest: boolean;
+  readonly events: readonly RolloutEvent[];
+  /** When to decide again without a change (a bake or a progress deadline ends); undefined: on a change only. */
+  readonly wakeAt?: number;
+}
+
+export const EVENT_REASONS = {
+  started: 'RolloutStarted',
+  waveOpened: 'RolloutWaveOpened',
+  halted: 'RolloutHalted',
+  completed: 'RolloutCompleted',
+  superseded: 'RolloutSuperseded',
+  invalid: 'RolloutCandidateInvalid',
+  paused: 'RolloutPaused',
+  resumed: 'RolloutResumed',
+  aborted: 'RolloutAborted',
+  promoted: 'RolloutPromoted',
+  adopted: 'RolloutStableAdopted',
+} as const;
+
+const NOT_APPLIED: readonly AppliedResult[] = ['rejected', 'refused', 'rolled-back', 'failed'];
+
+/** One node of an open wave against the candidate. */
+export type NodeProgress =
+  | { readonly kind: 'applied' }
+  | { readonly kind: 'pending'; readonly why: string }
+  | { readonly kind: 'failed'; readonly why: string }
+  | { readonly kind: 'gone' };
+
+/** Whether a node of an open wave runs the candidate healthily, waits, or halts the rollout. */
+export function nodeProgress(
+  node: string,
+  candidateHash: string,
+  report: PublishedState | undefined,
+  exists: boolean,
+  now: number,
+): NodeProgress {
+  if (!exists) return { kind: 'gone' };
+  if (report === undefined) return { kind: 'pending', why: 'no status Lease yet' };
+  if (isStale(report, now))
+    return { kind: 'failed', why: `its heartbeat is stale (last ${new Date(report.heartbeatAt ?? 0).toISOString()})` };
+  if (report.appliedHash === candidateHash) {
+    const errors = report.errorsSinceApply ?? 0;
+    if (errors > 0)
+      return {
+        kind: 'failed',
+        why: `${String(errors)} discovery or cleanup error${errors === 1 ? '' : 's'} since it applied the candidate`,
+      };
+    return { kind: 'applied' };
+  }
+  if (NOT_APPLIED.includes(report.result) && report.candidateHash === candidateHash)
+    return {
+      kind: 'failed',
+      why: `${report.result} the candidate${report.reason !== undefined ? `: ${report.reason}` : ''}`,
+    };
+  return { kind: 'pending', why: `runs ${report.appliedHash.slice(0, 15)}` };
+}
+
+function short(hash: string | undefined): string {
+  return hash === undefined ? '(invalid)' : hash.slice(0, 15);
+}
+
+function sameContent(a: ContentRef | undefined, b: ContentRef | undefined): boolean {
+  return a !== undefined && b !== undefined && a.fingerprint === b.fingerprint;
+}
+
+function isStale(report: PublishedState, now: number): boolean {
+  return report.heartbeatAt !== undefined && report.staleAfterMs > 0 && now - report.heartbeatAt > report.staleAfterMs;
+}
+
+/**
+ * The nodes a rollout stages: those that run an agent now (a fresh status Lease). A Node the
+ * DaemonSet does not cover would never report and halt the rollout; such nodes run stable, and
+ * the candidate once it is stable everywhere.
+ */
+function runningNodes(view: RolloutView): FleetNode[] {
+  return view.nodes.filter((n) => {
+    const r = view.reports.get(n.name);
+    return r !== undefined && !isStale(r, view.now);
+  });
+}
+
+/** `state` without its bake (and halt): a wave opened anew, a rollout resumed. */
+function withoutBake(state: RolloutState, alsoHalt = false): RolloutState {
+  const copy: { -readonly [K in keyof RolloutState]?: RolloutState[K] } = { ...state };
+  delete copy.bakeStartedAt;
+  if (alsoHalt) delete copy.halt;
+  return copy as RolloutState;
+}
+
+/** When the first node of the open waves whose heartbeat is fresh now turns stale (a halt to notice). */
+function nextStaleAt(view: RolloutView, state: RolloutState): number | undefined {
+  let next: number | undefined;
+  for (let w = 0; w < state.opened; w++) {
+    for (const node of state.waves[w]?.nodes ?? []) {
+      const r = view.reports.get(node);
+      if (r?.heartbeatAt === undefined || r.staleAfterMs <= 0 || isStale(r, view.now)) continue;
+      const at = r.heartbeatAt + r.staleAfterMs + 1;
+      next = next === undefined ? at : Math.min(next, at);
+    }
+  }
+  return next;
+}
+
+function earliest(a: number, b: number | undefined): number {
+  return b === undefined ? a : Math.min(a, b);
+}
+
+const NONE: RolloutDecision = { clearRequest: false, events: [] };
+
+function startRollout(
+  view: RolloutView,
+  desired: DesiredContent,
+  stable: ContentRef,
+  previous: RolloutState | undefined,
+): RolloutDecision {
+  const { now } = view;
+  const events: RolloutEvent[] = [];
+  if (previous !== undefined && ACTIVE_PHASES.includes(previous.phase))
+    events.push({
+      type: 'Normal',
+      reason: EVENT_REASONS.superseded,
+      message: `candidate ${short(previous.candidate.hash)} superseded by ${short(desired.hash)} before it completed; starting again from the canary`,
+    });
+  const base = {
+    candidate: { fingerprint: desired.fingerprint, ...(desired.hash !== undefined ? { hash: desired.hash } : {}) },
+    stable,
+    startedAt: now,
+    updatedAt: now,
+    waveOpenedAt: now,
+    reverted: false,
+  };
+  if (desired.hash === undefined) {
+    events.push({
+      type: 'Warning',
+      reason: EVENT_REASONS.invalid,
+      message: `the new config does not parse; no node applies it: ${desired.invalidReason ?? 'invalid'}`,
+    });
+    return {
+      state: {
+        state: { ...base, phase: 'invalid', waves: [], opened: 0, message: desired.invalidReason ?? 'invalid' },
+        content: 'desired',
+      },
+      clearRequest: true,
+      events,
+    };
+  }
+  if (desired.hash === stable.hash) {
+    // The same config in other bytes (a comment, key order): nothing for the agents to do.
+    return {
+      stable: 'desired',
+      state: {
+        state: { ...base, phase: 'complete', waves: [], opened: 0, message: 'same config as stable' },
+        content: 'desired',
+      },
+      clearRequest: true,
+      events,
+    };
+  }
+  const running = runningNodes(view);
+  const plan = planWaves(view.policy, running);
+  if (!plan.ok) {
+    const halt: Halt = { wave: 0, node: '', reason: plan.reason, at: now };
+    events.push({
+      type: 'Warning',
+      reason: EVENT_REASONS.halted,
+      message: `rollout of ${short(desired.hash)} halted before the canary: ${plan.reason}`,
+    });
+    return {
+      state: { state: { ...base, phase: 'halted', waves: [], opened: 0, halt }, content: 'desired' },
+      clearRequest: true,
+      events,
+    };
+  }
+  const first = plan.waves[0];
+  events.push({
+    type: 'Normal',
+    reason: EVENT_REASONS.started,
+    message: `rollout of ${short(desired.hash)} started (${describePolicy(view.policy)}): ${String(plan.waves.length)} waves over ${String(running.length)} nodes running an agent; ${first?.name ?? 'no wave'} opened (${String(first?.nodes.length ?? 0)} nodes)`,
+  });
+  return {
+    state: {
+      state: { ...base, phase: 'progressing', waves: plan.waves, opened: Math.min(1, plan.waves.length) },
+      content: 'desired',
+    },
+    clearRequest: true,
+    events,
+    wakeAt: now,
+  };
+}
+
+function complete(state: RolloutState, now: number, reason: string, message: string): RolloutDecision {
+  return {
+    stable: 'candidate',
+    state: {
+      state: { ...state, phase: 'complete', stable: state.candidate, updatedAt: now, message, reverted: false },
+      content: 'keep',
+    },
+    clearRequest: true,
+    events: [{ type: 'Normal', reason, message }],
+  };
+}
+
+function applyRequest(view: RolloutView, state: RolloutState, request: RolloutRequest): RolloutDecision | undefined {
+  const { now } = view;
+  if (request.candidate !== state.candidate.fingerprint) return { clearRequest: true, events: [] };
+  const by = request.by !== undefined ? ` by ${request.by}` : '';
+  const active = ACTIVE_PHASES.includes(state.phase);
+  switch (request.action) {
+    case 'pause':
+      if (state.phase !== 'progressing') return { clearRequest: true, events: [] };
+      return {
+        state: { state: { ...state, phase: 'paused', updatedAt: now, message: `paused${by}` }, content: 'keep' },
+        clearRequest: true,
+        events: [
+          {
+            type: 'Normal',
+            reason: EVENT_REASONS.paused,
+            message: `rollout of ${short(state.candidate.hash)} paused${by} at ${state.waves[state.opened - 1]?.name ?? 'start'}`,
+          },
+        ],
+      };
+    case 'resume': {
+      if (state.phase !== 'paused' && state.phase !== 'halted') return { clearRequest: true, events: [] };
+      const rest = withoutBake(state, true);
+      // Halted before its canary (the plan failed: no wave): plan now. Resumed with no wave, it
+      // would complete at once and make the candidate stable without a node having run it.
+      let waves = rest.waves;
+      if (waves.length === 0) {
+        const running = runningNodes(view);
+        const plan = planWaves(view.policy, running);
+        if (!plan.ok)
+          return {
+            state: {
+              state: {
+                ...state,
+                phase: 'halted',
+                halt: { wave: 0, node: '', reason: plan.reason, at: now },
+                updatedAt: now,
+                message: `not resumed${by}: ${plan.reason}`,
+              },
+              content: 'keep',
+            },
+            clearRequest: true,
+            events: [
+              {
+                type: 'Warning',
+                reason: EVENT_REASONS.halted,
+                message: `rollout of ${short(state.candidate.hash)} cannot resume${by}: ${plan.reason}`,
+              },
+            ],
+          };
+        waves = plan.waves;
+      }
+      const opened = Math.max(rest.opened, Math.min(1, waves.length));
+      return {
+        state: {
+          state: {
+            ...rest,
+            waves,
+            opened,
+            phase: 'progressing',
+            reverted: false,
+            waveOpenedAt: now,
+            updatedAt: now,
+            message: `resumed${by}`,
+          },
+          content: 'keep',
+        },
+        clearRequest: true,
+        events: [
+          {
+            type: 'Normal',
+            reason: EVENT_REASONS.resumed,
+            message: `rollout of ${short(state.candidate.hash)} resumed${by}`,
+          },
+        ],
+        wakeAt: now,
+      };
+    }
+    case 'abort':
+      if (!active) return { clearRequest: true, events: [] };
+      return {
+        state: {
+          state: { ...state, phase: 'aborted', updatedAt: now, message: `aborted${by}: every node runs stable` },
+          content: 'keep',
+        },
+        clearRequest: true,
+        events: [
+          {
+            type: 'Normal',
+            reason: EVENT_REASONS.aborted,
+            message: `rollout of ${short(state.candidate.hash)} aborted${by}; every node returns to stable ${short(state.stable.hash)}`,
+          },
+        ],
+      };
+    case 'promote':
+      if (state.candidate.hash === undefined || state.phase === 'complete') return { clearRequest: true, events: [] };
+      return complete(
+        state,
+        now,
+        EVENT_REASONS.promoted,
+        `candidate ${short(state.candidate.hash)} promoted${by}: it is stable on every node now`,
+      );
+  }
+}
+
+/** The open waves' progress: the first failure, or whether every node applied. */
+function progressOf(
+  view: RolloutView,
+  state: RolloutState,
+): {
+  readonly failed?: Halt;
+  readonly allApplied: boolean;
+  readonly firstPending?: { node: string; why: string; wave: number };
+} {
+  const hash = state.candidate.hash ?? '';
+  const existing = new Set(view.nodes.map((n) => n.name));
+  let allApplied = true;
+  let firstPending: { node: string; why: string; wave: number } | undefined;
+  for (let w = 0; w < state.opened; w++) {
+    for (const node of state.waves[w]?.nodes ?? []) {
+      const p = nodeProgress(node, hash, view.reports.get(node), existing.has(node), view.now);
+      if (p.kind === 'failed') return { failed: { wave: w, node, reason: p.why, at: view.now }, allApplied: false };
+      if (p.kind === 'pending') {
+        allApplied = false;
+        firstPending ??= { node, why: p.why, wave: w };
+      }
+    }
+  }
+  return { allApplied, ...(firstPending !== undefined ? { firstPending } : {}) };
+}
+
+function haltWith(view: RolloutView, state: RolloutState, halt: Halt): RolloutDecision {
+  const revert = view.policy.onHalt === 'revert';
+  const wave = state.waves[halt.wave]?.name ?? 'the rollout';
+  const who = halt.node === '' ? '' : `node ${halt.node} `;
+  return {
+    state: {
+      state: {
+        ...state,
+        phase: 'halted',
+        halt,
+        reverted: revert,
+        updatedAt: view.now,
+        message: revert ? 'halted; the open waves run stable again' : 'halted; the open waves keep the candidate',
+      },
+      content: 'keep',
+    },
+    clearRequest: false,
+    events: [
+      {
+        type: 'Warning',
+        reason: EVENT_REASONS.halted,
+        message: `rollout of ${short(state.candidate.hash)} halted at ${wave}: ${who}${halt.reason}; ${revert ? `its nodes revert to stable ${short(state.stable.hash)}` : 'its nodes keep the candidate (on halt: halt)'}`,
+      },
+    ],
+  };
+}
+
+function advance(view: RolloutView, state: RolloutState): RolloutDecision {
+  const { now, policy } = view;
+  const progress = progressOf(view, state);
+  if (progress.failed !== undefined) return haltWith(view, state, progress.failed);
+  if (state.phase === 'paused') return NONE;
+  if (!progress.allApplied) {
+    const deadline = state.waveOpenedAt + policy.progressDeadlineMs;
+    const pending = progress.firstPending;
+    if (now >= deadline && pending !== undefined)
+      return haltWith(view, state, {
+        wave: pending.wave,
+        node: pending.node,
+        reason: `did not apply the candidate within ${String(policy.progressDeadlineMs / 1000)}s of its wave opening (${pending.why})`,
+        at: now,
+      });
+    return { ...NONE, wakeAt: earliest(deadline, nextStaleAt(view, state)) };
+  }
+  if (state.bakeStartedAt === undefined)
+    return {
+      state: { state: { ...state, bakeStartedAt: now, updatedAt: now }, content: 'keep' },
+      clearRequest: false,
+      events: [],
+      wakeAt: now + policy.bakeMs,
+    };
+  const bakeEnds = state.bakeStartedAt + policy.bakeMs;
+  if (now < bakeEnds) return { ...NONE, wakeAt: earliest(bakeEnds, nextStaleAt(view, state)) };
+  if (state.opened >= state.waves.length)
+    return complete(
+      state,
+      now,
+      EVENT_REASONS.completed,
+      `rollout of ${short(state.candidate.hash)} complete: ${String(state.waves.length)} waves, ${String(state.waves.reduce((n, w) => n + w.nodes.length, 0))} nodes; it is stable now`,
+    );
+  const next = state.waves[state.opened];
+  const rest = withoutBake(state);
+  return {
+    state: { state: { ...rest, opened: state.opened + 1, waveOpenedAt: now, updatedAt: now }, content: 'keep' },
+    clearRequest: false,
+    events: [
+      {
+        type: 'Normal',
+        reason: EVENT_REASONS.waveOpened,
+        message: `rollout of ${short(state.candidate.hash)}: ${next?.name ?? 'next wave'} opened (${String(next?.nodes.length ?? 0)} nodes)`,
+      },
+    ],
+    wakeAt: now,
+  };
+}
+
+/** One step of the controller: what to write and record now. */
+export function decide(view: RolloutView): RolloutDecision {
+  const { desired, state, now } = view;
+  if (view.stable === undefined && state !== undefined) {
+    // The stable copy was deleted: restore it from the candidate copy when that holds the same
+    // content (a finished rollout); never adopt the operator's ConfigMap, which may be untested.
+    if (!ACTIVE_PHASES.includes(state.phase) && state.candidate.fingerprint === state.stable.fingerprint)
+      return { stable: 'candidate', clearRequest: false, events: [] };
+    return NONE;
+  }
+  if (view.stable === undefined) {
+    // First start: the fleet runs the operator's ConfigMap already (or nothing): it becomes stable.
+    if (desired === undefined || desired.hash === undefined) return NONE;
+    const ref: ContentRef = { fingerprint: desired.fingerprint, hash: desired.hash };
+    return {
+      stable: 'desired',
+      state: {
+        state: {
+          phase: 'complete',
+          candidate: ref,
+          stable: ref,
+          waves: [],
+          opened: 0,
+          waveOpenedAt: now,
+          reverted: false,
+          startedAt: now,
+          updatedAt: now,
+          message: 'adopted the ConfigMap as stable',
+        },
+        content: 'desired',
+      },
+      clearRequest: true,
+      events: [
+        {
+          type: 'Normal',
+          reason: EVENT_REASONS.adopted,
+          message: `config ${short(desired.hash)} adopted as stable (staged rollout starts with the next change)`,
+        },
+      ],
+    };
+  }
+  const stable = view.stable;
+  if (state === undefined) {
+    if (desired === undefined || sameContent(desired, stable)) {
+      const ref = stable;
+      return {
+        state: {
+          state: {
+            phase: 'complete',
+            candidate: ref,
+            stable: ref,
+            waves: [],
+            opened: 0,
+            waveOpenedAt: now,
+            reverted: false,
+            startedAt: now,
+            updatedAt: now,
+          },
+          content: 'keep',
+        },
+        clearRequest: true,
+        events: [],
+      };
+    }
+    return startRollout(view, desired, stable, undefined);
+  }
+  if (view.request !== undefined) {
+    const applied = applyRequest(view, state, view.request);
+    if (applied !== undefined) return applied;
+  }
+  if (
+    desired?.hash !== undefined &&
+    desired.fingerprint !== state.candidate.fingerprint &&
+    desired.hash === state.candidate.hash &&
+    ACTIVE_PHASES.includes(state.phase)
+  ) {
+    // The same config in other bytes (a comment, key order): the rollout goes on with the new copy.
+    return {
+      state: {
+        state: { ...state, candidate: { fingerprint: desired.fingerprint, hash: desired.hash }, updatedAt: now },
+        content: 'desired',
+      },
+      clearRequest: false,
+      events: [],
+    };
+  }
+  if (desired !== undefined && desired.fingerprint !== state.candidate.fingerprint) {
+    if (sameContent(desired, stable)) {
+      if (!ACTIVE_PHASES.includes(state.phase))
+        return {
+          state: {
+            state: {
+              ...state,
+              candidate: stable,
+              phase: 'complete',
+              updatedAt: now,
+              message: 'the ConfigMap is the stable config',
+            },
+            content: 'desired',
+          },
+          clearRequest: true,
+          events: [],
+        };
+      return {
+        state: {
+          state: {
+            ...state,
+            candidate: stable,
+            phase: 'aborted',
+            updatedAt: now,
+            message: 'the ConfigMap was set back to the stable config',
+          },
+          content: 'desired',
+        },
+        clearRequest: true,
+        events: [
+          {
+            type: 'Normal',
+            reason: EVENT_REASONS.aborted,
+            message: `rollout of ${short(state.candidate.hash)} ended: the ConfigMap is back to the stable config ${short(stable.hash)}`,
+          },
+        ],
+      };
+    }
+    return startRollout(view, desired, stable, state);
+  }
+  if (state.phase === 'progressing' || state.phase === 'paused') return advance(view, state);
+  return NONE;
+}

@@ -1,0 +1,230 @@
+// The staged rollout's state: which candidate, its waves (frozen when the rollout starts), how many
+// are open, and whether it is progressing, paused, halted, complete, aborted or invalid. Stored as
+// one JSON annotation on the candidate ConfigMap, written only by the controller; the agents read
+// it to know whether their node takes the candidate. Read back from the API it is untrusted:
+// decodeRolloutState checks every field and bounds every list. Pure.
+import { isRecord } from '../unknown-values.js';
+
+export const ROLLOUT_PHASES = ['progressing', 'paused', 'halted', 'complete', 'aborted', 'invalid'] as const;
+export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];
+
+/** Phases in which opened waves run the candidate (a halt that reverted excepted). */
+export const ACTIVE_PHASES: readonly RolloutPhase[] = ['progressing', 'paused', 'halted'];
+
+export const ROLLOUT_STATE_FORMAT = 1;
+/** Annotations are at most 256 KiB together; the state keeps well under it. */
+export const MAX_STATE_BYTES = 200 * 1024;
+export const MAX_WAVES = 21;
+export const MAX_REASON_CHARS = 1024;
+
+export interface Wave {
+  /** `canary`, `wave-1`, `wave-2`, … */
+  readonly name: string;
+  /** Sorted node names. */
+  readonly nodes: readonly string[];
+}
+
+/** The content a rollout is about: its bytes' fingerprint, and its config hash when it parses. */
+export interface ContentRef {
+  /** keysFingerprint of the ConfigMap's data: equal bytes, equal fingerprint. */
+  readonly fingerprint: string;
+  /** The agents' config hash (`sha256:…`); absent when the content does not parse. */
+  readonly hash?: string;
+}
+
+export interface Halt {
+  /** Index of the wave the halting node belongs to. */
+  readonly wave: number;
+  /** The node that halted it; empty when the halt is not one node's (a canary selector matching none). */
+  readonly node: string;
+  readonly reason: string;
+  readonly at: number;
+}
+
+export interface RolloutState {
+  readonly phase: RolloutPhase;
+  readonly candidate: ContentRef;
+  readonly stable: ContentRef;
+  readonly waves: readonly Wave[];
+  /** How many waves are open (0 … waves.length); wave i is open when i < opened. */
+  readonly opened: number;
+  /** When the last opened wave opened (ms since the epoch). */
+  readonly waveOpenedAt: number;
+  /** When every node of the open waves first reported the candidate applied: the bake started. */
+  readonly bakeStartedAt?: number;
+  /** The halt reverted the open waves: the candidate runs nowhere. */
+  readonly reverted: boolean;
+  readonly halt?: Halt;
+  readonly startedAt: number;
+  readonly updatedAt: number;
+  /** The last thing that happened, in one line (why invalid, who paused, …). */
+  readonly message?: string;
+}
+
+/** Whether `node` runs the candidate under `state` (undefined state: nobody does). */
+export function runsCandidate(state: RolloutState | undefined, node: string): boolean {
+  if (state === undefined || !ACTIVE_PHASES.includes(state.phase) || state.reverted) return false;
+  for (let i = 0; i < state.opened && i < state.waves.length; i++) {
+    if (state.waves[i]?.nodes.includes(node) === true) return true;
+  }
+  return false;
+}
+
+/** The index of the wave `node` belongs to, or undefined. */
+export function waveOf(state: RolloutState, node: string): number | undefined {
+  const i = state.waves.findIndex((w) => w.nodes.includes(node));
+  return i < 0 ? undefined : i;
+}
+
+export function encodeRolloutState(state: RolloutState): string {
+  return JSON.stringify({ format: ROLLOUT_STATE_FORMAT, ...state });
+}
+
+export type DecodedState =
+  { readonly ok: true; readonly state: RolloutState } | { readonly ok: false; readonly reason: string };
+
+const HASH = /^sha256:[0-9a-f]{64}$/u;
+const NODE_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/u;
+
+function contentRef(value: unknown): ContentRef | undefined {
+  if (!isRecord(value)) return undefined;
+  const { fingerprint, hash } = value;
+  if (typeof fingerprint !== 'string' || !HASH.test(fingerprint)) return undefined;
+  if (hash !== undefined && (typeof hash !== 'string' || !HASH.test(hash))) return undefined;
+  return hash === undefined ? { fingerprint } : { fingerprint, hash };
+}
+
+function time(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' ? value.slice(0, MAX_REASON_CHARS) : undefined;
+}
+
+/** The annotation's text → the state, or why it is not one (written by someone else, or damaged). */
+export function decodeRolloutState(raw: string): DecodedState {
+  if (raw.length > MAX_STATE_BYTES) return { ok: false, reason: `larger than ${String(MAX_STATE_BYTES)} bytes` };
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return { ok: false, reason: 'not JSON' };
+  }
+  if (!isRecord(value)) return { ok: false, reason: 'not a JSON object' };
+  if (value['format'] !== ROLLOUT_STATE_FORMAT)
+    return { ok: false, reason: `format ${String(value['format'])} is not ${String(ROLLOUT_STATE_FORMAT)}` };
+  const phase = value['phase'];
+  if (typeof phase !== 'string' || !(ROLLOUT_PHASES as readonly string[]).includes(phase))
+    return { ok: false, reason: 'phase is not one of ' + ROLLOUT_PHASES.join(', ') };
+  const candidate = contentRef(value['candidate']);
+  const stable = contentRef(value['stable']);
+  if (candidate === undefined || stable === undefined)
+    return { ok: false, reason: 'candidate or stable is not a content reference' };
+  const rawWaves = value['waves'];
+  if (!Array.isArray(rawWaves) || rawWaves.length > MAX_WAVES)
+    return { ok: false, reason: `waves is not a list of at most ${String(MAX_WAVES)}` };
+  const waves: Wave[] = [];
+  const seen = new Set<string>();
+  for (const w of rawWaves) {
+    if (!isRecord(w) || typeof w['name'] !== 'string' || !Array.isArray(w['nodes']))
+      return { ok: false, reason: 'a wave is not {name, nodes}' };
+    const nodes: string[] = [];
+    for (const n of w['nodes'] as unknown[]) {
+      if (typeof n !== 'string' || !NODE_NAME.test(n) || seen.has(n))
+        return { ok: false, reason: `wave ${w['name'].slice(0, 40)}: a node name is invalid or repeated` };
+      seen.add(n);
+      nodes.push(n);
+    }
+    waves.push({ name: w['name'].slice(0, 40), nodes });
+  }
+  const opened = value['opened'];
+  if (typeof opened !== 'number' || !Number.isInteger(opened) || opened < 0 || opened > waves.length)
+    return { ok: false, reason: 'opened is not a wave count' };
+  const waveOpenedAt = time(value['waveOpenedAt']);
+  const startedAt = time(value['startedAt']);
+  const updatedAt = time(value['updatedAt']);
+  if (waveOpenedAt === undefined || startedAt === undefined || updatedAt === undefined)
+    return { ok: false, reason: 'a time is missing' };
+  const bakeStartedAt = time(value['bakeStartedAt']);
+  const reverted = value['reverted'] === true;
+  let halt: Halt | undefined;
+  const rawHalt = value['halt'];
+  if (rawHalt !== undefined) {
+    if (!isRecord(rawHalt)) return { ok: false, reason: 'halt is not an object' };
+    const wave = rawHalt['wave'];
+    const node = text(rawHalt['node']);
+    const reason = text(rawHalt['reason']);
+    const at = time(rawHalt['at']);
+    if (
+      typeof wave !== 'number' ||
+      !Number.isInteger(wave) ||
+      wave < 0 ||
+      wave >= Math.max(1, waves.length) ||
+      node === undefined ||
+      reason === undefined ||
+      at === undefined
+    )
+      return { ok: false, reason: 'halt is not {wave, node, reason, at}' };
+    halt = { wave, node, reason, at };
+  }
+  const message = text(value['message']);
+  return {
+    ok: true,
+    state: {
+      phase: phase as RolloutPhase,
+      candidate,
+      stable,
+      waves,
+      opened,
+      waveOpenedAt,
+      ...(bakeStartedAt !== undefined ? { bakeStartedAt } : {}),
+      reverted,
+      ...(halt !== undefined ? { halt } : {}),
+      startedAt,
+      updatedAt,
+      ...(message !== undefined ? { message } : {}),
+    },
+  };
+}
+
+// ---- the operator's requests --------------------------------------------------------------------
+
+export const ROLLOUT_ACTIONS = ['pause', 'resume', 'abort', 'promote'] as const;
+export type RolloutAction = (typeof ROLLOUT_ACTIONS)[number];
+
+/** What `provisioner rollout pause|resume|abort|promote` asks the controller, for one candidate. */
+export interface RolloutRequest {
+  readonly action: RolloutAction;
+  /** The candidate's fingerprint the operator saw: a request for an older candidate is dropped. */
+  readonly candidate: string;
+  readonly by?: string;
+  readonly at: number;
+}
+
+export function encodeRolloutRequest(request: RolloutRequest): string {
+  return JSON.stringify(request);
+}
+
+export function decodeRolloutRequest(raw: string): RolloutRequest | undefined {
+  if (raw.length > 4096) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  if (!isRecord(value)) return undefined;
+  const { action, candidate, by, at } = value;
+  if (typeof action !== 'string' || !(ROLLOUT_ACTIONS as readonly string[]).includes(action)) return undefined;
+  if (typeof candidate !== 'string' || !HASH.test(candidate)) return undefined;
+  const when = time(at);
+  if (when === undefined) return undefined;
+  const who = text(by);
+  return {
+    action: action as RolloutAction,
+    candidate,
+    ...(who !== undefined ? { by: who.slice(0, 253) } : {}),
+    at: when,
+  };
+}
