@@ -548,6 +548,7 @@ async function main(): Promise<void> {
     const heldStatus = await statusRuns();
     const heldCli = await timeCli(cliArgs, ['rollout', 'status'], CLI_RUNS, plane.kubeconfigPath);
 
+    const beforePromote = await sample();
     const promoteT0 = Date.now();
     const submitted = await submitRequest(admin, { namespace: NS, name: CM }, 'promote', {
       now: () => Date.now(),
@@ -558,6 +559,7 @@ async function main(): Promise<void> {
     await until('every Lease on the promoted config', () => allPublished(heldHash));
     const promoteToAllLeases = Math.max(...leasesWith(heldHash).values()) - promoteT0;
     const promoteToComplete = (stateOfHash(heldHash, (st) => st.phase === 'complete')?.at ?? NaN) - promoteT0;
+    const promotion = interval(beforePromote, await sample());
     await delay(1000);
     const doneStatus = await statusRuns();
     const doneCli = await timeCli(cliArgs, ['rollout', 'status'], CLI_RUNS, plane.kubeconfigPath);
@@ -611,6 +613,7 @@ async function main(): Promise<void> {
       `| readDesiredConfig + readRollout in-process, rollout held (5 runs) | ${msSummary(heldStatus.reads)}; ${statusLine(heldStatus.status)} |`,
       `| \`rollout status\` as a process, rollout held (${String(CLI_RUNS)} runs) | ${cliLine(heldCli)} |`,
       `| promote (request sent) → state complete seen; → every Lease on the candidate | ${String(promoteToComplete)} ms; ${String(promoteToAllLeases)} ms |`,
+      `| promote: CPU; workers' event-loop delay (worst worker) | ${cpuLine(promotion)}; delay p99 ${promotion.lag.p99.toFixed(0)} ms, max ${promotion.lag.max.toFixed(0)} ms |`,
       `| readDesiredConfig + readRollout in-process, complete (5 runs) | ${msSummary(doneStatus.reads)}; ${statusLine(doneStatus.status)} |`,
       `| \`rollout status\` as a process, complete (${String(CLI_RUNS)} runs) | ${cliLine(doneCli)} |`,
     ];

@@ -1,6 +1,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand, useColor } from '../cli/base-command.js';
 import { adminSocketFlag, DEFAULT_STATUS_NAME, kubeconfigFlag, STATUS_NAME_ENV } from './flags.js';
+import type { RolloutStatus } from '../core/fleet/rollout.js';
 
 /** A reload's answer may take a drain and a cache sync: its client waits at least this long. */
 const MIN_RELOAD_TIMEOUT_MS = 120_000;
@@ -13,7 +14,9 @@ export default class Dashboard extends ProvisionerCommand {
 
 Keys: r reload (R forced), d diff of the on-disk config against the applied one, f the fleet pane (every node's published state against the desired ConfigMap, as \`provisioner rollout status\`: needs --kubeconfig or a service account that may list leases and nodes), / filter, Tab switch pane, Up/Down/PgUp/PgDn/Home/End scroll, ? help, Esc close or clear, q or Ctrl-C quit.
 
-Without a terminal (kubectl exec without -it, a pipe), or with --once, prints one plain-text snapshot and exits.
+Without a terminal (kubectl exec without -it, a pipe), or with --once, prints one plain-text snapshot and exits; with --fleet the snapshot ends with the fleet pane's summary and a staged rollout's waves.
+
+With a staged rollout of the desired ConfigMap (its copies <name>-config-candidate and -stable exist), the fleet pane starts with its waves: the phase, one line per wave (open or not, applied of its nodes, failed), the halted node and why.
 
 Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no agent reachable (or a usage error), 3 the agent did not answer within --timeout.`;
 
@@ -46,6 +49,11 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
       default: DEFAULT_STATUS_NAME,
       env: STATUS_NAME_ENV,
     }),
+    fleet: Flags.boolean({
+      description:
+        "Snapshot only: also read the fleet pane's rollout from the cluster and print its summary and a staged rollout's waves.",
+      default: false,
+    }),
     kubeconfig: kubeconfigFlag('Fleet pane: kubeconfig (default: in-cluster service account).'),
   };
 
@@ -67,10 +75,35 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
     const socket = flags['admin-socket'];
     const client = new AdminClient(socket, { timeoutMs });
 
+    /** The fleet pane's data: the rollout of the desired ConfigMap, with its staged rollout if any. */
+    const fleetRollout = async (): Promise<RolloutStatus> => {
+      const { connectCommandCluster } = await import('../cli/cluster-connection.js');
+      const { systemClock } = await import('../core/clock.js');
+      const { readDesiredConfig, readRollout } = await import('../core/fleet/rollout.js');
+      const rest = await connectCommandCluster(flags.kubeconfig, {
+        name: this.config.name,
+        version: this.config.version,
+      });
+      try {
+        const namespace = flags['fleet-namespace'] ?? process.env['MY_NAMESPACE'] ?? 'default';
+        const name = flags['fleet-name'];
+        const configMap = { namespace, name: `${name}-config` };
+        const desired = await readDesiredConfig(rest, { kind: 'configmap', ...configMap });
+        // As `rollout status` asks: the staged copies of that ConfigMap, if any.
+        const query = { namespace, instance: name, stagedOf: configMap };
+        return await readRollout(rest, query, desired, () => systemClock.now());
+      } finally {
+        rest.close();
+      }
+    };
+
     if (ui === undefined) {
+      // The agent first: without one there is no snapshot, and no cluster read is left running.
       const status = await client.status();
       const { renderDashboardText } = await import('../ui/dashboard/text.js');
-      this.writeOut(renderDashboardText(status, { now: Date.now() }));
+      const { readFleet } = await import('../ui/dashboard/fleet.js');
+      const fleet = flags.fleet ? await readFleet(fleetRollout) : undefined;
+      this.writeOut(renderDashboardText(status, { now: Date.now(), ...(fleet !== undefined ? { fleet } : {}) }));
       return;
     }
 
@@ -84,23 +117,7 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
       stdin: process.stdin,
       stdout: process.stdout,
       stderr: process.stderr,
-      fleet: async () => {
-        const { connectCommandCluster } = await import('../cli/cluster-connection.js');
-        const { systemClock } = await import('../core/clock.js');
-        const { readDesiredConfig, readRollout } = await import('../core/fleet/rollout.js');
-        const rest = await connectCommandCluster(flags.kubeconfig, {
-          name: this.config.name,
-          version: this.config.version,
-        });
-        try {
-          const namespace = flags['fleet-namespace'] ?? process.env['MY_NAMESPACE'] ?? 'default';
-          const name = flags['fleet-name'];
-          const desired = await readDesiredConfig(rest, { kind: 'configmap', namespace, name: `${name}-config` });
-          return await readRollout(rest, { namespace, instance: name }, desired, () => systemClock.now());
-        } finally {
-          rest.close();
-        }
-      },
+      fleet: fleetRollout,
     });
     // The view is closed and the feed stopped: exit now rather than wait on a paused stdin.
     this.exit(0);

@@ -255,7 +255,8 @@ function pad(text: string, width: number): string {
   return text + ' '.repeat(Math.max(0, width - text.length));
 }
 
-const PHASE_TEXT: Readonly<Record<RolloutPhase, string>> = {
+/** A rollout phase in words (`rollout status` and the dashboard's fleet pane). */
+export const PHASE_TEXT: Readonly<Record<RolloutPhase, string>> = {
   progressing: 'progressing',
   paused: 'paused',
   halted: 'halted',
@@ -331,6 +332,14 @@ function stagedLines(staged: StagedSummary, now: number): string[] {
     ]);
     lines.push(...table(header, rows));
   }
+  lines.push(...stagedNotes(staged, now));
+  return lines;
+}
+
+/** Under the waves: the halted node and why, the controller's message, a request not taken up yet. */
+export function stagedNotes(staged: StagedSummary, now: number): string[] {
+  const state = staged.state;
+  const lines: string[] = [];
   const halt = state?.halt;
   if (state !== undefined && halt !== undefined) {
     const who = halt.node === '' ? '' : `node ${halt.node}: `;
@@ -350,9 +359,14 @@ function stagedLines(staged: StagedSummary, now: number): string[] {
 
 /** Columns padded to their widest cell; the last one is left as it is. */
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
-  const last = header.length - 1;
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
-  return [header, ...rows].map((row) =>
+  return alignColumns([header, ...rows]);
+}
+
+/** Rows of cells as lines, each column padded to its widest cell (the last one left as it is). */
+export function alignColumns(rows: readonly (readonly string[])[]): string[] {
+  const last = Math.max(0, ...rows.map((r) => r.length)) - 1;
+  const widths = Array.from({ length: last + 1 }, (_, i) => Math.max(0, ...rows.map((r) => r[i]?.length ?? 0)));
+  return rows.map((row) =>
     row
       .map((cell, i) => (i < last ? pad(cell, widths[i] ?? 0) : cell))
       .join('  ')
@@ -368,8 +382,13 @@ function stagedPendingDetail(n: NodeRollout, status: RolloutStatus): string {
   return `should run the ${n.expects} ${shortHash(hash)}`;
 }
 
+export interface RolloutTextOptions {
+  /** The staged rollout's section (its waves, the halt); false: the caller shows them its own way. */
+  readonly staged?: boolean;
+}
+
 /** One line per node, a summary first; a staged rollout's waves above the table. */
-export function renderRolloutText(status: RolloutStatus, timedOut?: boolean): string {
+export function renderRolloutText(status: RolloutStatus, timedOut?: boolean, options: RolloutTextOptions = {}): string {
   const now = status.checkedAt;
   const c = status.counts;
   const lines = [
@@ -378,7 +397,7 @@ export function renderRolloutText(status: RolloutStatus, timedOut?: boolean): st
     `in sync ${String(c['in-sync'])}, pending ${String(c.pending)}, rejected ${String(c.rejected)}, stale ${String(c.stale)}, missing ${String(c.missing)}`,
     '',
   ];
-  if (status.staged !== undefined) lines.push(...stagedLines(status.staged, now), '');
+  if (status.staged !== undefined && options.staged !== false) lines.push(...stagedLines(status.staged, now), '');
   if (status.stagedProblem !== undefined) lines.push(`note: ${status.stagedProblem}`, '');
   const staged = status.staged !== undefined;
   const rows = status.nodes.map((n) => {

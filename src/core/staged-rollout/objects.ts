@@ -7,8 +7,8 @@
 //                     the controller in one object so an agent never sees a state without its
 //                     content; the operator's requests (pause, resume, abort, promote) are a second
 //                     annotation the CLI writes and the controller clears
-// Both copies carry a label naming the operator's ConfigMap, so an agent reads them with one
-// list + watch. Pure.
+// Both copies carry a label naming the operator's ConfigMap (for kubectl and cleanup); an agent
+// lists and watches each by name, so its Role names exactly the two. Pure.
 import { formatIssue, InvalidConfigError, ProvisionerError } from '../errors.js';
 import { parseConfigSnapshot } from '../config/decode/parse.js';
 import { readConfigMapObject } from '../config/source/configmap-api.js';

@@ -430,6 +430,20 @@ export function diffLine(text: string): Line {
   return [seg(text)];
 }
 
+/** First line of the fleet pane's waves block (fleet.ts writes it, fleetLine colours it). */
+export const WAVES_HEAD = 'Staged rollout';
+
+/**
+ * The fleet pane's lines: the waves block's head as a title, a wave with failed nodes and the
+ * halt in red; the lines of `rollout status` below it as they are.
+ */
+export function fleetLine(text: string): Line {
+  if (text.startsWith(`${WAVES_HEAD}  `)) return [seg(text, 'title')];
+  if (text.startsWith('  halted at ') || /^ {2}\S+ +(?:open|not open) +\d+\/\d+ applied +[1-9]\d* failed/u.test(text))
+    return [seg(text, 'bad')];
+  return [seg(text)];
+}
+
 export function tooSmallLine(state: DashboardState): Line {
   return [seg(`terminal too small (${state.size.columns}x${state.size.rows}); need 40x12. q quits`, 'warn')];
 }

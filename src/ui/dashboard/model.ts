@@ -340,7 +340,7 @@ export const SIDE_STEP = 8;
 export const HELP_LINES: readonly (readonly [string, string])[] = [
   ['r', 'reload the config now (R: force, restarting the sync loop)'],
   ['d', 'the on-disk config against the applied one (d or Esc closes)'],
-  ['f', 'the fleet: every node against the desired config (f or Esc closes)'],
+  ['f', "the fleet: a staged rollout's waves, every node (f or Esc closes)"],
   ['/', 'filter volumes, cleanups and events (Enter keeps, Esc clears)'],
   ['Esc', 'clear the filter, close a panel'],
   ['Tab', 'switch the scrolled pane (volumes / events)'],

@@ -47,22 +47,15 @@ export async function onDiskDiff(client: AdminClient): Promise<DiffContent> {
   }
 }
 
-/** The fleet pane: the rollout service's result as the lines of `provisioner rollout status`. */
+/**
+ * The fleet pane: the rollout service's result as the lines of `provisioner rollout status`, a
+ * staged rollout's waves in a compact block first.
+ */
 export async function fleetPane(read: () => Promise<RolloutStatus>): Promise<DiffContent> {
-  const { renderRolloutText } = await import('../../render/rollout-status.js');
-  try {
-    const status = await read();
-    const c = status.counts;
-    return {
-      ok: true,
-      title: `Fleet: ${String(c['in-sync'])} of ${String(status.nodes.length)} nodes in sync (f refreshes)`,
-      lines: renderRolloutText(status).trimEnd().split('\n'),
-    };
-  } catch (err) {
-    if (err instanceof ProvisionerError)
-      return { ok: false, title: 'Fleet: cannot read the rollout', lines: [err.message] };
-    throw err;
-  }
+  const { fleetPaneLines, fleetSummary, readFleet } = await import('./fleet.js');
+  const fleet = await readFleet(read);
+  if ('problem' in fleet) return { ok: false, title: 'Fleet: cannot read the rollout', lines: [fleet.problem] };
+  return { ok: true, title: `Fleet: ${fleetSummary(fleet.status)} (f refreshes)`, lines: fleetPaneLines(fleet.status) };
 }
 
 export function agentServices(

@@ -1,7 +1,10 @@
 // The dashboard as plain text, for `provisioner dashboard --once` and for output that is not a
 // terminal (`kubectl exec` without -t, a pipe, a log): one snapshot of the agent's status, no
-// colours, no cursor movement, and nothing of ink or React loaded.
+// colours, no cursor movement, and nothing of ink or React loaded. With --fleet, the fleet pane's
+// summary and a staged rollout's waves after it.
 import type { AgentStatusJson } from '../../core/agent/reload-types.js';
+import { fleetSummary, fleetWaveLines } from './fleet.js';
+import type { FleetRead } from './fleet.js';
 import {
   cleanupsSection,
   configLines,
@@ -26,7 +29,21 @@ function section(s: Section): string[] {
   ];
 }
 
-export function renderDashboardText(status: AgentStatusJson, options: { readonly now: number }): string {
+/** The Fleet section: how many nodes are in sync; a staged rollout's waves block under it. */
+function fleetSection(fleet: FleetRead): string[] {
+  if ('problem' in fleet) return [`Fleet  cannot read the rollout: ${fleet.problem}`];
+  const { status } = fleet;
+  return [
+    `Fleet  ${fleetSummary(status)}  ${status.desired.source}`,
+    ...(status.staged !== undefined ? fleetWaveLines(status.staged, status.checkedAt) : []),
+    ...(status.stagedProblem !== undefined ? [`  note: ${status.stagedProblem}`] : []),
+  ];
+}
+
+export function renderDashboardText(
+  status: AgentStatusJson,
+  options: { readonly now: number; readonly fleet?: FleetRead },
+): string {
   // A snapshot: no size limit, no keys, and the status counts as just received.
   const state = initialState({ now: options.now, size: { columns: 10_000, rows: 10_000 }, status, keys: false });
   const cleanups = cleanupsSection(state);
@@ -40,6 +57,7 @@ export function renderDashboardText(status: AgentStatusJson, options: { readonly
     '',
     ...(cleanups.rows.length > 0 ? section(cleanups) : [text(cleanups.title)]),
     '',
+    ...(options.fleet !== undefined ? [...fleetSection(options.fleet), ''] : []),
     'Live events, reload (r) and diff (d): run in a terminal, e.g. kubectl exec -it <pod> -- provisioner dashboard',
   ];
   return `${lines.join('\n')}\n`;

@@ -11,6 +11,7 @@ import {
   diffLine,
   errorLines,
   eventsSection,
+  fleetLine,
   helpLines,
   keysLine,
   lastReloadLine,
@@ -94,7 +95,7 @@ function OverlayView({ state, color }: { readonly state: DashboardState; readonl
     overlay.kind === 'help'
       ? helpLines()
       : overlay.kind === 'fleet'
-        ? overlay.lines.map((text): Line => [{ text }])
+        ? overlay.lines.map(fleetLine)
         : overlay.lines.map(diffLine);
   const title = overlay.kind === 'help' ? 'Keys' : overlay.title;
   const offset = state.scroll.overlay;

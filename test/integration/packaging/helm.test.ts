@@ -510,7 +510,7 @@ describe('Helm chart helm/provisioner', () => {
       );
     });
 
-    it("on: the agent's config Role gets the two copies by name and lists/watches ConfigMaps (a label-selected watch cannot be narrowed by name)", () => {
+    it("on: the agent's config Role gets, lists and watches exactly the two copies (it watches each by name), not the operator's ConfigMap", () => {
       const role = asRole(rendered().one('Role', `${fullname}-config-role`));
       assert.equal(role.metadata?.namespace, 'storage');
       assert.deepEqual(role.rules, [
@@ -518,9 +518,8 @@ describe('Helm chart helm/provisioner', () => {
           apiGroups: [''],
           resources: ['configmaps'],
           resourceNames: [`${fullname}-config-stable`, `${fullname}-config-candidate`],
-          verbs: ['get'],
+          verbs: ['get', 'list', 'watch'],
         },
-        { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] },
       ]);
       assert.deepEqual(rendered().one('RoleBinding', `${fullname}-config-rolebinding`)['subjects'], [
         { kind: 'ServiceAccount', name: fullname, namespace: 'storage' },
@@ -967,7 +966,7 @@ describe('Helm chart helm/provisioner', () => {
       assert.equal(applied.length, rendered.objects.length);
     });
 
-    it('stagedRollout on: NOTES.txt names the controller and how to watch a rollout (helm install --dry-run)', () => {
+    it('stagedRollout on: NOTES.txt names the controller, how to watch a rollout and how to pause, resume, abort or promote it (helm install --dry-run)', () => {
       // `install --dry-run=client` asks the cluster for its version first.
       const kube = { KUBECONFIG: requireTestControlPlane().kubeconfigPath };
       const r = runHelm(
@@ -987,6 +986,11 @@ describe('Helm chart helm/provisioner', () => {
       assert.match(r.stdout, /Staged rollout is on: .*canary first/su);
       assert.match(r.stdout, /Deployment storage\/lvp-local-static-provisioner-rollout-controller/u);
       assert.match(r.stdout, /provisioner rollout status -n storage --name lvp-local-static-provisioner --wait/u);
+      for (const action of ['pause', 'resume', 'abort', 'promote'])
+        assert.match(
+          r.stdout,
+          new RegExp(`^ {2}provisioner rollout ${action} -n storage --name lvp-local-static-provisioner +# `, 'mu'),
+        );
       const off = runHelm(['install', 'lvp', CHART_DIR, '--dry-run=client'], kube);
       assert.equal(off.status, 0, off.stderr);
       assert.doesNotMatch(off.stdout, /Staged rollout/u);

@@ -1,9 +1,8 @@
 // The staged rollout's RBAC on the real kube-apiserver, exactly as the chart renders it: the rollout
 // controller's ServiceAccount can read the operator's ConfigMap but write only the two copies, its
-// own leader Lease and Events; the agent's can get the two copies by name and read them with one
-// list + watch by the staged label selector, and write no ConfigMap. The last test is why the
-// agent's Role cannot name the copies for list and watch: RBAC narrows a list or watch by name only
-// when the request selects one name with a field selector.
+// own leader Lease and Events; the agent's can get, list and watch the two copies and nothing else
+// (resourceNames: RBAC narrows a list or watch by name only when the request selects that one name
+// with a field selector, which is how the staged source reads each copy), and write no ConfigMap.
 //
 // Lint: client-node's models are plain data classes; rendered manifests are used as such.
 /* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
@@ -12,10 +11,13 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { systemClock } from '../../../src/core/clock.js';
+import { StagedConfigSource } from '../../../src/core/config/source/staged.js';
 import { statusLeaseName, statusSelector } from '../../../src/core/fleet/applied-state.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
 import type { ListOptions, ResourceClient } from '../../../src/core/kube/cluster.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
+import { MemoryLogger } from '../../../src/core/log.js';
 import {
   CONFIG_HASH_ANNOTATION,
   ROLLOUT_STATE_ANNOTATION,
@@ -220,7 +222,7 @@ describe("staged rollout: the chart's RBAC on the real apiserver", () => {
     await controller.events.patch(event.metadata.name, { count: 2 }, ns);
   });
 
-  it("the agent: gets the two copies by name and lists/watches them by label; never the operator's by name, never a write", async () => {
+  it("the agent: gets, lists and watches each copy by name and nothing else: no label-selected or namespace-wide read, never the operator's ConfigMap, never a write", async () => {
     const roles = rbacRolesFromManifests(
       renderChart({
         release,
@@ -250,13 +252,44 @@ describe("staged rollout: the chart's RBAC on the real apiserver", () => {
         });
       assert.equal((await agent.configMaps.get(name, ns)).metadata.name, name);
     }
-    // What the staged source does: one list + watch by the label of both copies.
+    // What the staged source does: a list + watch of each copy by name (field selector).
+    for (const name of [stableName, candidateName]) {
+      const byName = { ...ns, fieldSelector: `metadata.name=${name}` };
+      assert.deepEqual(names((await agent.configMaps.list(byName)).items), [name]);
+      assert.equal(await watchFor(agent.configMaps, byName), 1);
+    }
+    // The staged source itself, on the agent's token: both copies read, the API reachable.
+    const source = new StagedConfigSource({
+      client: agent.configMaps,
+      namespace: NAMESPACE,
+      name: configName,
+      nodeName: 'node-a',
+      clock: systemClock,
+      logger: new MemoryLogger(),
+      startTimeoutMs: 10_000,
+    });
+    await source.start({ changed: () => undefined });
+    try {
+      const read = await source.read();
+      assert.ok(read.ok, read.ok ? '' : read.error.message);
+      assert.equal(read.snapshot.source.path, `configmap:${NAMESPACE}/${stableName}`);
+      const api = source.status().api;
+      assert.equal(api?.reachable, true, api?.lastError);
+    } finally {
+      await source.stop();
+    }
+    // Nothing else: not both copies by their label, not every ConfigMap of the namespace (the
+    // operator's included), not the operator's ConfigMap by name or by field selector.
     const selected = { ...ns, labelSelector: stagedSelector(configName) };
-    assert.deepEqual(names((await agent.configMaps.list(selected)).items), [candidateName, stableName]);
-    assert.equal(await watchFor(agent.configMaps, selected), 2);
-    // And by name (field selector), as the configmap source reads its one ConfigMap.
-    await agent.configMaps.list({ ...ns, fieldSelector: `metadata.name=${stableName}` });
+    await refused('a label-selected list', agent.configMaps.list(selected));
+    await refused('a label-selected watch', watchFor(agent.configMaps, selected));
+    await refused("a list of the namespace's ConfigMaps", agent.configMaps.list(ns));
+    await refused("a watch of the namespace's ConfigMaps", watchFor(agent.configMaps, ns));
     await refused("a get of the operator's ConfigMap", agent.configMaps.get(configName, ns));
+    await refused(
+      "the operator's ConfigMap by field selector",
+      agent.configMaps.list({ ...ns, fieldSelector: `metadata.name=${configName}` }),
+    );
     await refused(
       'a ConfigMap write',
       agent.configMaps.patch(candidateName, { metadata: { annotations: { a: 'b' } } }, ns),
@@ -264,46 +297,7 @@ describe("staged rollout: the chart's RBAC on the real apiserver", () => {
     await refused('a ConfigMap create', agent.configMaps.create({ metadata: { name: `${fullname}-x` } }, ns));
     await refused(
       'ConfigMaps of another namespace',
-      agent.configMaps.list({ namespace: 'default', labelSelector: stagedSelector(configName) }),
-    );
-    // The price of the label-selected watch (docs/architecture.md): a list without the selector
-    // is allowed too, and returns every ConfigMap of the release namespace, the operator's included.
-    assert.ok(names((await agent.configMaps.list(ns)).items).includes(configName));
-  });
-
-  it('why list and watch are not narrowed by name: a Role naming the copies allows them only by field selector, never by label', async () => {
-    const byName: RbacRole = {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'Role',
-      metadata: { name: `${fullname}-names-only`, namespace: NAMESPACE },
-      rules: [
-        {
-          apiGroups: [''],
-          resources: ['configmaps'],
-          resourceNames: [stableName, candidateName],
-          verbs: ['get', 'list', 'watch'],
-        },
-      ],
-    };
-    const reader = await clientFor(`${fullname}-names-only`, [byName]);
-    const ns = { namespace: NAMESPACE };
-    for (const name of [stableName, candidateName]) {
-      assert.deepEqual(names((await reader.configMaps.list({ ...ns, fieldSelector: `metadata.name=${name}` })).items), [
-        name,
-      ]);
-      await watchFor(reader.configMaps, { ...ns, fieldSelector: `metadata.name=${name}` });
-    }
-    await refused(
-      'a label-selected list',
-      reader.configMaps.list({ ...ns, labelSelector: stagedSelector(configName) }),
-    );
-    await refused(
-      'a label-selected watch',
-      watchFor(reader.configMaps, { ...ns, labelSelector: stagedSelector(configName) }),
-    );
-    await refused(
-      "the operator's ConfigMap by field selector",
-      reader.configMaps.list({ ...ns, fieldSelector: `metadata.name=${configName}` }),
+      agent.configMaps.list({ namespace: 'default', fieldSelector: `metadata.name=${stableName}` }),
     );
   });
 });

@@ -164,6 +164,9 @@ describe('staged rollout controller on the real apiserver', () => {
     assert.equal(adopted.stable.hash, hashOf('v1'));
     assert.deepEqual((await get(`${NAME}-stable`))?.data, configData('v1'));
 
+    // The agents run the stable config (a rollout stages only nodes that publish a Lease).
+    for (const node of NODES) await report(node, hashOf('v1'));
+
     // A good candidate, to the end.
     const v2 = hashOf('v2');
     await apply('v2');

@@ -89,12 +89,16 @@ describe('the config source port', () => {
       watch?: AgentOptions['watch'];
       prepare?: (memory: MemoryCluster) => Promise<void>;
       down?: boolean;
+      /** More classes than `fast`: their StorageClass and (empty) discovery directory /mnt/NAME. */
+      classes?: readonly string[];
     } = {},
   ): Promise<Started> {
     const memory = new MemoryCluster();
     memory.addNamespace(NS);
     await memory.storageClasses.create({ metadata: { name: 'fast' }, provisioner: 'kubernetes.io/no-provisioner' });
     await memory.nodes.create({ metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'node-a' } } });
+    for (const name of options.classes ?? [])
+      await memory.storageClasses.create({ metadata: { name }, provisioner: 'kubernetes.io/no-provisioner' });
     await options.prepare?.(memory);
     const { client, down } = cuttable(memory.configMaps);
     down.value = options.down === true;
@@ -109,6 +113,7 @@ describe('the config source port', () => {
     const volumes = new MemoryVolumes();
     volumes.addDirectory('/mnt/fast');
     volumes.addMount('/mnt/fast/disk1');
+    for (const name of options.classes ?? []) volumes.addDirectory(`/mnt/${name}`);
     const logger = new MemoryLogger();
     const agent = await Agent.start(
       {
@@ -432,6 +437,82 @@ describe('the config source port', () => {
         assert.equal(outside.agent.appliedConfig().config.storageClassMap['fast']?.fsType, '');
       } finally {
         await outside.agent.stop();
+      }
+    });
+
+    it('the revert of a candidate that added a class is applied although removing a class orphans PVs; a plain removal is refused', async () => {
+      const CLASS_OF = (name: string): string => `${name}:\n  hostDir: /mnt/${name}\n  mountDir: /mnt/${name}\n`;
+      const TWO = { storageClassMap: CLASS() + CLASS_OF('slow') };
+      const ADDS_EXTRA = { storageClassMap: CLASS() + CLASS_OF('slow') + CLASS_OF('extra') };
+      const classes = (): string[] => Object.keys(t.agent.appliedConfig().config.storageClassMap).sort();
+      const t = await start({
+        staged: true,
+        watch: api,
+        classes: ['slow', 'extra'],
+        prepare: async (memory) => {
+          await writeStaged(memory.configMaps, NS, CM, 'stable', TWO);
+          await writeStaged(memory.configMaps, NS, CM, 'candidate', ADDS_EXTRA, rolloutState(0));
+        },
+      });
+      const publishing = publishAgentState(t.agent, {
+        leases: t.memory.leases,
+        target: { name: LEASE, namespace: NS, instance: 'lvp' },
+        clock: systemClock,
+        logger: t.logger,
+      });
+      try {
+        assert.deepEqual(classes(), ['fast', 'slow']);
+        const stableHash = t.agent.status().config.appliedHash;
+
+        // The canary (node-a) opens: the candidate adds `extra` (not guarded).
+        await writeStaged(t.memory.configMaps, NS, CM, 'candidate', ADDS_EXTRA, rolloutState(1));
+        await waitFor(() => t.agent.generation.number === 2, 'the candidate applied');
+        assert.deepEqual(classes(), ['extra', 'fast', 'slow']);
+        const candidateHash = t.agent.status().config.appliedHash;
+        await waitFor(
+          async () => (await published(t.memory))?.appliedHash === candidateHash,
+          'the candidate published',
+        );
+
+        // Halted and reverted: removing `extra` is orphans-pvs, but the rollout decided the return.
+        await writeStaged(t.memory.configMaps, NS, CM, 'candidate', ADDS_EXTRA, revertedState());
+        const reload = await eventually(() => {
+          const last = t.agent.status().lastReload;
+          return last?.candidateHash === stableHash ? last : undefined;
+        }, 'the revert reloaded');
+        assert.equal(reload.outcome, 'applied', JSON.stringify(reload));
+        assert.equal(reload.trigger, 'api');
+        assert.ok(
+          reload.changes.some((c) => c.impact === 'orphans-pvs'),
+          `the removal was a guarded change: ${JSON.stringify(reload.changes)}`,
+        );
+        assert.equal(reload.needsAllow, undefined);
+        assert.deepEqual(classes(), ['fast', 'slow']);
+        assert.equal(t.agent.status().config.appliedHash, stableHash);
+        assert.equal(t.agent.status().rejected, undefined);
+        const reverted = await eventually(async () => {
+          const state = await published(t.memory);
+          return state?.appliedHash === stableHash ? state : undefined;
+        }, 'the stable hash published again');
+        assert.equal(reverted.result, 'applied');
+        assert.equal(reverted.source, `configmap:${NS}/${CM}-stable (staged)`);
+
+        // A plain change of the stable copy (the state names it; no return from the candidate)
+        // removing `slow`: the guard refuses it as any live edit.
+        await writeStaged(t.memory.configMaps, NS, CM, 'stable', { storageClassMap: CLASS() });
+        await writeStaged(t.memory.configMaps, NS, CM, 'candidate', ADDS_EXTRA, revertedState());
+        const refused = await eventually(() => {
+          const last = t.agent.status().rejected;
+          return last?.outcome === 'refused' ? last : undefined;
+        }, 'the removal refused');
+        assert.deepEqual(refused.needsAllow, ['orphans-pvs']);
+        assert.equal(t.agent.generation.number, 3);
+        assert.deepEqual(classes(), ['fast', 'slow']);
+        assert.equal(t.agent.status().config.appliedHash, stableHash);
+        await waitFor(async () => (await published(t.memory))?.result === 'refused', 'the refusal published');
+      } finally {
+        await publishing.stop();
+        await t.agent.stop();
       }
     });
   });

@@ -78,6 +78,18 @@ describe('provisioner dashboard (no terminal)', () => {
     assert.match(r.stdout, /^config {2}generation 7 /mu);
   });
 
+  it('--fleet ends the snapshot with the fleet; a fleet that cannot be read is a line there, not a failure', async () => {
+    const kubeconfig = join(dir, 'no-such-kubeconfig');
+    const r = await runCli(['dashboard', '--once', '--fleet', '--admin-socket', socket, '--kubeconfig', kubeconfig]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(
+      r.stdout,
+      /^Cleanups {2}none in flight\n\nFleet {2}cannot read the rollout: cannot connect to the cluster: .+\n\nLive events/mu,
+    );
+    const plain = await runCli(['dashboard', '--once', '--admin-socket', socket, '--kubeconfig', kubeconfig]);
+    assert.doesNotMatch(plain.stdout, /Fleet/u, 'without --fleet the snapshot never reads the cluster');
+  });
+
   it('reads the socket from PROVISIONER_ADMIN_SOCKET', async () => {
     const r = await runCli(['dashboard', '--once'], { env: { PROVISIONER_ADMIN_SOCKET: socket } });
     assert.equal(r.code, 0, r.stderr);

@@ -129,29 +129,31 @@ function onlyNames(
 ): ResourceClient<ConfigMap> {
   const forbidden = (what: string): KubeApiError =>
     new KubeApiError(403, 'Forbidden', `configmaps is forbidden: ${what} (test: resourceNames ${names.join(', ')})`);
-  const check = (verb: string, options: { labelSelector?: string; fieldSelector?: string }): void => {
+  /** Records the request; the error it gets, if any. */
+  const check = (
+    verb: string,
+    options: { labelSelector?: string; fieldSelector?: string },
+  ): KubeApiError | undefined => {
     requests.push(
       `${verb} ${options.fieldSelector ?? '-'}${options.labelSelector !== undefined ? ` label ${options.labelSelector}` : ''}`,
     );
     const named = /^metadata\.name=(.+)$/u.exec(options.fieldSelector ?? '')?.[1];
-    if (options.labelSelector !== undefined || named === undefined || !names.includes(named))
-      throw forbidden(`${verb} ${options.fieldSelector ?? 'every ConfigMap'}`);
+    return options.labelSelector !== undefined || named === undefined || !names.includes(named)
+      ? forbidden(`${verb} ${options.fieldSelector ?? 'every ConfigMap'}`)
+      : undefined;
   };
   return {
     ...inner,
     get: (name, options) =>
       names.includes(name) ? inner.get(name, options) : Promise.reject(forbidden(`get ${name}`)),
     list: (options) => {
-      try {
-        check('list', options ?? {});
-      } catch (err) {
-        return Promise.reject(err as Error);
-      }
-      return inner.list(options);
+      const refused = check('list', options ?? {});
+      return refused !== undefined ? Promise.reject(refused) : inner.list(options);
     },
     watch: (options) => ({
       [Symbol.asyncIterator]: async function* (): AsyncGenerator<WatchEvent<ConfigMap>> {
-        check('watch', options);
+        const refused = check('watch', options);
+        if (refused !== undefined) throw refused;
         yield* inner.watch(options);
       },
     }),
@@ -529,6 +531,25 @@ describe('the staged source: what it asks the API, which stable copy it applies,
         'the next stable copy read',
       );
       assert.equal((await t.source.read()).guardAllows, undefined);
+    } finally {
+      await t.source.stop();
+    }
+  });
+
+  it('completion or promotion (the candidate becomes the stable copy) is no return: guarded', async () => {
+    const t = setup({ nodeName: 'node-a' });
+    await copies(t.memory, rolloutState(0));
+    await t.start();
+    try {
+      await writeStaged(t.memory.configMaps, NS, CM, 'candidate', CANDIDATE, rolloutState(1));
+      await waitFor(() => t.source.status().stagedRole === 'candidate', 'the canary opened');
+      // As the controller completes: the stable copy first, then the state (complete).
+      await writeStaged(t.memory.configMaps, NS, CM, 'stable', CANDIDATE);
+      await writeStaged(t.memory.configMaps, NS, CM, 'candidate', CANDIDATE, rolloutState(1, { phase: 'complete' }));
+      await waitFor(() => t.source.status().stagedRole === 'stable', 'the completion seen');
+      const read = await t.source.read();
+      assert.equal(fingerprintOf(read), refOf(CANDIDATE).fingerprint);
+      assert.equal(read.guardAllows, undefined);
     } finally {
       await t.source.stop();
     }

@@ -15,9 +15,12 @@ import {
   APPLIED,
   cleanup as cleanupStatus,
   FakeFeed,
+  fleetStatus,
   HASH_A,
+  HASH_B,
   HASH_C,
   logEvent,
+  published,
   REJECTED,
   status,
   T0,
@@ -261,6 +264,35 @@ describe('dashboard view', () => {
     assert.equal(h.services.fleets, 1);
     await h.press('f');
     await h.waitFor('local-pv-11111111');
+  });
+
+  it("f with a staged rollout: the pane starts with its waves, the halted node and why, within the terminal's width", async () => {
+    const h = mount();
+    const { fleetPane } = await import('../../../src/ui/dashboard/services.js');
+    const status = fleetStatus(
+      [
+        published('worker-1', { result: 'rejected', candidateHash: HASH_B, reason: 'fsType: unsupported' }),
+        ...['worker-2', 'worker-3', 'worker-4', 'worker-5'].map((n) => published(n)),
+      ],
+      {
+        phase: 'halted',
+        reverted: true,
+        halt: { wave: 0, node: 'worker-1', reason: 'rejected the candidate: fsType: unsupported', at: T0 - 30_000 },
+      },
+    );
+    h.services.fleetAnswer = () => fleetPane(() => Promise.resolve(status));
+    await h.waitFor('local-pv-11111111');
+    await h.press('f');
+    const frame = await h.waitFor('Staged rollout');
+    assert.match(frame, /Staged rollout {2}halted {2}1 of 3 waves open/u);
+    assert.match(frame, /canary {2}open {6}0\/1 applied {2}1 failed/u);
+    assert.match(frame, /wave-2 {2}not open {2}0\/2 applied {2}0 failed/u);
+    assert.match(frame, /halted at canary 30s ago: node worker-1: rejected the candidate/u);
+    assert.match(frame, /Left\/Right scroll/u, 'the halt line is wider than the pane: it scrolls sideways');
+    assert.ok(
+      frame.split('\n').every((l) => l.length <= 100),
+      frame,
+    );
   });
 
   it('d shows why there is no diff when the on-disk config is invalid', async () => {

@@ -7,6 +7,10 @@ import type {
   ReloadResult,
 } from '../../../src/core/agent/reload-types.js';
 import type { DashboardFeed, FeedMessage } from '../../../src/ui/dashboard/feed.js';
+import { summarizeRollout } from '../../../src/core/fleet/rollout.js';
+import type { RolloutStatus } from '../../../src/core/fleet/rollout.js';
+import type { PublishedState } from '../../../src/core/fleet/applied-state.js';
+import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
 
 export const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
 export const HASH_A = `sha256:${'a1'.repeat(32)}`;
@@ -152,4 +156,60 @@ export class FakeFeed implements DashboardFeed {
   event(event: AgentEvent, at = T0): void {
     this.send({ type: 'event', event, at });
   }
+}
+
+/** A node's status Lease as `rollout status` reads it: HASH_A applied, fresh. */
+export function published(node: string, overrides: Partial<PublishedState> = {}): PublishedState {
+  return {
+    node,
+    appliedHash: HASH_A,
+    generation: 2,
+    result: 'applied',
+    source: 'staged',
+    agentVersion: '1.2.3',
+    heartbeatAt: T0 - 1000,
+    staleAfterMs: 180_000,
+    ...overrides,
+  };
+}
+
+/**
+ * The fleet pane's data: nodes worker-1..5 against the desired HASH_B. With `state`, a staged
+ * rollout of kube-system/lvp-config (stable HASH_A, candidate HASH_B): canary [worker-1],
+ * wave-1 [worker-2, worker-3], wave-2 [worker-4, worker-5].
+ */
+export function fleetStatus(reports: readonly PublishedState[], state?: Partial<RolloutState>): RolloutStatus {
+  const nodes = ['worker-1', 'worker-2', 'worker-3', 'worker-4', 'worker-5'];
+  const staged =
+    state === undefined
+      ? undefined
+      : {
+          namespace: 'kube-system',
+          name: 'lvp-config',
+          stable: { fingerprint: HASH_C, hash: HASH_A },
+          state: {
+            phase: 'progressing' as const,
+            candidate: { fingerprint: `sha256:${'d4'.repeat(32)}`, hash: HASH_B },
+            stable: { fingerprint: HASH_C, hash: HASH_A },
+            waves: [
+              { name: 'canary', nodes: ['worker-1'] },
+              { name: 'wave-1', nodes: ['worker-2', 'worker-3'] },
+              { name: 'wave-2', nodes: ['worker-4', 'worker-5'] },
+            ],
+            opened: 1,
+            waveOpenedAt: T0 - 60_000,
+            reverted: false,
+            startedAt: T0 - 600_000,
+            updatedAt: T0 - 60_000,
+            ...state,
+          },
+        };
+  return summarizeRollout(
+    { hash: HASH_B, source: 'configmap kube-system/lvp-config' },
+    { namespace: 'kube-system', instance: 'lvp' },
+    nodes,
+    reports,
+    T0,
+    staged,
+  );
 }

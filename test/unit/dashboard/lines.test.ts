@@ -5,6 +5,7 @@ import {
   configLines,
   diffLine,
   errorLines,
+  fleetLine,
   formatAge,
   keysLine,
   lastReloadLine,
@@ -19,7 +20,20 @@ import { initialState, update } from '../../../src/ui/dashboard/model.js';
 import type { DashboardState } from '../../../src/ui/dashboard/model.js';
 import { renderDashboardText } from '../../../src/ui/dashboard/text.js';
 import { shortHash } from '../../../src/render/text.js';
-import { APPLIED, HASH_A, HASH_B, HASH_C, REJECTED, reloadResult, status, T0 } from './fixtures.js';
+import { renderRolloutText } from '../../../src/render/rollout-status.js';
+import { fleetPaneLines, fleetWaveLines } from '../../../src/ui/dashboard/fleet.js';
+import {
+  APPLIED,
+  fleetStatus,
+  HASH_A,
+  HASH_B,
+  HASH_C,
+  published,
+  REJECTED,
+  reloadResult,
+  status,
+  T0,
+} from './fixtures.js';
 
 const SIZE = { columns: 100, rows: 30 };
 
@@ -271,5 +285,97 @@ describe('dashboard text snapshot', () => {
     const text = renderDashboardText(status({ classes: [], cleanups: [] }), { now: T0 });
     assert.match(text, /^Volumes {2}0 classes, 0 PVs\n {2}no classes configured$/mu);
     assert.match(text, /^Cleanups {2}none in flight$/mu);
+  });
+});
+
+describe('dashboard lines: the fleet pane', () => {
+  /** The canary rejected the candidate and the halt reverted it: the rollout stops there. */
+  function halted(): ReturnType<typeof fleetStatus> {
+    return fleetStatus(
+      [
+        published('worker-1', { result: 'rejected', candidateHash: HASH_B, reason: 'fsType: unsupported "xfs2"' }),
+        ...['worker-2', 'worker-3', 'worker-4', 'worker-5'].map((n) => published(n)),
+      ],
+      {
+        phase: 'halted',
+        reverted: true,
+        halt: {
+          wave: 0,
+          node: 'worker-1',
+          reason: 'rejected the candidate: fsType: unsupported "xfs2"',
+          at: T0 - 30_000,
+        },
+      },
+    );
+  }
+
+  const HALTED_BLOCK = [
+    'Staged rollout  halted  1 of 3 waves open  candidate sha256:b2b2b2b2b2b2',
+    '  canary  open      0/1 applied  1 failed',
+    '  wave-1  not open  0/2 applied  0 failed',
+    '  wave-2  not open  0/2 applied  0 failed',
+    '  halted at canary 30s ago: node worker-1: rejected the candidate: fsType: unsupported "xfs2"; its nodes run stable again',
+  ];
+
+  it('a staged rollout: its waves in a compact block (open or not, applied of total, failed), then the halted node and why', () => {
+    const s = halted();
+    assert.ok(s.staged !== undefined);
+    assert.deepEqual(fleetWaveLines(s.staged, s.checkedAt), HALTED_BLOCK);
+    const progressing = fleetStatus(
+      [
+        published('worker-1', { appliedHash: HASH_B }),
+        published('worker-2', { appliedHash: HASH_B }),
+        ...['worker-3', 'worker-4', 'worker-5'].map((n) => published(n)),
+      ],
+      { opened: 2 },
+    );
+    assert.ok(progressing.staged !== undefined);
+    assert.deepEqual(fleetWaveLines(progressing.staged, progressing.checkedAt), [
+      'Staged rollout  progressing  2 of 3 waves open  candidate sha256:b2b2b2b2b2b2',
+      '  canary  open      1/1 applied  0 failed',
+      '  wave-1  open      1/2 applied  0 failed',
+      '  wave-2  not open  0/2 applied  0 failed',
+    ]);
+  });
+
+  it('the pane: the waves block above the lines of `rollout status` (without its own waves section)', () => {
+    const s = halted();
+    const lines = fleetPaneLines(s);
+    assert.deepEqual(lines.slice(0, HALTED_BLOCK.length + 1), [...HALTED_BLOCK, '']);
+    assert.deepEqual(
+      lines.slice(HALTED_BLOCK.length + 1),
+      renderRolloutText(s, undefined, { staged: false }).trimEnd().split('\n'),
+    );
+    assert.match(lines.join('\n'), /^rollout halted at canary: node worker-1;/mu);
+    assert.doesNotMatch(lines.join('\n'), /^WAVE +NODES/mu, 'the waves once, in the compact block');
+    assert.deepEqual(
+      lines.map((l) => fleetLine(l)[0]?.tone),
+      lines.map((l, i) => (i === 0 ? 'title' : i === 1 || i === 4 ? 'bad' : undefined)),
+      'the head a title; the failed wave and the halt red; the rest as `rollout status` prints it',
+    );
+  });
+
+  it('no staged rollout: the pane is the text of `rollout status`, unchanged', () => {
+    const s = fleetStatus([published('worker-1', { appliedHash: HASH_B }), published('worker-2')]);
+    assert.equal(s.staged, undefined);
+    assert.deepEqual(fleetPaneLines(s), renderRolloutText(s).trimEnd().split('\n'));
+    assert.ok(fleetPaneLines(s).every((l) => fleetLine(l)[0]?.tone === undefined));
+  });
+
+  it('the snapshot: a Fleet section (with --fleet) with the waves block; without it the snapshot is unchanged', () => {
+    const agent = status();
+    const plain = renderDashboardText(agent, { now: T0 });
+    assert.doesNotMatch(plain, /Fleet|Staged rollout/u);
+    const withFleet = renderDashboardText(agent, { now: T0, fleet: { status: halted() } });
+    const [before, after] = plain.split('\nLive events');
+    assert.equal(
+      withFleet,
+      `${before ?? ''}\n${['Fleet  5 of 5 nodes in sync  configmap kube-system/lvp-config', ...HALTED_BLOCK, ''].join('\n')}\nLive events${after ?? ''}`,
+    );
+    const unstaged = renderDashboardText(agent, { now: T0, fleet: { status: fleetStatus([published('worker-1')]) } });
+    assert.match(unstaged, /^Fleet {2}0 of 5 nodes in sync {2}configmap kube-system\/lvp-config\n\nLive events/mu);
+    assert.doesNotMatch(unstaged, /Staged rollout/u);
+    const failed = renderDashboardText(agent, { now: T0, fleet: { problem: 'cannot list the Nodes: forbidden' } });
+    assert.match(failed, /^Fleet {2}cannot read the rollout: cannot list the Nodes: forbidden$/mu);
   });
 });

@@ -253,8 +253,12 @@ export class ApiConfigSource implements ConfigSource {
   /** After a change of the listed ConfigMaps: which one is the source, and its content. */
   private observe(): void {
     this.listed = true;
-    const name = this.choice.choose((n) => this.get(n)) ?? this.last?.name;
-    if (name === undefined) return;
+    const name = this.choice.choose((n) => this.get(n));
+    // The listed ones do not agree yet: the last read stays, not what its ConfigMap holds now.
+    if (name === undefined) {
+      this.statusMayHaveChanged();
+      return;
+    }
     this.chosen = name;
     const current = this.get(name);
     const was = this.object;

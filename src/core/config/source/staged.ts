@@ -51,7 +51,9 @@ class StagedChoice implements ApiSourceChoice {
   private warnedVersion: string | undefined;
   /** The stable copy's resourceVersion this node returned to from the candidate: its read passes the guard. */
   private revertTo: string | undefined;
-  /** Whether a copy was chosen yet (the first choice takes stable as it is). */
+  /** The stable copy's fingerprint when this node went from it to the candidate. */
+  private left: string | undefined;
+  /** Whether a copy there is was chosen yet (the first one takes stable as it is; choosing nothing does not count). */
   private chose = false;
   /** Fingerprints of the stable copy by resourceVersion (the last one). */
   private stableFingerprint: { readonly resourceVersion: string; readonly fingerprint: string } | undefined;
@@ -93,9 +95,17 @@ class StagedChoice implements ApiSourceChoice {
       const stable = get(this.names.stable);
       if (stable !== undefined && this.fingerprintOf(stable) !== this.state.state.stable.fingerprint) return undefined;
     }
-    this.chose = true;
+    if (get(this.names[role]) !== undefined) this.chose = true;
+    const stable = get(this.names.stable);
+    if (role === 'candidate' && this.role === 'stable')
+      this.left = stable === undefined ? undefined : this.fingerprintOf(stable);
+    // The pass is for going back to the stable config the node left, not for a new one (a
+    // completion or promotion brings the candidate as stable: forward, guarded as any change).
     if (role === 'stable' && this.role === 'candidate')
-      this.revertTo = get(this.names.stable)?.metadata.resourceVersion;
+      this.revertTo =
+        stable !== undefined && this.left !== undefined && this.fingerprintOf(stable) === this.left
+          ? stable.metadata.resourceVersion
+          : undefined;
     if (role === 'candidate') this.revertTo = undefined;
     if (role !== this.role) {
       this.options.logger.log('info', `staged config: this node now reads the ${role} copy`, {
