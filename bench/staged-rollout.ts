@@ -2,15 +2,16 @@
 // - AGENTS agents' config and status sides, split over WORKERS forked processes that share nothing
 //   but the server: each agent as in fleet-rollout.ts (support.ts startSimAgent: its own
 //   RestCluster, the real ConfigWatcher, reads parsed by the agent's loader, the real
-//   StatePublisher), on the real staged source (one list + watch of NAME-stable and
-//   NAME-candidate; the candidate iff its wave is open). Workers report when each Lease was written
-//   with each hash, and their request counts, to this process over IPC;
-// - this process runs the apiserver, 1,000-ish Node objects and the real staged rollout controller
+//   StatePublisher), on the real staged source (a list + watch of NAME-stable and one of
+//   NAME-candidate; the candidate iff its wave is open). Workers report their request counts and
+//   how late their event loop ran to this process over IPC;
+// - this process runs the apiserver, one Node per agent, the real staged rollout controller
 //   (startRolloutController, leader election on as in the chart; canary CANARY nodes then
-//   25%,50%,100%: 4 waves, bake 0s);
+//   25%,50%,100%: 4 waves, bake 0s) and watches of the candidate copy (the states) and of the
+//   status Leases (when each node was seen applying each hash: the controller's view);
 // - apply → complete (the operator's ConfigMap update until the state is complete and every Lease
 //   carries the new hash), several applies; per wave, from the state write that opened it
-//   (waveOpenedAt) to each node of the wave publishing the candidate;
+//   (waveOpenedAt) to each node of the wave seen with the candidate; CPU seconds of every process;
 // - idle requests per agent per minute (per client, by kind) with no rollout, then with one held
 //   open (the controller restarted with a 1 h bake: the canary applied and baking), and the
 //   controller's own requests beside them;
@@ -37,6 +38,7 @@ import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { silentLogger } from '../src/core/log.js';
 import { stagedConfigMapName, stateOf } from '../src/core/staged-rollout/objects.js';
 import { describePolicy, policyFromFlags } from '../src/core/staged-rollout/policy.js';
+import type { StagedRolloutPolicy } from '../src/core/staged-rollout/policy.js';
 import { submitRequest, waitForRequest } from '../src/core/staged-rollout/requests.js';
 import { startRolloutController } from '../src/core/staged-rollout/service.js';
 import type { RunningRolloutController } from '../src/core/staged-rollout/service.js';
@@ -55,6 +57,7 @@ import {
   msSummary,
   numberFlag,
   quantile,
+  rssBytesOf,
   startSimAgent,
   startSimAgents,
   stopSimAgent,
@@ -333,7 +336,7 @@ async function main(): Promise<void> {
     // The controller as the chart runs it (its default qps/burst and election timing), in here.
     const controllerRequests: Requests = new Map();
     const controllerCluster = countedCluster(new RestCluster({ connection, qps: 20, burst: 40 }), controllerRequests);
-    const policyOf = (bakeTime: string): ReturnType<typeof policyFromFlags> =>
+    const policyOf = (bakeTime: string): StagedRolloutPolicy =>
       policyFromFlags({ canaryCount: CANARY, waves: WAVES, bakeTime });
     const startController = (bakeTime: string): Promise<RunningRolloutController> =>
       startRolloutController(
@@ -427,6 +430,9 @@ async function main(): Promise<void> {
     const workerStartMs = await Promise.all(workers.map((w) => w.started));
     const startedMs = Date.now() - startT0;
     const startup = interval(atStart, await sample());
+    const mb = (pid: number | undefined): string =>
+      `${(pid === undefined ? NaN : rssBytesOf(pid) / 2 ** 20).toFixed(0)} MB`;
+    const rss = `workers ${workers.map((w) => mb(w.child.pid)).join(', ')}; apiserver ${mb(plane.pids.apiserver)}, etcd ${mb(plane.pids.etcd)}, this process ${mb(process.pid)}`;
     progress(`${String(AGENTS)} agents started in ${(startedMs / 1000).toFixed(1)} s`);
 
     const leasesWith = (hash: string): Map<string, number> => published.get(hash) ?? new Map<string, number>();
@@ -588,6 +594,7 @@ async function main(): Promise<void> {
     const rows = [
       `| agents | ${String(AGENTS)} in ${String(WORKERS)} worker processes, started in ${(startedMs / 1000).toFixed(1)} s (workers: ${list(workerStartMs)}) |`,
       `| start-up CPU | ${cpuLine(startup)} |`,
+      `| RSS once started | ${rss} |`,
       `| policy | ${describePolicy(policyOf('0s'))}: ${waves.map((w) => `${w.name} ${String(w.nodes)}`).join(', ')} |`,
       `| apply → complete (${String(APPLIES)} applies: state complete and every Lease on the new hash) | ${list(applyToComplete)} |`,
       `| apply → every Lease on the new hash | ${list(applyToAllLeases)} |`,

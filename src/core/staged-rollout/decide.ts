@@ -421,14 +421,15 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
       });
     return { ...NONE, wakeAt: earliest(deadline, nextStaleAt(view, state)) };
   }
-  if (state.bakeStartedAt === undefined)
+  // Without a bake, the next wave opens at once (no write of a bake that ends when it starts).
+  if (state.bakeStartedAt === undefined && policy.bakeMs > 0)
     return {
       state: { state: { ...state, bakeStartedAt: now, updatedAt: now }, content: 'keep' },
       clearRequest: false,
       events: [],
       wakeAt: now + policy.bakeMs,
     };
-  const bakeEnds = state.bakeStartedAt + policy.bakeMs;
+  const bakeEnds = (state.bakeStartedAt ?? now) + policy.bakeMs;
   if (now < bakeEnds) return { ...NONE, wakeAt: earliest(bakeEnds, nextStaleAt(view, state)) };
   if (state.opened >= state.waves.length)
     return complete(

@@ -123,7 +123,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
       `image ${image.image}: ${(image.size / MiB).toFixed(1)} MiB (base ${(baseSize / MiB).toFixed(1)} MiB, ` +
         `runtime stage adds ${(added / MiB).toFixed(1)} MiB); OCI archive ${(image.archiveSize / MiB).toFixed(1)} MiB`,
     );
-    // The runtime stage adds the bundle (under 16 MiB, below) and the cleaners' few Debian packages,
+    // The runtime stage adds the bundle (under 20 MiB, below) and the cleaners' few Debian packages,
     // nothing like node_modules (118 MiB) or a second copy of the base.
     assert.ok(added > 0 && added < 48 * MiB, `the runtime stage adds ${String(added)} bytes to the base`);
   });
@@ -237,7 +237,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     });
   });
 
-  it('holds the bundle only: no node_modules where the bundle could load from, under 16 MiB', async (t) => {
+  it('holds the bundle only: no node_modules where the bundle could load from, under 20 MiB', async (t) => {
     const script = [
       `cd ${WORKDIR}`,
       'echo "top: $(ls -A | tr "\\n" " ")"',
@@ -265,7 +265,9 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     assert.equal(line('apt lists'), '', 'the runtime stage removed the apt lists it fetched');
     const kib = Number(line('kib'));
     t.diagnostic(`${WORKDIR}: ${(kib / 1024).toFixed(1)} MiB`);
-    assert.ok(kib > 0 && kib < 16 * 1024, `${WORKDIR} is ${String(kib)} KiB; docs/install.md says about 9 MiB`);
+    // The budget catches node_modules (tens of MiB), not the bundle's growth: 16.2 MiB with the staged
+    // rollout's controller and commands, about half of it source maps (docs/benchmarks.md "The image").
+    assert.ok(kib > 0 && kib < 20 * 1024, `${WORKDIR} is ${String(kib)} KiB; docs/benchmarks.md says about 16 MiB`);
   });
 
   it('has every tool the cleaner scripts run, on the PATH they set, and tini', async () => {
