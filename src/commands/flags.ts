@@ -66,3 +66,40 @@ export function configMapRef(value: string): { readonly namespace: string; reado
     throw new UsageError(`--configmap: expected NAMESPACE/NAME, found ${JSON.stringify(value)}`);
   return { namespace, name };
 }
+
+/** Leader election on a Lease, as client-go's flags (node-cleanup and the rollout controller). */
+export function leaderElectFlags(options: {
+  readonly leaseName: string;
+  readonly namespaceDefault: string;
+  readonly acts: string;
+}) {
+  return {
+    'leader-elect': Flags.boolean({
+      description: `Elect a leader on a Lease so that only one replica ${options.acts} (--no-leader-elect: a single replica).`,
+      default: true,
+      allowNo: true,
+    }),
+    'leader-elect-lease-name': Flags.string({
+      description: 'Name of the leader Lease.',
+      default: options.leaseName,
+    }),
+    'leader-elect-lease-namespace': Flags.string({
+      description: `Namespace of the leader Lease (default: ${options.namespaceDefault}).`,
+    }),
+    'leader-elect-identity': Flags.string({
+      description: 'This replica in the Lease (default: POD_NAME, else the host name and a random suffix).',
+    }),
+    'leader-elect-lease-duration': Flags.string({
+      description: 'How long followers wait after the last renewal they saw before taking over (Go duration).',
+      default: '15s',
+    }),
+    'leader-elect-renew-deadline': Flags.string({
+      description: 'A leader that cannot renew for this long stops acting (Go duration; < lease duration).',
+      default: '10s',
+    }),
+    'leader-elect-retry-period': Flags.string({
+      description: 'Time between two attempts to acquire or renew the Lease (Go duration).',
+      default: '2s',
+    }),
+  };
+}

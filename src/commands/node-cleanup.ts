@@ -2,7 +2,7 @@ import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
 import { errorMessage } from '../core/unknown-values.js';
-import { kubeconfigFlag, logFlags, metricsPathFlag, rateLimitFlags } from './flags.js';
+import { kubeconfigFlag, leaderElectFlags, logFlags, metricsPathFlag, rateLimitFlags } from './flags.js';
 
 export default class NodeCleanup extends ProvisionerCommand {
   static override summary =
@@ -50,33 +50,10 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       default: ':8080',
     }),
     'metrics-path': metricsPathFlag(),
-    'leader-elect': Flags.boolean({
-      description: 'Elect a leader on a Lease so that only one replica acts (--no-leader-elect: a single replica).',
-      default: true,
-      allowNo: true,
-    }),
-    'leader-elect-lease-name': Flags.string({
-      description: 'Name of the leader Lease.',
-      default: 'local-volume-node-cleanup',
-    }),
-    'leader-elect-lease-namespace': Flags.string({
-      description:
-        "Namespace of the leader Lease (default: POD_NAMESPACE, else the kubeconfig context's, else default).",
-    }),
-    'leader-elect-identity': Flags.string({
-      description: 'This replica in the Lease (default: POD_NAME, else the host name and a random suffix).',
-    }),
-    'leader-elect-lease-duration': Flags.string({
-      description: 'How long followers wait after the last renewal they saw before taking over (Go duration).',
-      default: '15s',
-    }),
-    'leader-elect-renew-deadline': Flags.string({
-      description: 'A leader that cannot renew for this long stops acting (Go duration; < lease duration).',
-      default: '10s',
-    }),
-    'leader-elect-retry-period': Flags.string({
-      description: 'Time between two attempts to acquire or renew the Lease (Go duration).',
-      default: '2s',
+    ...leaderElectFlags({
+      leaseName: 'local-volume-node-cleanup',
+      namespaceDefault: "POD_NAMESPACE, else the kubeconfig context's, else default",
+      acts: 'acts',
     }),
     ...rateLimitFlags({ qps: 20, burst: 40 }),
     kubeconfig: kubeconfigFlag(),

@@ -4,11 +4,12 @@ import { UsageError } from '../core/errors.js';
 import { errorMessage } from '../core/unknown-values.js';
 import {
   DEFAULT_STATUS_NAME,
+  STATUS_NAME_ENV,
   kubeconfigFlag,
+  leaderElectFlags,
   logFlags,
   metricsPathFlag,
   rateLimitFlags,
-  STATUS_NAME_ENV,
 } from './flags.js';
 
 export default class RolloutController extends ProvisionerCommand {
@@ -82,32 +83,10 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       default: ':8081',
     }),
     'metrics-path': metricsPathFlag(),
-    'leader-elect': Flags.boolean({
-      description: 'Elect a leader on a Lease so that only one replica writes (--no-leader-elect: a single replica).',
-      default: true,
-      allowNo: true,
-    }),
-    'leader-elect-lease-name': Flags.string({
-      description: 'Name of the leader Lease.',
-      default: 'local-volume-rollout-controller',
-    }),
-    'leader-elect-lease-namespace': Flags.string({
-      description: 'Namespace of the leader Lease (default: the namespace of --namespace).',
-    }),
-    'leader-elect-identity': Flags.string({
-      description: 'This replica in the Lease (default: POD_NAME, else the host name and a random suffix).',
-    }),
-    'leader-elect-lease-duration': Flags.string({
-      description: 'How long followers wait after the last renewal they saw before taking over (Go duration).',
-      default: '15s',
-    }),
-    'leader-elect-renew-deadline': Flags.string({
-      description: 'A leader that cannot renew for this long stops acting (Go duration; < lease duration).',
-      default: '10s',
-    }),
-    'leader-elect-retry-period': Flags.string({
-      description: 'Time between two attempts to acquire or renew the Lease (Go duration).',
-      default: '2s',
+    ...leaderElectFlags({
+      leaseName: 'local-volume-rollout-controller',
+      namespaceDefault: 'the namespace of --namespace',
+      acts: 'writes',
     }),
     ...rateLimitFlags({ qps: 20, burst: 40 }),
     kubeconfig: kubeconfigFlag(),
