@@ -10,7 +10,7 @@ import { describePolicy } from './policy.js';
 import type { ContentRef, Halt, RolloutRequest, RolloutState } from './state.js';
 import { ACTIVE_PHASES } from './state.js';
 import { planWaves } from './waves.js';
-import type { FleetNode } from './waves.js';
+import type { FleetNode, WavePlan } from './waves.js';
 
 /** The operator's ConfigMap as the controller read it. */
 export interface DesiredContent extends ContentRef {
@@ -126,6 +126,17 @@ function runningNodes(view: RolloutView): FleetNode[] {
   });
 }
 
+/**
+ * The waves over the nodes running an agent. None running while the cluster has Nodes (every
+ * status Lease stale: an outage, or the agents not started yet) is no fleet to stage on: a plan
+ * error, so the candidate never becomes stable without a node having run it.
+ */
+function stagePlan(view: RolloutView, running: readonly FleetNode[]): WavePlan {
+  if (running.length === 0 && view.nodes.length > 0)
+    return { ok: false, reason: 'no node has a fresh status Lease: no agent to stage the candidate on' };
+  return planWaves(view.policy, running);
+}
+
 /** `state` without its bake (and halt): a wave opened anew, a rollout resumed. */
 function withoutBake(state: RolloutState, alsoHalt = false): RolloutState {
   const copy: { -readonly [K in keyof RolloutState]?: RolloutState[K] } = { ...state };
@@ -204,7 +215,7 @@ function startRollout(
     };
   }
   const running = runningNodes(view);
-  const plan = planWaves(view.policy, running);
+  const plan = stagePlan(view, running);
   if (!plan.ok) {
     const halt: Halt = { wave: 0, node: '', reason: plan.reason, at: now };
     events.push({
@@ -273,8 +284,7 @@ function applyRequest(view: RolloutView, state: RolloutState, request: RolloutRe
       // would complete at once and make the candidate stable without a node having run it.
       let waves = rest.waves;
       if (waves.length === 0) {
-        const running = runningNodes(view);
-        const plan = planWaves(view.policy, running);
+        const plan = stagePlan(view, runningNodes(view));
         if (!plan.ok)
           return {
             state: {

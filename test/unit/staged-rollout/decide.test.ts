@@ -236,6 +236,15 @@ describe('staged rollout decide()', () => {
     assert.deepEqual([...staged].sort(), ['node-0', 'node-1', 'node-2', 'node-3']);
   });
 
+  it('with no agent reporting (every Lease stale or missing) the rollout halts before the canary, never completes', () => {
+    const f = new Fleet(names(3));
+    f.reports.clear();
+    f.run();
+    assert.equal(f.state?.phase, 'halted');
+    assert.match(f.state?.halt?.reason ?? '', /no node has a fresh status Lease/);
+    assert.deepEqual(f.stable, STABLE);
+  });
+
   it('the same candidate in other bytes goes on without starting again', () => {
     const f = new Fleet(names(10));
     f.step();
