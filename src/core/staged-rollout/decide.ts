@@ -464,6 +464,22 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
   };
 }
 
+/** A state with nothing in flight: `ref` is candidate and stable alike. */
+function settled(ref: ContentRef, now: number, message?: string): RolloutState {
+  return {
+    phase: 'complete',
+    candidate: ref,
+    stable: ref,
+    waves: [],
+    opened: 0,
+    waveOpenedAt: now,
+    reverted: false,
+    startedAt: now,
+    updatedAt: now,
+    ...(message !== undefined ? { message } : {}),
+  };
+}
+
 /** One step of the controller: what to write and record now. */
 export function decide(view: RolloutView): RolloutDecision {
   const { desired, state, now } = view;
@@ -481,18 +497,7 @@ export function decide(view: RolloutView): RolloutDecision {
     return {
       stable: 'desired',
       state: {
-        state: {
-          phase: 'complete',
-          candidate: ref,
-          stable: ref,
-          waves: [],
-          opened: 0,
-          waveOpenedAt: now,
-          reverted: false,
-          startedAt: now,
-          updatedAt: now,
-          message: 'adopted the ConfigMap as stable',
-        },
+        state: settled(ref, now, 'adopted the ConfigMap as stable'),
         content: 'desired',
       },
       clearRequest: true,
@@ -511,17 +516,7 @@ export function decide(view: RolloutView): RolloutDecision {
       const ref = stable;
       return {
         state: {
-          state: {
-            phase: 'complete',
-            candidate: ref,
-            stable: ref,
-            waves: [],
-            opened: 0,
-            waveOpenedAt: now,
-            reverted: false,
-            startedAt: now,
-            updatedAt: now,
-          },
+          state: settled(ref, now),
           content: 'keep',
         },
         clearRequest: true,
