@@ -48,7 +48,7 @@ RUN chmod 0755 /scripts/*.sh /opt/provisioner/bin/run.js \
     && tini --version
 # tini is PID 1: it reaps the zombies that PID 1 inherits (children of a cleaner that exited before
 # them; Node does not reap processes it did not spawn) and forwards SIGTERM to the agent. The
-# DaemonSet sets only `args`, so this entrypoint stays. The Jobs' `command` replaces it; there the
-# cleaner script's shell is PID 1 and reaps its own children.
+# DaemonSet sets only `args`, so this entrypoint stays. The Jobs' `command` replaces it; there
+# `provisioner clean-block` is PID 1 and handles SIGTERM itself (docs/cleanup.md).
 ENTRYPOINT ["tini", "--", "provisioner"]
 CMD ["run"]

@@ -3,6 +3,7 @@
 // that bin/run.js imports; oclif finds the commands here through its "explicit" discovery strategy
 // (package.json names the bundle; bin/dev.js points oclif at this source). Heavy modules stay behind
 // `await import()` inside each command and become separate chunks.
+import CleanBlock from './clean-block.js';
 import Dashboard from './dashboard.js';
 import DiffConfig from './diff-config.js';
 import NodeCleanup from './node-cleanup.js';
@@ -19,6 +20,7 @@ import Simulate from './simulate.js';
 export { execute } from '@oclif/core';
 
 export const COMMANDS = {
+  'clean-block': CleanBlock,
   dashboard: Dashboard,
   'diff-config': DiffConfig,
   'node-cleanup': NodeCleanup,

@@ -25,6 +25,10 @@ export const ExitCode = {
   AgentTimeout: 3,
   /** rollout pause|resume|abort|promote: no staged rollout, or the request does not fit its phase (or the controller dropped it). */
   Refused: 1,
+  /** clean-block: the cleaner failed (exited non-zero or on a signal, could not start, the device could not be opened). */
+  CleanerFailed: 1,
+  /** clean-block: the disk at the device is not, or no longer, the expected one (or cannot be verified): refused. */
+  DiskMismatch: 7,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 

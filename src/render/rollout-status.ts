@@ -39,6 +39,8 @@ export interface NodeRolloutJson {
   readonly volumesAbnormal?: number;
   /** Released PVs of the node quarantined: another disk is at their path (absent: none). */
   readonly volumesQuarantined?: number;
+  /** Discovery entries of the node not published: their disk is a PV's or at two entries (absent: none). */
+  readonly volumesConflicting?: number;
   /** Staged rollout: the config the node should run now, and its wave (absent: in none). */
   readonly expects?: 'candidate' | 'stable';
   readonly wave?: string;
@@ -119,6 +121,7 @@ function nodeJson(n: NodeRollout, now: number): NodeRolloutJson {
       : {}),
     ...(p.volumesAbnormal !== undefined ? { volumesAbnormal: p.volumesAbnormal } : {}),
     ...(p.volumesQuarantined !== undefined ? { volumesQuarantined: p.volumesQuarantined } : {}),
+    ...(p.volumesConflicting !== undefined ? { volumesConflicting: p.volumesConflicting } : {}),
     ...stagedNodeJson(n),
   };
 }
@@ -248,6 +251,8 @@ function volumesDetail(n: NodeRollout): string {
   const parts: string[] = [];
   if (p?.volumesAbnormal !== undefined) parts.push(`${plural(p.volumesAbnormal, 'volume')} abnormal`);
   if (p?.volumesQuarantined !== undefined) parts.push(`${plural(p.volumesQuarantined, 'PV')} quarantined`);
+  if (p?.volumesConflicting !== undefined)
+    parts.push(`${plural(p.volumesConflicting, 'entry', 'entries')} of a disk already used`);
   return parts.join(', ');
 }
 

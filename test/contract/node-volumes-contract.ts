@@ -444,7 +444,7 @@ export function nodeVolumesContract(
         await fx.makeSymlink(link, '../disk0');
         const first = await identityOf(volumes, device);
         assert.equal(first.source, 'loop');
-        assert.match(first.id, /^loop:\d+:\d+:\d+$/);
+        assert.match(first.id, /^loop:\d+:\d+:\d+:\d+$/, 'backing device, inode and birth');
         assert.deepEqual(await volumes.volumeIdentity(link), first);
         await fx.reattachBlockDevice(device, DEVICE_BYTES);
         const second = await identityOf(volumes, link);

@@ -175,6 +175,7 @@ export class Agent implements AdminTarget {
     this.source = deps.configSource ?? this.defaultSource();
     this.cleanups = new CleanupTable({
       cleaner: deps.cleaner,
+      volumes: deps.volumes,
       clock: deps.clock,
       logger: this.logger,
       concurrency: options.cleanupConcurrency,

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { isAborted, TIMER_NOT_NEEDED } from '../clock.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import { durationToMilliseconds } from '../config/duration.js';
+import { disksElsewhere, reportIdentityConflict } from '../discovery/conflicts.js';
 import { NameVerdicts, planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
 import type { ClassProblem, DiscoveryPlan, SkippedEntry, SkipReason } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
@@ -332,7 +333,6 @@ export class Generation {
     const cpuStart = host.cpuUsage();
     // Upstream's order: reclaim released volumes, then discover.
     const reclaim = await this.reclaimer.pass(this.persistentVolumes.list());
-    const health = await this.health.check(this.persistentVolumes.list(), await this.deps.volumes.mountPoints());
     const plan = await planDiscovery({
       config: this.config,
       node: this.node,
@@ -342,6 +342,12 @@ export class Generation {
       cleanupInProgress: (name) => this.deps.table.inProgress(name),
       nameVerdicts: this.nameVerdicts,
     });
+    // Planned before health, so a PV whose disk the plan found at another entry is said to have moved there.
+    const health = await this.health.check(
+      this.persistentVolumes.list(),
+      await this.deps.volumes.mountPoints(),
+      disksElsewhere(plan.skipped),
+    );
     // Every write below starts after this point of the PV watch (see Reflector.upsert).
     const since = this.persistentVolumes.position();
     const published = await publishVolumes(
@@ -427,6 +433,10 @@ export class Generation {
       }
       current.add(key);
       if (this.reported.has(key)) continue;
+      if (s.reason === 'identity-conflict') {
+        reportIdentityConflict(s, { ...this.deps, node: this.node, persistentVolumes: this.persistentVolumes });
+        continue;
+      }
       logger.log('warn', 'discovery skipped an entry', {
         storageClass: s.className,
         path: s.path,

@@ -133,6 +133,8 @@ export interface AgentStatusJson {
     readonly abnormal: number;
     /** Released PVs quarantined: another disk is at their path. */
     readonly quarantined: number;
+    /** Discovery entries not published: their disk is already a PV's, or is at two entries (absent: an older agent). */
+    readonly conflicting?: number;
   };
   /** Process health for leak checks: open handles by type (timers, sockets, fs watchers…), memory. */
   readonly diagnostics?: {

@@ -120,6 +120,7 @@ export function statusJson(s: StatusInputs): AgentStatusJson {
             deleted: lastPass.reclaim.deleted.length,
             abnormal: lastPass.health.abnormal.length,
             quarantined: lastPass.reclaim.quarantined.length,
+            conflicting: lastPass.skipped.filter((s) => s.reason === 'identity-conflict').length,
           },
         }
       : {}),

@@ -2,16 +2,27 @@
 // blockCleanerCommand (LOCAL_PV_BLKDEVICE set) or empties a filesystem volume; the in-memory one
 // records calls and can be slow or fail on demand (tests, simulate).
 import { spawn } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readdir, readFile } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { deleteVolumeContents } from './filesystem.js';
+import type { NodeVolumes } from '../node/volumes.js';
 import { nodeProcessHost } from '../process-host.js';
 import type { ProcessHost } from '../process-host.js';
-import { errnoCode } from '../unknown-values.js';
+import { errnoCode, errorMessage } from '../unknown-values.js';
 
 export interface CleanOptions {
   readonly signal: AbortSignal;
   /** Each line the cleaner prints (stdout and stderr). */
   readonly onOutput?: (line: string, stream: 'stdout' | 'stderr') => void;
+  /**
+   * Called once the cleaner holds what it will wipe (a block device open, a volume's directory
+   * handle) and before it writes anything; a rejection refuses the cleanup. The caller checks here
+   * that what is held is the disk it checked, so a disk swapped in meanwhile is never the one wiped.
+   */
+  readonly beforeWipe?: () => Promise<void>;
+  /** The PV whose volume this cleanup is for (logs, the in-memory cleaner's record). */
+  readonly pv?: string;
 }
 
 export interface FilesystemCleanResult {
@@ -121,10 +132,24 @@ export class ProcessCleaner implements VolumeCleaner {
     private readonly options: ProcessCleanerOptions = {},
   ) {}
 
-  cleanBlock(device: string, command: readonly string[], options: CleanOptions): Promise<void> {
-    const [file, ...args] = command;
-    if (file === undefined || file === '') return Promise.reject(new CleanerFailedError('empty block cleaner command'));
-    if (options.signal.aborted) return Promise.reject(new CleanerFailedError(`${command.join(' ')}: aborted`));
+  async cleanBlock(device: string, command: readonly string[], options: CleanOptions): Promise<void> {
+    const [file] = command;
+    if (file === undefined || file === '') throw new CleanerFailedError('empty block cleaner command');
+    if (options.signal.aborted) throw new CleanerFailedError(`${command.join(' ')}: aborted`);
+    if (options.beforeWipe === undefined) return this.runBlockCleaner(device, command, options);
+    // Held open while the cleaner runs: a loop device held cannot be detached and bound to another
+    // file under the same number, and a disk pulled leaves the held one failing, never another.
+    const held = await holdBlockDevice(device);
+    try {
+      await options.beforeWipe();
+      await this.runBlockCleaner(device, command, options);
+    } finally {
+      await held.close();
+    }
+  }
+
+  private runBlockCleaner(device: string, command: readonly string[], options: CleanOptions): Promise<void> {
+    const [file = '', ...args] = command;
     const graceMs = this.options.killGraceMs ?? 5_000;
     const host = this.options.host ?? nodeProcessHost;
     const kill: Kill = (pid, signal) => {
@@ -175,7 +200,10 @@ export class ProcessCleaner implements VolumeCleaner {
   }
 
   async cleanFilesystem(path: string, options: CleanOptions): Promise<FilesystemCleanResult> {
-    const result = await deleteVolumeContents(path, { signal: options.signal });
+    const result = await deleteVolumeContents(path, {
+      signal: options.signal,
+      ...(options.beforeWipe !== undefined ? { beforeWipe: options.beforeWipe } : {}),
+    });
     if (result.errors.length > 0) {
       throw new CleanerFailedError(
         `could not delete ${result.errors.length} entries of ${path}: ${result.errors
@@ -188,16 +216,46 @@ export class ProcessCleaner implements VolumeCleaner {
   }
 }
 
+/** Opens a block device to hold it (read-only, never following a final symlink: the caller resolved it). */
+async function holdBlockDevice(device: string): Promise<FileHandle> {
+  let handle: FileHandle;
+  try {
+    handle = await open(device, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    throw new CleanerFailedError(`cannot open ${device}: ${errorMessage(err)}`);
+  }
+  try {
+    if (!(await handle.stat()).isBlockDevice()) throw new CleanerFailedError(`${device} is not a block device`);
+  } catch (err) {
+    await handle.close();
+    throw err instanceof CleanerFailedError
+      ? err
+      : new CleanerFailedError(`cannot stat ${device}: ${errorMessage(err)}`);
+  }
+  return handle;
+}
+
 export interface RecordedClean {
   readonly kind: 'block' | 'filesystem';
   readonly path: string;
   readonly command?: readonly string[];
 }
 
+export interface MemoryCleanerOptions {
+  /** The in-memory node: a cleanup fails, as a real one would, when nothing is at its path. */
+  readonly volumes?: Pick<NodeVolumes, 'entryInfo'>;
+  /** Told when a cleanup holds its target (after beforeWipe passed): from here on it writes. */
+  readonly onOpen?: (call: RecordedClean, pv: string | undefined) => void;
+  /** Told when a cleanup finished wiping its target. */
+  readonly onWiped?: (call: RecordedClean, pv: string | undefined) => void;
+}
+
 /** In-memory cleaner: every call is recorded; behaviour per path is scripted. */
 export class MemoryCleaner implements VolumeCleaner {
   readonly calls: RecordedClean[] = [];
   private readonly plans = new Map<string, { failWith?: string; until?: Promise<void> }>();
+
+  constructor(private readonly options: MemoryCleanerOptions = {}) {}
 
   /** The next cleanups of path fail with this message (until cleared). */
   fail(path: string, message: string): void {
@@ -211,8 +269,16 @@ export class MemoryCleaner implements VolumeCleaner {
     this.plans.delete(path);
   }
 
-  private async run(path: string, signal: AbortSignal): Promise<void> {
-    const plan = this.plans.get(path);
+  private async run(call: RecordedClean, options: CleanOptions): Promise<void> {
+    this.calls.push(call);
+    const { signal } = options;
+    if (this.options.volumes !== undefined) {
+      const info = await this.options.volumes.entryInfo(call.path);
+      if (info.kind === 'missing') throw new CleanerFailedError(`${call.path}: no such file or directory`);
+    }
+    await options.beforeWipe?.();
+    this.options.onOpen?.(call, options.pv);
+    const plan = this.plans.get(call.path);
     if (plan?.until) {
       await Promise.race([
         plan.until,
@@ -228,16 +294,15 @@ export class MemoryCleaner implements VolumeCleaner {
       ]);
     }
     if (plan?.failWith !== undefined) throw new CleanerFailedError(plan.failWith);
+    this.options.onWiped?.(call, options.pv);
   }
 
   async cleanBlock(device: string, command: readonly string[], options: CleanOptions): Promise<void> {
-    this.calls.push({ kind: 'block', path: device, command });
-    await this.run(device, options.signal);
+    await this.run({ kind: 'block', path: device, command }, options);
   }
 
   async cleanFilesystem(path: string, options: CleanOptions): Promise<FilesystemCleanResult> {
-    this.calls.push({ kind: 'filesystem', path });
-    await this.run(path, options.signal);
+    await this.run({ kind: 'filesystem', path }, options);
     return { removed: 0, skippedMounts: [] };
   }
 }

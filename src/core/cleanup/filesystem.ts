@@ -48,6 +48,12 @@ export interface DeleteVolumeContentsOptions {
   readonly signal?: AbortSignal | undefined;
   /** The mount table to consult for nested mounts; default `/proc/self/mountinfo`. */
   readonly mountInfoPath?: string | undefined;
+  /**
+   * Called once the volume's directory is held open, before anything is deleted; a rejection
+   * refuses the cleanup. Afterwards the held directory must still be the one at the path, so
+   * what the caller checked here is what is emptied, whatever is mounted there meanwhile.
+   */
+  readonly beforeWipe?: (() => Promise<void>) | undefined;
 }
 
 export type CleanupErrorCode = 'invalid-path' | 'not-a-directory' | 'unreadable' | 'mount-table';
@@ -159,6 +165,30 @@ async function closeFrame(frame: Frame): Promise<void> {
 }
 
 /**
+ * The caller's check, then: the directory held is still the one at the volume's path (a mount
+ * over it, or one gone, between the open and the check would make them differ).
+ */
+async function checkHeldRoot(
+  handle: FileHandle,
+  root: string,
+  volumePath: string,
+  beforeWipe: () => Promise<void>,
+): Promise<void> {
+  await beforeWipe();
+  const held = await handle.stat({ bigint: true });
+  let now;
+  try {
+    now = await lstat(root, { bigint: true });
+  } catch (error) {
+    throw new CleanupError('unreadable', volumePath, `cannot stat ${volumePath}: ${describe('lstat', error)}`, {
+      cause: error,
+    });
+  }
+  if (held.dev !== now.dev || held.ino !== now.ino)
+    throw new CleanupError('unreadable', volumePath, `${volumePath} changed while it was being opened; not cleaned`);
+}
+
+/**
  * Deletes every entry inside volumePath and keeps volumePath itself. Never follows symlinks and
  * never enters nested mount points (reported in `skippedMounts`). Failures on single entries are
  * collected in `errors` and the rest is still cleaned; a volume that cannot be cleaned at all
@@ -224,6 +254,7 @@ export async function deleteVolumeContents(
 
   try {
     const rootStat = await rootHandle.stat({ bigint: true });
+    if (options.beforeWipe !== undefined) await checkHeldRoot(rootHandle, root, volumePath, options.beforeWipe);
     const rootDev = rootStat.dev;
     const rootMountId = await mountIdOf(rootHandle);
 

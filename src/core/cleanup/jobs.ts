@@ -2,6 +2,7 @@
 // labels, annotations, mounts and node selector, so Jobs started by either agent are recognised.
 import type { ClassConfig, ProvisionerConfig } from '../config/model.js';
 import type { Job } from '../kube/objects.js';
+import { IDENTITY_ANNOTATION } from '../pv/identity.js';
 import { fnv1a32, HOSTNAME_LABEL } from '../pv/naming.js';
 
 export function cleanupJobName(pvName: string): string {
@@ -16,8 +17,10 @@ export interface CleanupJobInput {
   readonly image: string;
   readonly classConfig: ClassConfig;
   readonly config: ProvisionerConfig;
-  /** Device path inside the container. */
+  /** Device path inside the container: the device node the entry resolved to when it was checked. */
   readonly devicePath: string;
+  /** The identity checked at devicePath (`none` when the node offers none); the Job's guard refuses any other disk. */
+  readonly identity?: string;
   readonly startTime: string;
 }
 
@@ -31,7 +34,11 @@ export function buildCleanupJob(input: CleanupJobInput): Job {
       name: cleanupJobName(input.pvName),
       namespace: input.namespace,
       labels: { [HOSTNAME_LABEL]: input.nodeName, pv: input.pvName, pvuuid: input.pvUid },
-      annotations: { device: input.devicePath, 'start-time': input.startTime },
+      annotations: {
+        device: input.devicePath,
+        'start-time': input.startTime,
+        ...(input.identity !== undefined ? { [JOB_IDENTITY_ANNOTATION]: input.identity } : {}),
+      },
     },
     spec: {
       template: {
@@ -41,7 +48,7 @@ export function buildCleanupJob(input: CleanupJobInput): Job {
               name: 'cleaner',
               image: input.image,
               securityContext: { privileged: true },
-              command: [...classConfig.blockCleanerCommand],
+              command: jobCommand(classConfig.blockCleanerCommand, input.devicePath, input.identity),
               env: [{ name: 'LOCAL_PV_BLKDEVICE', value: input.devicePath }],
               volumeMounts: [
                 { name: mountName, mountPath: classConfig.mountDir },
@@ -60,6 +67,58 @@ export function buildCleanupJob(input: CleanupJobInput): Job {
       },
     },
   };
+}
+
+/** On a cleanup Job of this agent's: the disk identity its guard checks before and after the cleaner. */
+export const JOB_IDENTITY_ANNOTATION = IDENTITY_ANNOTATION;
+
+/** The identity a Job was created for, as a CleanupSpec field (absent on a Job that does not say). */
+export function identityOfJob(job: Job): { readonly identity?: string } {
+  const identity = job.metadata.annotations?.[JOB_IDENTITY_ANNOTATION];
+  return identity !== undefined ? { identity } : {};
+}
+
+/**
+ * The identity a succeeded Job held and checked, when it ran behind the guard (its command is
+ * `provisioner clean-block`); undefined for a Job that does not (an earlier agent's, upstream's).
+ * Read from the command, which is what the guard checked: a pod template cannot be changed after
+ * the Job is created, its annotations can.
+ */
+export function guardedJobIdentity(job: Job): string | undefined {
+  const command = job.spec?.template.spec.containers[0]?.command ?? [];
+  if (!isGuarded(command)) return undefined;
+  const dashes = command.indexOf('--', GUARD_COMMAND.length);
+  const flags = command.slice(GUARD_COMMAND.length, dashes < 0 ? undefined : dashes);
+  const at = flags.indexOf('--identity');
+  if (at >= 0) return flags[at + 1];
+  return flags.find((f) => f.startsWith('--identity='))?.slice('--identity='.length);
+}
+
+/** The Job's guard: the CLI in the agent's image, wrapping the class's blockCleanerCommand. */
+export const GUARD_COMMAND: readonly string[] = ['provisioner', 'clean-block'];
+
+/**
+ * The container command: with an identity, the cleaner behind the guard, which holds the device
+ * and checks its identity before and after the cleaner; without one, the cleaner alone (upstream's).
+ */
+function jobCommand(cleaner: readonly string[], devicePath: string, identity: string | undefined): string[] {
+  if (identity === undefined) return [...cleaner];
+  return [...GUARD_COMMAND, '--device', devicePath, '--identity', identity, '--', ...cleaner];
+}
+
+/**
+ * The class's cleaner a Job runs (its blockCleanerCommand), guarded or not: what the cleanup
+ * records as its command (the metric label `cleanup_command` is its first word, as upstream's).
+ */
+export function cleanerCommandOfJob(job: Job): readonly string[] {
+  const command = job.spec?.template.spec.containers[0]?.command ?? [];
+  if (!isGuarded(command)) return command;
+  const dashes = command.indexOf('--', GUARD_COMMAND.length);
+  return dashes < 0 ? [] : command.slice(dashes + 1);
+}
+
+function isGuarded(command: readonly string[]): boolean {
+  return GUARD_COMMAND.every((word, i) => command[i] === word);
 }
 
 export type JobOutcome = 'running' | 'succeeded' | 'failed';

@@ -11,19 +11,33 @@ import type { Job, ObjectReference, PersistentVolume } from '../kube/objects.js'
 import { parseQuantity } from '../kube/quantity.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
-import type { NodeVolumes } from '../node/volumes.js';
+import type { NodeVolumes, VolumeIdentity } from '../node/volumes.js';
 import { containerPath } from '../pv/container-path.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import {
-  acceptRequested,
+  ACCEPT_ACTION,
   checkIdentity,
   hasRecordedIdentity,
   IDENTITY_ACTION_ANNOTATION,
+  hasLegacyIdentity,
+  identityAction,
+  identityMatches,
+  legacyIdentityUpgrade,
   NO_IDENTITY,
+  recordedIdentity,
   recordIdentityPatch,
+  REPORTED_ANNOTATIONS,
 } from '../pv/identity.js';
 import type { QuarantineReason } from '../pv/identity.js';
-import { buildCleanupJob, cleanupJobName, jobFailureMessage, jobOutcome } from './jobs.js';
+import {
+  buildCleanupJob,
+  cleanerCommandOfJob,
+  cleanupJobName,
+  guardedJobIdentity,
+  identityOfJob,
+  jobFailureMessage,
+  jobOutcome,
+} from './jobs.js';
 import type { CleanupEntry, CleanupMethod, CleanupSpec, CleanupTable } from './table.js';
 import { errorMessage } from '../unknown-values.js';
 
@@ -118,6 +132,8 @@ export class Reclaimer {
   private readonly deletedHere = new Map<string, string>();
   /** PVs (name/UID) whose identity could not be recorded, already logged. */
   private readonly identityWarned = new Set<string>();
+  /** PVs (name/UID) with a legacy loop record whose upgrade was tried. */
+  private readonly legacyTried = new Set<string>();
 
   constructor(
     private readonly settings: ReclaimSettings,
@@ -182,16 +198,22 @@ export class Reclaimer {
     }
     for (const [index, pv] of listed.entries()) {
       if (attempts >= IDENTITY_RECORDS_PER_PASS) break;
-      const accept = acceptRequested(pv);
+      const action = identityAction(pv);
+      if (action !== undefined && action !== 'accept') this.reportInvalidAction(pv, action.invalid);
+      const accept = action === 'accept';
       const phase = pv.status?.phase;
-      const firstSight = !hasRecordedIdentity(pv) && (phase === 'Available' || phase === 'Bound');
-      if ((!accept && !firstSight) || pv.metadata.deletionTimestamp !== undefined) continue;
+      const inUse = phase === 'Available' || phase === 'Bound';
+      const firstSight = inUse && !hasRecordedIdentity(pv);
+      const upgrade = inUse && !accept && !firstSight && this.legacyToUpgrade(pv);
+      if ((!accept && !firstSight && !upgrade) || pv.metadata.deletionTimestamp !== undefined) continue;
       const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
       const path = classConfig && containerPath(pv, classConfig.hostDir, classConfig.mountDir);
       if (path === undefined) continue;
       attempts += 1;
       try {
         const identity = await this.deps.volumes.volumeIdentity(path);
+        if (accept && !(await this.acceptable(pv, path, identity, listed))) continue;
+        if (upgrade && !legacyIdentityUpgrade(pv, identity)) continue;
         const patched = await this.deps.cluster.persistentVolumes.patch(
           pv.metadata.name,
           recordIdentityPatch(identity, this.settings.node),
@@ -222,19 +244,80 @@ export class Reclaimer {
   }
 
   /**
-   * The identity check before a destructive step: the disk at the path must be the one the PV was
-   * published for. A mismatch is reported once (log, Warning Event on the PV) and held back.
+   * A legacy loop record (no birth, I5) on a PV in use is re-recorded in the current form, once per
+   * PV and agent process: from then on a file recreated under the same numbers no longer matches it.
+   */
+  private legacyToUpgrade(pv: PersistentVolume): boolean {
+    if (!hasLegacyIdentity(pv)) return false;
+    const key = `${pv.metadata.name}/${pv.metadata.uid ?? ''}`;
+    if (this.legacyTried.has(key)) return false;
+    this.legacyTried.add(key);
+    return true;
+  }
+
+  /** An action value other than `accept` is never acted on: said once, the annotation left for the operator. */
+  private reportInvalidAction(pv: PersistentVolume, value: string): void {
+    this.reportOnce(
+      `action:${pv.metadata.name}:${value}`,
+      pv,
+      'VolumeIdentityActionInvalid',
+      `${IDENTITY_ACTION_ANNOTATION}=${JSON.stringify(value)} is not an action: the only value is "${ACCEPT_ACTION}"; nothing was done, fix or remove the annotation`,
+    );
+  }
+
+  /**
+   * Whether the disk now at the path may become the PV's: a Filesystem volume must be a mount point
+   * (I4: accepting a bare directory would empty the root filesystem's), a Block one a device, and
+   * the disk must not be recorded on another PV of this node (I2). A refusal is said once per
+   * finding and leaves the annotation.
+   */
+  private async acceptable(
+    pv: PersistentVolume,
+    path: string,
+    identity: VolumeIdentity | undefined,
+    listed: readonly PersistentVolume[],
+  ): Promise<boolean> {
+    const info = await this.deps.volumes.entryInfo(path);
+    let refusal: string | undefined;
+    if (info.kind === 'directory' && pv.spec.volumeMode !== 'Block') {
+      const mounted = (await this.deps.volumes.mountPoints()).some((m) => m.mountPoint === info.realPath);
+      if (!mounted) refusal = `nothing is mounted at ${path}: mount the disk there first`;
+    } else if (info.kind !== 'block-device') {
+      refusal = `${path} is not ${pv.spec.volumeMode === 'Block' ? 'a block device' : 'a mount point nor a block device'}`;
+    }
+    const holder =
+      identity === undefined
+        ? undefined
+        : listed.find((other) => other !== pv && identityMatches(recordedIdentity(other) ?? '', identity.id));
+    if (refusal === undefined && holder !== undefined)
+      refusal = `the disk at ${path} (${identity?.id ?? NO_IDENTITY}) is PersistentVolume ${holder.metadata.name}'s: one disk backs one PV`;
+    if (refusal === undefined) return true;
+    this.reportOnce(
+      `accept-refused:${pv.metadata.name}:${refusal}`,
+      pv,
+      'VolumeIdentityAcceptRefused',
+      `${IDENTITY_ACTION_ANNOTATION}=${ACCEPT_ACTION} refused: ${refusal}; nothing was recorded or cleaned`,
+    );
+    return false;
+  }
+
+  /**
+   * The identity check before a destructive step: the disk at `path` must be the one the PV was
+   * published for. A mismatch is reported once per disk found (log, Warning Event on the PV, said
+   * once across restarts through an annotation on the PV) and held back. Verified: the identity
+   * found (`none` when the node offers none), which the cleanup is then bound to.
    */
   private async verifyIdentity(
     pv: PersistentVolume,
     spec: CleanupSpec,
     step: 'cleanup' | 'deletion',
-  ): Promise<QuarantinedVolume | 'verified' | 'unreadable'> {
+    path: string = spec.path,
+  ): Promise<QuarantinedVolume | { readonly verified: string } | 'unreadable'> {
     let current;
     try {
-      current = await this.deps.volumes.volumeIdentity(spec.path);
+      current = await this.deps.volumes.volumeIdentity(path);
     } catch (err) {
-      const error = `cannot read the disk identity at ${spec.path}: ${errorMessage(err)}`;
+      const error = `cannot read the disk identity at ${path}: ${errorMessage(err)}`;
       if (step === 'cleanup') this.failure(pv, spec, 'process', `${error}; the volume is not cleaned`);
       else
         this.reportOnce(
@@ -246,11 +329,33 @@ export class Reclaimer {
       return 'unreadable';
     }
     const verdict = checkIdentity(pv, current, this.settings.node);
-    if (verdict.kind !== 'mismatch') return 'verified';
+    if (verdict.kind !== 'mismatch') return { verified: current?.id ?? NO_IDENTITY };
     const name = pv.metadata.name;
     const message = `${verdict.message}; not ${step === 'cleanup' ? 'cleaned' : 'deleted'}, the PV is kept (quarantined). To wipe and reuse the disk now at the path: kubectl annotate pv ${name} ${IDENTITY_ACTION_ANNOTATION}=accept; to retire the PV: kubectl delete pv ${name}`;
-    this.reportOnce(`quarantine:${name}:${verdict.found}`, pv, 'VolumeIdentityMismatch', message);
+    await this.reportMismatchOnce(pv, verdict.found, message);
     return { pv: name, reason: verdict.reason, message };
+  }
+
+  /**
+   * A mismatch said once per disk found, across restarts too: the identity last reported is kept on
+   * the PV (REPORTED_ANNOTATIONS.mismatch); the same disk found again is not said again.
+   */
+  private async reportMismatchOnce(pv: PersistentVolume, finding: string, text: string): Promise<void> {
+    const name = pv.metadata.name;
+    const reason = 'VolumeIdentityMismatch';
+    const annotation = REPORTED_ANNOTATIONS.mismatch;
+    if (this.reported.has(`${name}:${finding}`) || pv.metadata.annotations?.[annotation] === finding) return;
+    this.reported.add(`${name}:${finding}`);
+    this.deps.logger.log('warn', text, { pv: name, reason });
+    this.deps.events.record(pvRef(pv), 'Warning', reason, text);
+    await this.deps.cluster.persistentVolumes
+      .patch(name, { metadata: { annotations: { [annotation]: finding } } })
+      .catch((err: unknown) => {
+        this.deps.logger.log('debug', 'could not record a reported finding on the PV', {
+          pv: name,
+          error: errorMessage(err),
+        });
+      });
   }
 
   /** Step 0: forget what the list no longer shows (PVs deleted here and seen gone; idle entries of deleted PVs). */
@@ -290,22 +395,43 @@ export class Reclaimer {
 
   /** Steps 2–5 for one PV: follow a cleanup in flight, or adopt a Job, or start a cleanup; delete once it succeeded. */
   private async reclaim(pv: PersistentVolume): Promise<ReclaimOutcome> {
-    const followed = await this.followInFlight(pv);
+    let followed = await this.followInFlight(pv);
     if (followed === 'waiting') return 'waiting';
     if (followed?.state === 'succeeded') {
-      // Deleting the PV republishes what is at the path: only the disk that was cleaned.
-      // A Job of an earlier agent may not say which device it cleaned: the PV's path does.
-      const target = followed.path !== '' ? undefined : this.cleanupTarget(pv);
-      const spec = target === undefined || 'orphan' in target ? followed : { ...followed, path: target.spec.path };
-      const verified = spec.path === '' ? 'verified' : await this.verifyIdentity(pv, spec, 'deletion');
-      if (verified !== 'verified') return verified === 'unreadable' ? 'waiting' : verified;
-      return (await this.deleteAfterCleanup(pv, followed)) ? 'deleted' : 'waiting';
+      const deletion = await this.deleteIfCleaned(pv, followed);
+      if (deletion !== 'clean-again') return deletion;
+      this.deps.table.remove(pv.metadata.name);
+      followed = undefined;
     }
     if (followed?.state === 'failed' && (followed.retryAt ?? 0) > this.deps.clock.now()) return 'waiting';
     if (await this.adoptJob(pv, followed)) return 'waiting';
     const target = this.cleanupTarget(pv);
     if ('orphan' in target) return target;
     return this.startCleanup(pv, target.spec, target.classConfig);
+  }
+
+  /**
+   * Step 5b (I3): deleting the PV republishes what is at its path, so it is deleted only when the
+   * disk there is the PV's and is the disk the cleanup held and checked. A cleanup of another disk
+   * (the PV's disk accepted anew since) is done again; a Job of an earlier agent that does not say
+   * which disk it cleaned is taken at the path's word.
+   */
+  private async deleteIfCleaned(pv: PersistentVolume, cleanup: CleanupEntry): Promise<ReclaimOutcome | 'clean-again'> {
+    const target = cleanup.path !== '' ? undefined : this.cleanupTarget(pv);
+    const spec = target === undefined || 'orphan' in target ? cleanup : { ...cleanup, path: target.spec.path };
+    if (spec.path === '') return (await this.deleteAfterCleanup(pv, cleanup)) ? 'deleted' : 'waiting';
+    const verified = await this.verifyIdentity(pv, spec, 'deletion');
+    if (verified === 'unreadable') return 'waiting';
+    if (!('verified' in verified)) return verified;
+    if (cleanup.cleaned !== undefined && cleanup.cleaned !== verified.verified) {
+      this.deps.logger.log('warn', 'the disk at the path is not the one its cleanup wiped; cleaning it again', {
+        pv: pv.metadata.name,
+        cleaned: cleanup.cleaned,
+        found: verified.verified,
+      });
+      return 'clean-again';
+    }
+    return (await this.deleteAfterCleanup(pv, cleanup)) ? 'deleted' : 'waiting';
   }
 
   /**
@@ -332,7 +458,14 @@ export class Reclaimer {
     }
     const outcome = jobOutcome(job);
     if (outcome === 'running') return 'waiting';
-    table.finishJob(name, outcome === 'succeeded' ? { ok: true } : { ok: false, error: jobFailureMessage(job) });
+    // A Job of this agent's runs behind the guard, which held and checked the disk it names.
+    const cleaned = guardedJobIdentity(job);
+    table.finishJob(
+      name,
+      outcome === 'succeeded'
+        ? { ok: true, ...(cleaned !== undefined ? { cleaned } : {}) }
+        : { ok: false, error: jobFailureMessage(job) },
+    );
     return table.get(name);
   }
 
@@ -347,14 +480,17 @@ export class Reclaimer {
     const existing = await this.deps.jobs.get(cleanupJobName(name));
     if (existing === undefined) return false;
     if (existing.metadata.labels?.['pvuuid'] === uid && entry?.state !== 'failed') {
+      // Deleting the PV is checked at its path (what the deletion republishes), not at the Job's device.
+      const target = this.cleanupTarget(pv);
       const spec: CleanupSpec = {
         pvName: name,
         pvUid: uid,
         className: pv.spec.storageClassName ?? '',
         mode: 'Block',
-        path: existing.metadata.annotations?.['device'] ?? '',
-        command: existing.spec?.template.spec.containers[0]?.command ?? [],
+        path: 'orphan' in target ? (existing.metadata.annotations?.['device'] ?? '') : target.spec.path,
+        command: cleanerCommandOfJob(existing),
         capacityBytes: parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
+        ...identityOfJob(existing),
       };
       const startTime = Date.parse(existing.metadata.annotations?.['start-time'] ?? '');
       this.deps.table.trackJob(spec, Number.isNaN(startTime) ? this.deps.clock.now() : startTime);
@@ -397,14 +533,16 @@ export class Reclaimer {
     return { spec, classConfig };
   }
 
-  /** Step 5: what is at the path decides the mode; a Block volume by Job when configured, else in-process. */
+  /**
+   * Step 5: what is at the path decides the mode; a Block volume by Job when configured, else
+   * in-process. The cleanup is bound to what was checked: the identity found, and for a Block
+   * volume the device node the entry resolved to (the cleaner never gets the entry's link).
+   */
   private async startCleanup(
     pv: PersistentVolume,
     spec: CleanupSpec,
     classConfig: ClassConfig,
   ): Promise<'started' | 'waiting' | QuarantinedVolume> {
-    const { clock } = this.deps;
-    const name = pv.metadata.name;
     const { path } = spec;
     const info = await this.deps.volumes.entryInfo(path);
     if (info.kind === 'missing' || info.kind === 'other') {
@@ -420,52 +558,63 @@ export class Reclaimer {
       return 'waiting';
     }
     const mode: VolumeMode = info.kind === 'block-device' ? 'Block' : 'Filesystem';
-    const withMode = { ...spec, mode };
-    const verified = await this.verifyIdentity(pv, withMode, 'cleanup');
+    const device = mode === 'Block' ? (info.realPath ?? path) : undefined;
+    const withMode = { ...spec, mode, ...(device !== undefined ? { device } : {}) };
+    const verified = await this.verifyIdentity(pv, withMode, 'cleanup', device ?? path);
     if (verified === 'unreadable') return 'waiting';
-    if (verified !== 'verified') return verified;
-    if (mode === 'Block' && this.settings.config.useJobForCleaning) {
-      if (this.settings.jobImage === undefined || this.settings.jobImage === '') {
-        this.failure(
-          pv,
-          withMode,
-          'job',
-          'cannot run cleanup job without specifying job image name in the environment variable JOB_CONTAINER_IMAGE',
-        );
-        return 'waiting';
-      }
-      const job = buildCleanupJob({
-        pvName: name,
-        pvUid: spec.pvUid,
-        nodeName: this.settings.node.name,
-        namespace: this.settings.namespace,
-        image: this.settings.jobImage,
-        classConfig,
-        config: this.settings.config,
-        devicePath: path,
-        startTime: new Date(clock.now()).toISOString(),
-      });
-      try {
-        await this.deps.cluster.jobs.create(job, { namespace: this.settings.namespace });
-      } catch (err) {
-        // The Job name is a mutex between duplicate agents: someone else is cleaning it.
-        if (isAlreadyExists(err)) return 'waiting';
-        this.failure(pv, withMode, 'job', `could not create cleanup Job: ${errorMessage(err)}`);
-        return 'waiting';
-      }
-      this.deps.table.trackJob(withMode, clock.now());
-      this.deps.logger.log('info', 'cleanup Job created', { pv: name, job: job.metadata.name });
-      return 'started';
-    }
+    if (!('verified' in verified)) return verified;
+    const bound: CleanupSpec = { ...withMode, identity: verified.verified };
+    if (mode === 'Block' && this.settings.config.useJobForCleaning) return this.startJob(pv, bound, classConfig);
     if (mode === 'Block') {
       this.deps.events.record(
         pvRef(pv),
         'Normal',
         'VolumeDelete',
-        `Starting cleanup of Block PV "${name}", this may take a while`,
+        `Starting cleanup of Block PV "${pv.metadata.name}", this may take a while`,
       );
     }
-    this.deps.table.startProcess(withMode);
+    this.deps.table.startProcess(bound);
+    return 'started';
+  }
+
+  /** Step 5, by Job: the Job gets the checked device and identity, and its guard refuses any other disk. */
+  private async startJob(
+    pv: PersistentVolume,
+    spec: CleanupSpec,
+    classConfig: ClassConfig,
+  ): Promise<'started' | 'waiting'> {
+    const { clock } = this.deps;
+    if (this.settings.jobImage === undefined || this.settings.jobImage === '') {
+      this.failure(
+        pv,
+        spec,
+        'job',
+        'cannot run cleanup job without specifying job image name in the environment variable JOB_CONTAINER_IMAGE',
+      );
+      return 'waiting';
+    }
+    const job = buildCleanupJob({
+      pvName: spec.pvName,
+      pvUid: spec.pvUid,
+      nodeName: this.settings.node.name,
+      namespace: this.settings.namespace,
+      image: this.settings.jobImage,
+      classConfig,
+      config: this.settings.config,
+      devicePath: spec.device ?? spec.path,
+      ...(spec.identity !== undefined ? { identity: spec.identity } : {}),
+      startTime: new Date(clock.now()).toISOString(),
+    });
+    try {
+      await this.deps.cluster.jobs.create(job, { namespace: this.settings.namespace });
+    } catch (err) {
+      // The Job name is a mutex between duplicate agents: someone else is cleaning it.
+      if (isAlreadyExists(err)) return 'waiting';
+      this.failure(pv, spec, 'job', `could not create cleanup Job: ${errorMessage(err)}`);
+      return 'waiting';
+    }
+    this.deps.table.trackJob(spec, clock.now());
+    this.deps.logger.log('info', 'cleanup Job created', { pv: spec.pvName, job: job.metadata.name });
     return 'started';
   }
 

@@ -6,6 +6,8 @@ import { backoffDelay } from '../backoff.js';
 import type { Clock } from '../clock.js';
 import type { VolumeMode } from '../config/model.js';
 import type { Logger } from '../log.js';
+import type { NodeVolumes } from '../node/volumes.js';
+import { NO_IDENTITY } from '../pv/identity.js';
 import type { VolumeCleaner } from './cleaner.js';
 import { errorMessage } from '../unknown-values.js';
 
@@ -22,6 +24,14 @@ export interface CleanupSpec {
   /** blockCleanerCommand for Block volumes. */
   readonly command: readonly string[];
   readonly capacityBytes: number;
+  /**
+   * The disk identity checked at the path when the cleanup was decided (`none` when the node
+   * offers none): the cleaner is refused unless the disk it holds is this one, before and after.
+   * Absent: not checked (a Job found running that does not say).
+   */
+  readonly identity?: string;
+  /** Block: the device node the entry resolved to when it was checked; the cleaner gets this, never the entry's link. */
+  readonly device?: string;
 }
 
 export interface CleanupEntry extends CleanupSpec {
@@ -33,6 +43,8 @@ export interface CleanupEntry extends CleanupSpec {
   readonly lastError?: string;
   /** After a failure: not retried before this time (exponential backoff). */
   readonly retryAt?: number;
+  /** On success: the identity of the disk the cleanup held and found again when it ended (I3). */
+  readonly cleaned?: string;
 }
 
 export interface BackoffPolicy {
@@ -50,7 +62,12 @@ export interface CleanupTableOptions {
   readonly backoff?: BackoffPolicy;
   /** Called whenever an entry changes state (e.g. to trigger a pass that deletes the PV). */
   readonly onChange?: (entry: CleanupEntry) => void;
+  /** The node's volumes: each cleanup with an identity is checked against them before and after it runs. */
+  readonly volumes?: Pick<NodeVolumes, 'entryInfo' | 'mountPoints' | 'volumeIdentity'>;
 }
+
+/** The disk at a cleanup's target is not (or no longer) the one that was checked. */
+export class DiskChangedError extends Error {}
 
 export class CleanupTable {
   private readonly entries = new Map<string, CleanupEntry>();
@@ -111,8 +128,11 @@ export class CleanupTable {
     this.set({ ...spec, method: 'job', state: 'running', startedAt, attempts });
   }
 
-  /** Outcome of a Job-based cleanup, read from the Job's status. */
-  finishJob(pvName: string, outcome: { ok: true } | { ok: false; error: string }): void {
+  /**
+   * Outcome of a Job-based cleanup, read from the Job's status. `cleaned`: the identity the Job's
+   * guard held and checked (a Job of this agent's); absent for a Job that does not say.
+   */
+  finishJob(pvName: string, outcome: { ok: true; cleaned?: string } | { ok: false; error: string }): void {
     const entry = this.entries.get(pvName);
     if (entry?.state !== 'running') return;
     this.finish(entry, outcome);
@@ -138,11 +158,12 @@ export class CleanupTable {
     return entry;
   }
 
-  private finish(entry: CleanupEntry, outcome: { ok: true } | { ok: false; error: string }): void {
+  private finish(entry: CleanupEntry, outcome: { ok: true; cleaned?: string } | { ok: false; error: string }): void {
     const now = this.options.clock.now();
     if (outcome.ok) {
       this.succeededTotal += 1;
-      this.set({ ...entry, state: 'succeeded', finishedAt: now });
+      const cleaned = outcome.cleaned !== undefined ? { cleaned: outcome.cleaned } : {};
+      this.set({ ...entry, state: 'succeeded', finishedAt: now, ...cleaned });
     } else {
       this.failedTotal += 1;
       this.set({
@@ -172,37 +193,74 @@ export class CleanupTable {
   }
 
   private async runOne(queued: CleanupEntry): Promise<void> {
-    const { cleaner, logger } = this.options;
+    const { logger } = this.options;
     const entry: CleanupEntry = { ...queued, state: 'running', startedAt: this.options.clock.now() };
     this.set(entry);
     logger.log('info', 'cleanup started', {
       pv: entry.pvName,
       mode: entry.mode,
       path: entry.path,
+      ...(entry.device !== undefined ? { device: entry.device } : {}),
       attempt: entry.attempts,
     });
     try {
-      const signal = this.abort.signal;
-      const onOutput = (line: string, stream: 'stdout' | 'stderr'): void => {
-        logger.log('info', 'cleaner output', { pv: entry.pvName, stream, line });
-      };
-      if (entry.mode === 'Block') {
-        await cleaner.cleanBlock(entry.path, entry.command, { signal, onOutput });
-      } else {
-        const result = await cleaner.cleanFilesystem(entry.path, { signal, onOutput });
-        for (const m of result.skippedMounts) {
-          logger.log('warn', 'cleanup left a nested mount point untouched', { pv: entry.pvName, mount: m });
-        }
-      }
+      await this.checkDisk(entry, 'before');
+      await this.wipe(entry);
       if (this.abort.signal.aborted) return;
+      await this.checkDisk(entry, 'after');
       logger.log('info', 'cleanup succeeded', { pv: entry.pvName });
-      this.finish(entry, { ok: true });
+      this.finish(entry, entry.identity !== undefined ? { ok: true, cleaned: entry.identity } : { ok: true });
     } catch (err) {
       if (this.abort.signal.aborted) return;
       const error = errorMessage(err);
       logger.log('error', 'cleanup failed', { pv: entry.pvName, error, attempt: entry.attempts });
       this.finish(entry, { ok: false, error });
     }
+  }
+
+  /** Runs the cleaner on the checked target: the resolved device (Block) or the volume's directory, held while it runs. */
+  private async wipe(entry: CleanupEntry): Promise<void> {
+    const { cleaner, logger } = this.options;
+    const signal = this.abort.signal;
+    const onOutput = (line: string, stream: 'stdout' | 'stderr'): void => {
+      logger.log('info', 'cleaner output', { pv: entry.pvName, stream, line });
+    };
+    const beforeWipe = (): Promise<void> => this.checkDisk(entry, 'held');
+    const options = { signal, onOutput, beforeWipe, pv: entry.pvName };
+    if (entry.mode === 'Block') {
+      await cleaner.cleanBlock(entry.device ?? entry.path, entry.command, options);
+      return;
+    }
+    const result = await cleaner.cleanFilesystem(entry.path, options);
+    for (const m of result.skippedMounts) {
+      logger.log('warn', 'cleanup left a nested mount point untouched', { pv: entry.pvName, mount: m });
+    }
+  }
+
+  /**
+   * The disk at the cleanup's target is the one checked when it was decided (I1): the same
+   * identity, and for a Filesystem volume a mount point (I4: a directory of the root filesystem left
+   * by an unmount is never emptied). Before the cleaner starts, while it holds the target, and
+   * after it ended (a swap during the cleanup makes it not count: I3).
+   */
+  private async checkDisk(entry: CleanupEntry, when: 'before' | 'held' | 'after'): Promise<void> {
+    const { volumes } = this.options;
+    if (volumes === undefined || entry.identity === undefined) return;
+    const target = entry.mode === 'Block' ? (entry.device ?? entry.path) : entry.path;
+    const during = when === 'after' ? 'changed while it was cleaned' : 'is not the one checked';
+    const info = await volumes.entryInfo(target);
+    if (entry.mode === 'Filesystem') {
+      const mounted =
+        info.kind === 'directory' && (await volumes.mountPoints()).some((m) => m.mountPoint === info.realPath);
+      if (!mounted) throw new DiskChangedError(`nothing is mounted at ${target} any more (${during}); not emptied`);
+    } else if (info.kind !== 'block-device') {
+      throw new DiskChangedError(`${target} is no longer a block device (${during})`);
+    }
+    const found = (await volumes.volumeIdentity(target))?.id ?? NO_IDENTITY;
+    if (found !== entry.identity)
+      throw new DiskChangedError(
+        `the disk at ${target} ${during}: it is ${found}, the cleanup was for ${entry.identity}${when === 'after' ? '; the cleanup does not count' : ''}`,
+      );
   }
 
   /** Process shutdown: stops running cleaners (a restarted agent cleans those volumes again from the start). */

@@ -8,7 +8,8 @@ import type { PersistentVolume, StorageClass } from '../kube/objects.js';
 import { roundDownCapacityPretty } from '../node/capacity.js';
 import type { MountPoint, NodeVolumes } from '../node/volumes.js';
 import { buildPersistentVolume, joinHostPath } from '../pv/build.js';
-import { withIdentity } from '../pv/identity.js';
+import { isLegacyLoopId } from '../node/identity.js';
+import { identityMatches, recordedIdentity, withIdentity } from '../pv/identity.js';
 import { persistentVolumeName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
@@ -25,6 +26,7 @@ export type SkipReason =
   | 'mode-mismatch'
   | 'zero-capacity'
   | 'unsafe-name'
+  | 'identity-conflict'
   | 'error';
 
 /** Reasons that are routine and never reported as problems. */
@@ -37,8 +39,10 @@ export interface SkippedEntry {
   readonly path: string;
   readonly reason: SkipReason;
   readonly message: string;
-  /** The PV concerned, when there is one (already published, path in use, cleanup). */
+  /** The PV concerned, when there is one (already published, path in use, cleanup, the disk's PV). */
   readonly persistentVolume?: string;
+  /** identity-conflict: the other entry the same disk is at, when the conflict is between two entries. */
+  readonly otherEntry?: string;
 }
 
 export interface PlannedVolume {
@@ -129,20 +133,34 @@ function mountPointSet(table: readonly MountPoint[]): ReadonlySet<string> {
   return set;
 }
 
-/** This node's PVs by name and by host path (the cache's view, extended as the pass plans). */
+/** This node's PVs by name, by host path and by recorded disk identity (the cache's view, extended as the pass plans). */
 interface PublishedIndex {
   readonly byName: ReadonlyMap<string, PersistentVolume>;
   readonly byPath: Map<string, string>;
+  /** I2: a disk recorded on a PV, whatever its phase, is that PV's alone. */
+  readonly byIdentity: ReadonlyMap<string, PersistentVolume>;
+  /** PVs whose record is a legacy loop identity (no birth): matched by identityMatches. */
+  readonly legacy: readonly PersistentVolume[];
+}
+
+/** The PV a disk's identity is recorded on, if any. */
+function holderOf(published: PublishedIndex, id: string): PersistentVolume | undefined {
+  return published.byIdentity.get(id) ?? published.legacy.find((pv) => identityMatches(recordedIdentity(pv) ?? '', id));
 }
 
 function indexPublished(persistentVolumes: readonly PersistentVolume[]): PublishedIndex {
   const byName = new Map(persistentVolumes.map((pv) => [pv.metadata.name, pv]));
   const byPath = new Map<string, string>();
+  const byIdentity = new Map<string, PersistentVolume>();
+  const legacy: PersistentVolume[] = [];
   for (const pv of persistentVolumes) {
     const path = pv.spec.local?.path;
     if (path !== undefined) byPath.set(path, pv.metadata.name);
+    const identity = recordedIdentity(pv);
+    if (identity !== undefined) byIdentity.set(identity, pv);
+    if (identity !== undefined && isLegacyLoopId(identity)) legacy.push(pv);
   }
-  return { byName, byPath };
+  return { byName, byPath, byIdentity, legacy };
 }
 
 /** What every entry of one class is planned with: its config, its StorageClass's policy, the pass's facts. */
@@ -154,6 +172,8 @@ interface ClassPass {
   readonly mountOptions: readonly string[];
   readonly published: PublishedIndex;
   readonly mountPoints: ReadonlySet<string>;
+  /** The disks of the entries planned for creation this pass (all classes), to find one disk at two entries. */
+  readonly disksPlanned: Map<string, string>;
 }
 
 /** Step 1 of a class: its StorageClass exists and has a policy this agent supports. */
@@ -189,12 +209,13 @@ function nameVerdict(pass: ClassPass, entry: string, patterns: readonly string[]
 }
 
 type EntryOutcome =
-  | { readonly kind: 'create'; readonly volume: PlannedVolume }
+  | { readonly kind: 'create'; readonly volume: PlannedVolume; readonly disk: string }
   | {
       readonly kind: 'skip';
       readonly reason: SkipReason;
       readonly message: string;
       readonly persistentVolume?: string;
+      readonly otherEntry?: string;
     };
 
 const skipFor = (reason: SkipReason, message: string, persistentVolume?: string): EntryOutcome => ({
@@ -267,11 +288,34 @@ async function examineEntry(pass: ClassPass, entry: string, path: string): Promi
     mountOptions: pass.mountOptions,
   });
   // The disk's identity goes on the PV (docs/disk-identity.md); unreadable: recorded on first sight later.
-  const persistentVolume = await volumes.volumeIdentity(path).then(
-    (identity) => withIdentity(built, identity, node),
-    () => built,
+  const identity = await volumes.volumeIdentity(path).then(
+    (found) => ({ found }),
+    () => undefined,
   );
-  return { kind: 'create', volume: { className, entry, path, detectedMode, capacityBytes, persistentVolume } };
+  const holder = identity?.found === undefined ? undefined : holderOf(pass.published, identity.found.id);
+  if (holder !== undefined) {
+    const at = holder.spec.local?.path ?? '?';
+    return skipFor(
+      'identity-conflict',
+      `the disk at ${path} (${identity?.found?.id ?? '?'}) is PersistentVolume ${holder.metadata.name}'s (published at ${at}): one disk backs one PV; not published`,
+      holder.metadata.name,
+    );
+  }
+  const persistentVolume = identity === undefined ? built : withIdentity(built, identity.found, node);
+  // Two entries of one disk in a pass are told apart by identity, or by device node when it has none.
+  const disk =
+    identity?.found?.id ?? (info.kind === 'block-device' ? `device:${info.realPath ?? path}` : `entry:${path}`);
+  return { kind: 'create', volume: { className, entry, path, detectedMode, capacityBytes, persistentVolume }, disk };
+}
+
+/** The skip of an entry whose disk is also at another entry of this pass (neither is published). */
+function duplicateSkip(path: string, disk: string, otherEntry: string): EntryOutcome {
+  return {
+    kind: 'skip',
+    reason: 'identity-conflict',
+    message: `the disk at ${path} (${disk}) is also at ${otherEntry}: one disk backs one PV; neither is published until one of them is removed`,
+    otherEntry,
+  };
 }
 
 /** One class: its directory listed, each entry through the steps above. */
@@ -295,23 +339,55 @@ async function planClass(pass: ClassPass, names: readonly string[], plan: Mutabl
       } catch (err) {
         outcome = skipFor('error', errorMessage(err));
       }
+      if (outcome.kind === 'create') outcome = claimDisk(pass, plan, outcome);
       // Two entries can never claim one path in the same pass.
       if (outcome.kind === 'create') pass.published.byPath.set(onCluster.hostPath, onCluster.pvName);
     }
-    if (outcome.kind === 'create') {
-      plan.create.push(outcome.volume);
-    } else {
-      plan.skipped.push({
-        className,
-        entry,
-        path,
-        reason: outcome.reason,
-        message: outcome.message,
-        ...(outcome.persistentVolume !== undefined ? { persistentVolume: outcome.persistentVolume } : {}),
-      });
-    }
+    if (outcome.kind === 'create') plan.create.push(outcome.volume);
+    else plan.skipped.push(skippedEntry(className, entry, path, outcome));
   }
   input.nameVerdicts?.keep(className, verdicts);
+}
+
+function skippedEntry(
+  className: string,
+  entry: string,
+  path: string,
+  outcome: Extract<EntryOutcome, { kind: 'skip' }>,
+): SkippedEntry {
+  return {
+    className,
+    entry,
+    path,
+    reason: outcome.reason,
+    message: outcome.message,
+    ...(outcome.persistentVolume !== undefined ? { persistentVolume: outcome.persistentVolume } : {}),
+    ...(outcome.otherEntry !== undefined ? { otherEntry: outcome.otherEntry } : {}),
+  };
+}
+
+/**
+ * I2 within a pass: the first entry of a disk claims it; a second entry of the same disk takes the
+ * first one's creation back, and neither is published (which one is the disk's is the operator's call).
+ */
+function claimDisk(
+  pass: ClassPass,
+  plan: MutablePlan,
+  outcome: Extract<EntryOutcome, { kind: 'create' }>,
+): EntryOutcome {
+  const { path } = outcome.volume;
+  const first = pass.disksPlanned.get(outcome.disk);
+  if (first === undefined) {
+    pass.disksPlanned.set(outcome.disk, path);
+    return outcome;
+  }
+  const index = plan.create.findIndex((v) => v.path === first);
+  const earlier = index >= 0 ? plan.create.splice(index, 1)[0] : undefined;
+  if (earlier !== undefined) {
+    const skip = duplicateSkip(earlier.path, outcome.disk, path);
+    if (skip.kind === 'skip') plan.skipped.push(skippedEntry(earlier.className, earlier.entry, earlier.path, skip));
+  }
+  return duplicateSkip(path, outcome.disk, first);
 }
 
 interface MutablePlan {
@@ -325,6 +401,7 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
   const plan: MutablePlan = { create: [], skipped: [], classProblems: [], entries: 0 };
   const published = indexPublished(input.persistentVolumes);
   const mountPoints = mountPointSet(await input.volumes.mountPoints());
+  const disksPlanned = new Map<string, string>();
   for (const [className, classConfig] of Object.entries(input.config.storageClassMap)) {
     const storage = classStorage(input, className);
     if ('message' in storage) {
@@ -341,7 +418,7 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
       });
       continue;
     }
-    await planClass({ input, className, classConfig, ...storage, published, mountPoints }, names, plan);
+    await planClass({ input, className, classConfig, ...storage, published, mountPoints, disksPlanned }, names, plan);
   }
   const { create, skipped, classProblems, entries } = plan;
   return { create, skipped, classProblems, entries };

@@ -33,6 +33,8 @@ export interface AppliedState {
   readonly volumesAbnormal?: number;
   /** Released PVs held back because another disk is at their path (last pass); absent: none. */
   readonly volumesQuarantined?: number;
+  /** Discovery entries not published because their disk is a PV's or at two entries (last pass); absent: none. */
+  readonly volumesConflicting?: number;
   /**
    * Warning Events of discovery or cleanup failures the agent recorded since it applied the config
    * serving now (a staged rollout halts on them); absent: none.
@@ -68,6 +70,7 @@ const A = {
   agentVersion: `${STATE_PREFIX}agent-version`,
   volumesAbnormal: `${STATE_PREFIX}volumes-abnormal`,
   volumesQuarantined: `${STATE_PREFIX}volumes-quarantined`,
+  volumesConflicting: `${STATE_PREFIX}volumes-conflicting`,
   errorsSinceApply: `${STATE_PREFIX}errors-since-apply`,
 } as const;
 
@@ -146,6 +149,9 @@ export function appliedStateFromStatus(status: AgentStatusJson): AppliedState {
     ...(status.lastPass !== undefined && status.lastPass.quarantined > 0
       ? { volumesQuarantined: status.lastPass.quarantined }
       : {}),
+    ...(status.lastPass?.conflicting !== undefined && status.lastPass.conflicting > 0
+      ? { volumesConflicting: status.lastPass.conflicting }
+      : {}),
     ...(status.errorsSinceApply !== undefined && status.errorsSinceApply > 0
       ? { errorsSinceApply: Math.min(status.errorsSinceApply, MAX_ERRORS_SINCE_APPLY) }
       : {}),
@@ -164,6 +170,7 @@ export function sameState(a: AppliedState, b: AppliedState): boolean {
     a.agentVersion === b.agentVersion &&
     a.volumesAbnormal === b.volumesAbnormal &&
     a.volumesQuarantined === b.volumesQuarantined &&
+    a.volumesConflicting === b.volumesConflicting &&
     a.errorsSinceApply === b.errorsSinceApply
   );
 }
@@ -182,6 +189,7 @@ export function stateAnnotations(state: AppliedState): Record<string, string> {
     [A.agentVersion]: state.agentVersion,
     ...(state.volumesAbnormal !== undefined ? { [A.volumesAbnormal]: String(state.volumesAbnormal) } : {}),
     ...(state.volumesQuarantined !== undefined ? { [A.volumesQuarantined]: String(state.volumesQuarantined) } : {}),
+    ...(state.volumesConflicting !== undefined ? { [A.volumesConflicting]: String(state.volumesConflicting) } : {}),
     ...(state.errorsSinceApply !== undefined ? { [A.errorsSinceApply]: String(state.errorsSinceApply) } : {}),
   };
 }
@@ -274,6 +282,7 @@ export function stateFromLease(lease: Lease): PublishedState | undefined {
     agentVersion: a[A.agentVersion] ?? '',
     ...optionalCount('volumesAbnormal', countOf(a[A.volumesAbnormal])),
     ...optionalCount('volumesQuarantined', countOf(a[A.volumesQuarantined])),
+    ...optionalCount('volumesConflicting', countOf(a[A.volumesConflicting])),
     ...optionalCount('errorsSinceApply', countOf(a[A.errorsSinceApply])),
     heartbeatAt: heartbeatAt === undefined || Number.isNaN(heartbeatAt) ? undefined : heartbeatAt,
     staleAfterMs: (lease.spec?.leaseDurationSeconds ?? 0) * 1000,

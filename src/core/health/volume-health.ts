@@ -28,7 +28,14 @@ import { checkIdentity } from '../pv/identity.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
 
-export type HealthReason = 'not-mounted' | 'path-missing' | 'device-missing' | 'unreadable' | 'identity-changed';
+export type HealthReason =
+  | 'not-mounted'
+  | 'path-missing'
+  | 'device-missing'
+  | 'unreadable'
+  | 'identity-changed'
+  /** The disk is gone from the PV's path and discovery found it at another entry. */
+  | 'moved';
 
 export interface AbnormalVolume {
   readonly pv: string;
@@ -62,7 +69,7 @@ export interface VolumeHealthDeps {
 }
 
 /** The reasons that mean the disk is gone from its path: the missing-disk policy's clock runs only for these. */
-const MISSING_REASONS: ReadonlySet<HealthReason> = new Set(['not-mounted', 'path-missing', 'device-missing']);
+const MISSING_REASONS: ReadonlySet<HealthReason> = new Set(['not-mounted', 'path-missing', 'device-missing', 'moved']);
 
 /** The class's policy in milliseconds, or undefined when off. */
 function policyMs(classConfig: ClassConfig): number | undefined {
@@ -107,6 +114,8 @@ interface PassState {
   readonly seen: Set<string>;
   readonly abnormal: AbnormalVolume[];
   readonly deleted: string[];
+  /** PV name → the entry discovery found its disk at this pass. */
+  readonly movedTo: ReadonlyMap<string, string>;
   checked: number;
 }
 
@@ -169,6 +178,7 @@ export class VolumeHealth {
   async check(
     persistentVolumes: readonly PersistentVolume[],
     mountTable: readonly MountPoint[],
+    movedTo: ReadonlyMap<string, string> = new Map(),
   ): Promise<HealthSummary> {
     this.passes += 1;
     const turns = Math.max(1, Math.ceil(persistentVolumes.length / PROBES_PER_PASS));
@@ -183,6 +193,7 @@ export class VolumeHealth {
       seen: new Set<string>(),
       abnormal: [],
       deleted: [],
+      movedTo,
       checked: 0,
     };
     if (quiet) {
@@ -230,6 +241,9 @@ export class VolumeHealth {
     } catch (err) {
       condition = { abnormal: true, reason: 'unreadable', message: `${path}: ${errorMessage(err)}` };
     }
+    const movedTo = pass.movedTo.get(pv.metadata.name);
+    if (condition.abnormal && movedTo !== undefined)
+      condition = { abnormal: true, reason: 'moved', message: `its disk is now at ${movedTo} (${condition.message})` };
     this.say(pv, key, condition);
     if (!condition.abnormal || !MISSING_REASONS.has(condition.reason)) {
       this.missingSince.delete(key);

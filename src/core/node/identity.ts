@@ -35,9 +35,67 @@ export function devInoValue(device: string, directory: DirectoryStamp): string {
   return `${device}:${directory.ino}:${directory.birthNs}`;
 }
 
-/** `<major:minor>:<inode>` of a loop device's backing file. */
-export function loopValue(backingDevice: string, inode: bigint | number): string {
-  return `${backingDevice}:${inode}`;
+/** The birth part of a loop identity whose backing file cannot be stat'ed here (deleted, another mount namespace). */
+export const UNKNOWN_BIRTH = 'unknown';
+
+/**
+ * `<major:minor>:<inode>:<birth ns>` of a loop device's backing file. The kernel hands both numbers
+ * to the next file at once (delete a file, create one: same inode); the birth tells them apart.
+ * Undefined birth (the file cannot be stat'ed here): `unknown`, which equals no recorded birth, so
+ * such a disk, which cannot be told from a reused one, never matches an identity recorded with a
+ * birth (a refusal is the safe side).
+ */
+export function loopValue(backingDevice: string, inode: bigint | number, birthNs: bigint | number | undefined): string {
+  return `${backingDevice}:${inode}:${birthNs ?? UNKNOWN_BIRTH}`;
+}
+
+/** A loop device's backing file as udev records it (ID_LOOP_BACKING_DEVICE, _INODE): no birth. */
+export interface LoopBackingNumbers {
+  /** `major:minor` of the filesystem holding the file. */
+  readonly device: string;
+  readonly ino: bigint | number;
+}
+
+/**
+ * The value of a loop device from udev's record of its backing file and a stat of the path sysfs
+ * names (loop/backing_file). Both given: they must name the same device and inode, else neither
+ * is trusted (a stale record, or the path names another file in this mount namespace). The birth
+ * comes from the stat alone; udev alone gives `unknown` (see loopValue).
+ */
+export function loopBackingValue(
+  fromUdev: LoopBackingNumbers | undefined,
+  fromStat: (LoopBackingNumbers & DirectoryStamp) | undefined,
+): string | undefined {
+  if (fromStat === undefined) {
+    return fromUdev === undefined ? undefined : loopValue(fromUdev.device, fromUdev.ino, undefined);
+  }
+  if (
+    fromUdev !== undefined &&
+    (fromUdev.device !== fromStat.device || BigInt(fromUdev.ino) !== BigInt(fromStat.ino))
+  ) {
+    return undefined;
+  }
+  return loopValue(fromStat.device, fromStat.ino, fromStat.birthNs);
+}
+
+/** `loop:<M:m>:<inode>` (a partition's: `-part<N>` added): the loop form recorded before births were added. */
+const LEGACY_LOOP_ID = /^loop:(\d+:\d+:\d+)(-part\d+)?$/;
+const LOOP_ID = /^loop:(\d+:\d+:\d+):(\d+|unknown)(-part\d+)?$/; // unknown: UNKNOWN_BIRTH
+
+/** Whether id is a loop identity of the form recorded before births were added (no birth). */
+export function isLegacyLoopId(id: string): boolean {
+  return LEGACY_LOOP_ID.test(id);
+}
+
+/**
+ * The birth part (`<ns>` or `unknown`) of `current` when it is the legacy loop id `recorded` with
+ * a birth added: the same backing device and inode (and partition); else undefined. A legacy id
+ * cannot tell a file recreated with the same numbers from the recorded one.
+ */
+export function legacyLoopIdExtension(recorded: string, current: string): string | undefined {
+  const old = LEGACY_LOOP_ID.exec(recorded);
+  const now = LOOP_ID.exec(current);
+  return old !== null && now !== null && old[1] === now[1] && old[2] === now[3] ? now[2] : undefined;
 }
 
 const DEVICE_NUMBER = /^(0|[1-9]\d{0,9}):(0|[1-9]\d{0,9})$/;

@@ -24,9 +24,10 @@ import {
   devInoValue,
   deviceNodeName,
   fsUuidValue,
-  loopValue,
+  loopBackingValue,
   makeIdentity,
   type DirectoryStamp,
+  type LoopBackingNumbers,
   normalizeUuid,
   parseDecimal,
   parseDeviceNumber,
@@ -109,9 +110,10 @@ export function deviceName(dev: bigint): string {
 let birthTimesKept: boolean | undefined;
 
 /**
- * A directory's inode and birth time. Without statx (old kernels, strict seccomp profiles) libuv
- * reports ctime as the birth time, which moves with every change: then 0. procfs keeps no birth
- * time, so a non-zero one for /proc/self says which is the case (once per process).
+ * A directory's (or a loop backing file's) inode and birth time. Without statx (old kernels,
+ * strict seccomp profiles) libuv reports ctime as the birth time, which moves with every change:
+ * then 0. procfs keeps no birth time, so a non-zero one for /proc/self says which is the case
+ * (once per process).
  */
 export function directoryStamp(stats: BigIntStats): DirectoryStamp {
   if (birthTimesKept === undefined) {
@@ -478,27 +480,28 @@ export class LinuxVolumes implements NodeVolumes {
   }
 
   /**
-   * `<major:minor>:<inode>` of an attached loop device's backing file. sysfs has only its path
-   * (loop/backing_file, there while attached); udev has device and inode as the kernel reports them
-   * (ID_LOOP_BACKING_*), and a stat of the path has them as this process sees it. When both answer
-   * and disagree (a stale udev record, or a path naming another file in this mount namespace),
-   * neither is trusted.
+   * `<major:minor>:<inode>:<birth>` of an attached loop device's backing file (loopBackingValue).
+   * sysfs has only its path (loop/backing_file, there while attached); udev has device and inode
+   * as the kernel reports them (ID_LOOP_BACKING_*) but no birth; a stat of the path has all three
+   * as this process sees it. A file that cannot be stat'ed here (deleted, another mount namespace)
+   * has birth `unknown`: it could be a newer file with the old numbers, so it never matches a
+   * recorded birth.
    */
   private async loopBacking(dir: string, udev: ReadonlyMap<string, string> | undefined): Promise<string | undefined> {
     const file = readAttribute(join(dir, 'loop', 'backing_file'))?.replace(/\n$/, '');
     if (file === undefined) return undefined;
     const udevDevice = parseDeviceNumber(udev?.get('ID_LOOP_BACKING_DEVICE'));
     const udevInode = parseDecimal(udev?.get('ID_LOOP_BACKING_INODE'));
-    const fromUdev = udevDevice !== undefined && udevInode !== undefined ? loopValue(udevDevice, udevInode) : undefined;
+    const fromUdev =
+      udevDevice !== undefined && udevInode !== undefined ? { device: udevDevice, ino: udevInode } : undefined;
     // A deleted file's path may name a newer file by now.
-    let fromStat: string | undefined;
+    let fromStat: (LoopBackingNumbers & DirectoryStamp) | undefined;
     if (file.startsWith('/') && !file.endsWith(' (deleted)')) {
       const stats = await stat(file, { bigint: true }).catch(() => undefined);
       const usable = stats !== undefined && (stats.isFile() || stats.isBlockDevice());
-      fromStat = usable ? loopValue(deviceName(stats.dev), stats.ino) : undefined;
+      fromStat = usable ? { device: deviceName(stats.dev), ...directoryStamp(stats) } : undefined;
     }
-    if (fromUdev !== undefined && fromStat !== undefined && fromUdev !== fromStat) return undefined;
-    return fromUdev ?? fromStat;
+    return loopBackingValue(fromUdev, fromStat);
   }
 
   /** The `E:` properties of udev's record of a block device; undefined without one (no udev here). */

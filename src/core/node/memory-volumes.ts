@@ -9,7 +9,8 @@
 // - filesystemCapacity answers for the filesystem on top at the path (the last mounted one
 //   whose mount point contains it).
 // - volumeIdentity: a block device has the wwid, serial or loop backing it was created with (the
-//   first of them), else none; a mount point has `fs-uuid:<uuid>` when its filesystem was mounted
+//   first of them; a loop backing's birth, when not given, from the node's clock), else none; a
+//   mount point has `fs-uuid:<uuid>` when its filesystem was mounted
 //   with a uuid (`:ino:<n>:<birth>` added for a mount of a sub-directory), else, like any
 //   directory, `dev-ino:<device of the filesystem holding it>:<n>:<birth>`: n is a per-node inode
 //   number of the directory, birth when it was made (a counter); a mount point shows the root of
@@ -97,6 +98,11 @@ export interface MemoryLoopBacking {
   /** `major:minor` of the filesystem holding the backing file. */
   readonly device: string;
   readonly inode: number;
+  /**
+   * The file's birth time in ns; default a fresh one from the node's clock, so a file recreated
+   * with the same device and inode (as the kernel does) is another disk.
+   */
+  readonly birthNs?: bigint | number;
 }
 
 /**
@@ -108,7 +114,7 @@ export interface MemoryDiskIdentity {
   readonly wwid?: string;
   /** The disk's serial number: identity `serial:<serial>` (blanks as `_`). */
   readonly serial?: string;
-  /** A loop device's backing file: identity `loop:<device>:<inode>`. */
+  /** A loop device's backing file: identity `loop:<device>:<inode>:<birth>`. */
   readonly loop?: MemoryLoopBacking;
 }
 
@@ -140,7 +146,10 @@ function isWithin(path: string, mountPoint: string): boolean {
 
 export class MemoryVolumes implements NodeVolumes {
   private nextInode = 2;
-  /** The node's clock for birth times: it moves on every directory made and filesystem first mounted. */
+  /**
+   * The node's clock for birth times: it moves on every directory made, filesystem first mounted
+   * and loop backing file given without a birth.
+   */
   private clock = 1;
   private readonly tree: DirectoryNode = {
     type: 'directory',
@@ -289,6 +298,7 @@ export class MemoryVolumes implements NodeVolumes {
    * Puts another disk behind the existing block device at path (followed): a new size and identity
    * (none unless options give one), the device number kept unless options.device gives one. As on
    * Linux, where a swapped disk may come back under the same /dev node, the directory is unchanged.
+   * A loop backing given without a birth is a new file: another identity even with the same numbers.
    */
   replaceBlockDevice(path: string, sizeBytes: number, options: MemoryBlockDeviceOptions = {}): this {
     assertSize(sizeBytes, path);
@@ -459,11 +469,13 @@ export class MemoryVolumes implements NodeVolumes {
       return { source: 'serial', value };
     }
     if (options.loop !== undefined) {
-      const { device, inode } = options.loop;
+      const { device, inode, birthNs = this.clock++ } = options.loop;
       if (parseDeviceNumber(device) !== device)
         throw invalid(`loop device ${JSON.stringify(device)} is not major:minor`);
       if (!Number.isSafeInteger(inode) || inode < 0) throw invalid(`loop inode ${inode} is not a non-negative integer`);
-      return { source: 'loop', value: loopValue(device, inode) };
+      const wholeBirth = typeof birthNs === 'bigint' || Number.isSafeInteger(birthNs);
+      if (!wholeBirth || birthNs < 0) throw invalid(`loop birth ${birthNs} is not a non-negative integer`);
+      return { source: 'loop', value: loopValue(device, inode, birthNs) };
     }
     return undefined;
   }

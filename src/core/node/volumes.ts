@@ -56,9 +56,10 @@ export type IdentitySource = 'wwid' | 'serial' | 'loop' | 'fs-uuid' | 'dev-ino';
  */
 export interface VolumeIdentity {
   /**
-   * `<source>:<value>`, e.g. `wwid:naa.5000c500a1b2c3d4`, `fs-uuid:0b1e…`, `loop:7:1:131074`. The
-   * forms (src/core/node/identity.ts): `wwid:<wwid>` and `serial:<serial>` (blanks as `_`; a
-   * partition's: its disk's with `-part<N>`), `loop:<backing file's M:m>:<its inode>`,
+   * `<source>:<value>`, e.g. `wwid:naa.5000c500a1b2c3d4`, `fs-uuid:0b1e…`, `loop:7:1:131074:<ns>`.
+   * The forms (src/core/node/identity.ts): `wwid:<wwid>` and `serial:<serial>` (blanks as `_`; a
+   * partition's: its disk's with `-part<N>`), `loop:<backing file's M:m>:<its inode>:<birth ns>`
+   * (birth `unknown` when the file cannot be stat'ed here),
    * `fs-uuid:<uuid>` (a mount of a sub-directory: `:ino:<inode>:<birth ns>` added),
    * `dev-ino:<M:m>:<inode>:<birth ns>` (birth 0 where the filesystem keeps none).
    */

@@ -3,6 +3,7 @@
 // records the disk's identity on the PV (annotations of its own prefix, which upstream ignores) and
 // never wipes, deletes or republishes through a mismatch (docs/disk-identity.md).
 import type { PersistentVolume } from '../kube/objects.js';
+import { isLegacyLoopId, legacyLoopIdExtension, UNKNOWN_BIRTH } from '../node/identity.js';
 import type { VolumeIdentity } from '../node/volumes.js';
 import type { NodeIdentity } from './naming.js';
 
@@ -19,6 +20,17 @@ export const BY_ID_ANNOTATION = `${PREFIX}device-by-id`;
  */
 export const IDENTITY_ACTION_ANNOTATION = `${PREFIX}identity-action`;
 export const NO_IDENTITY = 'none';
+/**
+ * The last finding of each kind about the PV's disk that was reported as a Warning Event (the
+ * identity found at its path; the entry its disk was found at): kept on the PV so a restarted agent
+ * does not say it again. One annotation per kind: a PV can have both findings at once.
+ */
+export const REPORTED_ANNOTATIONS = {
+  mismatch: `${PREFIX}reported-mismatch`,
+  conflict: `${PREFIX}reported-conflict`,
+} as const;
+/** The one value of IDENTITY_ACTION_ANNOTATION. */
+export const ACCEPT_ACTION = 'accept';
 
 /** The annotations recording `identity` (undefined: the node offered none) on a PV of `node`. */
 export function identityAnnotations(
@@ -47,6 +59,12 @@ export function withIdentity(
   };
 }
 
+/** The identity recorded on the PV, when one other than `none` is. */
+export function recordedIdentity(pv: PersistentVolume): string | undefined {
+  const recorded = pv.metadata.annotations?.[IDENTITY_ANNOTATION];
+  return recorded === NO_IDENTITY ? undefined : recorded;
+}
+
 export function hasRecordedIdentity(pv: PersistentVolume): boolean {
   return pv.metadata.annotations?.[IDENTITY_ANNOTATION] !== undefined;
 }
@@ -66,9 +84,20 @@ export type IdentityVerdict =
     };
 
 /**
+ * Whether a recorded identity names the disk with identity `found`: equal ids, or a legacy loop
+ * record (no birth) and a current loop id with its device and inode (see checkIdentity).
+ */
+export function identityMatches(recorded: string, found: string): boolean {
+  return recorded === found || legacyLoopIdExtension(recorded, found) !== undefined;
+}
+
+/**
  * Compares the identity recorded on a PV with the one at its path now. A PV published on another
  * Node object (same name, other UID: the node was rebuilt) matches only through an identity that
  * is recorded and equal; with none recorded it cannot be verified and is treated as a mismatch.
+ * A legacy loop record (`loop:<M:m>:<inode>`, before births were recorded) equals a current loop
+ * id with that device and inode whatever its birth: a file recreated with the same numbers still
+ * matches it (I5 stays open for such a PV until legacyIdentityUpgrade's re-record).
  */
 export function checkIdentity(
   pv: PersistentVolume,
@@ -90,7 +119,7 @@ export function checkIdentity(
       message: `published on Node UID ${recordedNode}, this Node is ${node.uid}, and no disk identity was recorded: the disk cannot be verified`,
     };
   }
-  if (recorded !== NO_IDENTITY && recorded === found) return { kind: 'match' };
+  if (recorded !== NO_IDENTITY && identityMatches(recorded, found)) return { kind: 'match' };
   if (otherNode) {
     return {
       kind: 'mismatch',
@@ -113,9 +142,38 @@ export function checkIdentity(
   };
 }
 
+/**
+ * The operator's action on the PV (IDENTITY_ACTION_ANNOTATION): `accept`, exactly; any other value
+ * is invalid (reported, never acted on: `yes` or `Accept` may mean something else); none when unset.
+ */
+export function identityAction(pv: PersistentVolume): 'accept' | { readonly invalid: string } | undefined {
+  const value = pv.metadata.annotations?.[IDENTITY_ACTION_ANNOTATION];
+  if (value === undefined) return undefined;
+  return value === ACCEPT_ACTION ? 'accept' : { invalid: value };
+}
+
+/** Whether the PV's recorded identity is a legacy loop id (no birth): one legacyIdentityUpgrade may upgrade. */
+export function hasLegacyIdentity(pv: PersistentVolume): boolean {
+  const recorded = pv.metadata.annotations?.[IDENTITY_ANNOTATION];
+  return recorded !== undefined && isLegacyLoopId(recorded);
+}
+
+/**
+ * Whether the PV's recorded identity is a legacy loop id (`loop:<M:m>:<inode>`) that `current`
+ * extends with a birth time: then re-record `current` (on Available or Bound PVs, trusting the
+ * disk there as at first sight) so that a file recreated with the same numbers stops matching.
+ * Not with birth `unknown`: it tells no file apart, and would refuse the same file once readable.
+ */
+export function legacyIdentityUpgrade(pv: PersistentVolume, current: VolumeIdentity | undefined): boolean {
+  const recorded = pv.metadata.annotations?.[IDENTITY_ANNOTATION];
+  if (recorded === undefined || current === undefined) return false;
+  const birth = legacyLoopIdExtension(recorded, current.id);
+  return birth !== undefined && birth !== UNKNOWN_BIRTH;
+}
+
 /** Whether an operator asked to accept the disk now at the path (IDENTITY_ACTION_ANNOTATION). */
 export function acceptRequested(pv: PersistentVolume): boolean {
-  return pv.metadata.annotations?.[IDENTITY_ACTION_ANNOTATION]?.trim().toLowerCase() === 'accept';
+  return identityAction(pv) === 'accept';
 }
 
 /** The merge patch that records `identity` and clears the operator's action. */

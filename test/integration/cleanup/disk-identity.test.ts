@@ -31,7 +31,7 @@ import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import type { CoreEvent, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import { MemoryLogger } from '../../../src/core/log.js';
-import { decodeDeviceNumber, LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
+import { decodeDeviceNumber, directoryStamp, LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
 import { IDENTITY_ACTION_ANNOTATION, IDENTITY_ANNOTATION, NODE_UID_ANNOTATION } from '../../../src/core/pv/identity.js';
 import { NODE_LABEL, persistentVolumeName, PROVISIONED_BY_ANNOTATION } from '../../../src/core/pv/naming.js';
 import { REPO_ROOT } from '../../support/cli.js';
@@ -81,11 +81,11 @@ function writeAt(device: string, offset: number, data: Buffer): void {
   }
 }
 
-/** `loop:<M:m of the backing file's filesystem>:<its inode>`, as docs/disk-identity.md defines it. */
+/** `loop:<M:m of the backing file's filesystem>:<its inode>:<its birth ns>`, as docs/disk-identity.md defines it. */
 function loopIdentity(loop: LoopDevice): string {
   const backing = statSync(loop.backingFile, { bigint: true });
   const { major, minor } = decodeDeviceNumber(backing.dev);
-  return `loop:${major}:${minor}:${backing.ino}`;
+  return `loop:${major}:${minor}:${backing.ino}:${directoryStamp(backing).birthNs}`;
 }
 
 describe('disk identity on a real node against the real apiserver', { skip: skipUnlessRoot() }, () => {

@@ -5,7 +5,10 @@
 // server reached; `run --sandbox` under tini as PID 1 (metrics, dashboard, reload, a config edit,
 // the live dashboard in a terminal, an orphan reaped, SIGTERM forwarded: exit 0 within the grace
 // period). With a cleaner script as the command, as a Job runs it: every block cleaner on a loop
-// device and fsclean.sh on a directory. The layout: the bundle only, no node_modules, the cleaner
+// device and fsclean.sh on a directory; a Job as buildCleanupJob makes it (`provisioner clean-block`
+// guarding dd_zero.sh, privileged, /dev and the class's hostDir mounted): the expected disk wiped, a
+// re-bound loop device and one whose backing file the container cannot see refused (exit 7)
+// untouched. The layout: the bundle only, no node_modules, the cleaner
 // scripts and every tool they run. Every container is named and removed, also when a test fails.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -24,10 +27,22 @@ import {
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { buildCleanupJob } from '../../../src/core/cleanup/jobs.js';
+import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
+import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
+import type { Job } from '../../../src/core/kube/objects.js';
+import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
 import { REPO_ROOT } from '../../support/cli.js';
 import { eventually } from '../../support/eventually.js';
 import { builtImage, Containers, type BuiltImage, type PodmanResult } from '../../support/image.js';
-import { attachLoopDevice, Cleanup, makeTempDir, run, skipUnlessRoot } from '../../support/real-node.js';
+import {
+  attachLoopDevice,
+  Cleanup,
+  detachLoopDevice,
+  makeTempDir,
+  run,
+  skipUnlessRoot,
+} from '../../support/real-node.js';
 import { Tmux } from '../../support/tmux.js';
 
 const MiB = 2 ** 20;
@@ -71,6 +86,69 @@ function tarFile(archive: string, path: string): string {
   const r = spawnSync('tar', ['-xOf', archive, path], { encoding: 'utf8', maxBuffer: 16 * MiB });
   assert.equal(r.status, 0, `tar -xOf ${archive} ${path}: ${r.stderr}`);
   return r.stdout;
+}
+
+/** Writes bytes at offset of a device, synced. */
+function writeAt(device: string, bytes: Buffer, offset: number): void {
+  const fd = openSync(device, 'r+');
+  try {
+    writeSync(fd, bytes, 0, bytes.length, offset);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** length bytes at offset of a device, past the page cache. */
+function readAt(device: string, length: number, offset: number): Buffer {
+  run('blockdev', ['--flushbufs', device]);
+  const fd = openSync(device, 'r');
+  try {
+    const bytes = Buffer.alloc(length);
+    readSync(fd, bytes, 0, length, offset);
+    return bytes;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** A cleanup Job as the agent builds it (buildCleanupJob): class `raw` with hostDir = mountDir = classDir. */
+function cleanupJob(classDir: string, cleaner: readonly string[], device: string, identity: string): Job {
+  const config = parseConfigSnapshot(
+    snapshotFromFileText(
+      'config.yaml',
+      `storageClassMap:\n  raw:\n    hostDir: ${classDir}\n    mountDir: ${classDir}\n    volumeMode: Block\n    blockCleanerCommand: ${JSON.stringify(cleaner)}\nuseJobForCleaning: true\n`,
+    ),
+  ).config;
+  const classConfig = config.storageClassMap['raw'];
+  assert.ok(classConfig);
+  return buildCleanupJob({
+    pvName: 'local-pv-image',
+    pvUid: 'uid-image',
+    nodeName: 'node',
+    namespace: 'default',
+    image: 'the image',
+    classConfig,
+    config,
+    devicePath: device,
+    identity,
+    startTime: new Date().toISOString(),
+  });
+}
+
+/** The `podman run` of a Job's container: its command (replacing the entrypoint), env, privilege, hostPath volumes. */
+function podmanOfJob(job: Job): { readonly args: string[]; readonly entrypoint: string; readonly flags: string[] } {
+  const pod = job.spec?.template.spec;
+  const [container] = pod?.containers ?? [];
+  const [entrypoint = '', ...args] = container?.command ?? [];
+  assert.equal(container?.securityContext?.privileged, true);
+  const hostPaths = new Map((pod?.volumes ?? []).map((v) => [v.name, v.hostPath?.path ?? '']));
+  const flags = [
+    '--privileged',
+    ...(container.env ?? []).flatMap((e) => ['--env', `${e.name}=${e.value ?? ''}`]),
+    ...(container.volumeMounts ?? []).flatMap((m) => ['--volume', `${hostPaths.get(m.name) ?? ''}:${m.mountPath}`]),
+  ];
+  return { args, entrypoint, flags };
 }
 
 /** The path of an OCI blob in the layout. */
@@ -392,6 +470,74 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
       assert.match(r.stdout, done, script);
       assert.ok(read().equals(Buffer.alloc(marker.length)), `${script} left zeros where the marker was`);
     }
+  });
+
+  it('runs a guarded cleanup Job (`provisioner clean-block`) as the agent builds it: the expected disk is wiped, another disk at the device is refused (exit 7) untouched', async (t) => {
+    const dir = makeTempDir(cleanup, 'lvp-image-');
+    const classDir = join(dir, 'raw');
+    const elsewhere = join(dir, 'elsewhere');
+    mkdirSync(classDir);
+    mkdirSync(elsewhere);
+    // The backing file in the class's hostDir: the Job (hostDir mounted at the same path) sees it.
+    const loop = attachLoopDevice(cleanup, join(classDir, 'disk-a'), 8 * MiB);
+    const marker = Buffer.from('LVP-IMAGE-TEST-GUARD-MARKER\n'.repeat(20));
+    const offset = 3 * MiB + 777;
+    const marked = (): boolean => readAt(loop.path, marker.length, offset).equals(marker);
+    const volumes = new LinuxVolumes();
+    const hostIdentity = async (): Promise<string> => (await volumes.volumeIdentity(loop.path))?.id ?? 'none';
+    const job = (where: string, identity: string): Promise<PodmanResult> => {
+      const built = cleanupJob(where, ['/scripts/dd_zero.sh'], loop.path, identity);
+      const command = built.spec?.template.spec.containers[0]?.command ?? [];
+      assert.deepEqual(command.slice(0, 7), [
+        'provisioner',
+        'clean-block',
+        '--device',
+        loop.path,
+        '--identity',
+        identity,
+        '--',
+      ]);
+      const { args, entrypoint, flags } = podmanOfJob(built);
+      return containers.run(args, { entrypoint, flags });
+    };
+
+    const diskA = await hostIdentity();
+    assert.match(diskA, /^loop:\d+:\d+:\d+:\d+$/u, 'a loop identity with a birth, read on the host');
+    writeAt(loop.path, marker, offset);
+    assert.ok(marked());
+    const cleaned = await job(classDir, diskA);
+    assert.equal(cleaned.status, 0, show(cleaned));
+    assert.match(cleaned.stdout, /^Zeroed \/dev\/loop\d+ /mu, "the cleaner's output is passed through");
+    assert.match(
+      cleaned.stdout,
+      new RegExp(`^cleaned ${loop.path} \\(disk ${diskA}, the same before and after\\): /scripts/dd_zero\\.sh$`, 'mu'),
+    );
+    assert.ok(
+      readAt(loop.path, marker.length, offset).equals(Buffer.alloc(marker.length)),
+      'zeros where the marker was',
+    );
+
+    // Another disk at the same device node: the loop device re-bound to another file since the check.
+    detachLoopDevice(loop);
+    writeFileSync(join(classDir, 'disk-b'), '');
+    run('truncate', ['-s', String(8 * MiB), join(classDir, 'disk-b')]);
+    run('losetup', [loop.path, join(classDir, 'disk-b')]);
+    const diskB = await hostIdentity();
+    assert.notEqual(diskB, diskA);
+    writeAt(loop.path, marker, offset);
+    const refused = await job(classDir, diskA);
+    assert.equal(refused.status, 7, show(refused));
+    assert.equal(refused.stderr, `error: the disk at ${loop.path} is ${diskB}, not ${diskA}; not cleaned\n`);
+    assert.doesNotMatch(refused.stdout, /Block device to clean/u, 'the cleaner never started');
+    assert.ok(marked(), 'the other disk is untouched');
+
+    // A class whose hostDir does not hold the backing file: in the container the loop device has
+    // no readable backing (no /run/udev, the file not there), so its identity is `none` there.
+    const unseen = await job(elsewhere, diskB);
+    assert.equal(unseen.status, 7, show(unseen));
+    assert.equal(unseen.stderr, `error: the disk at ${loop.path} is none, not ${diskB}; not cleaned\n`);
+    assert.ok(marked(), 'a disk the Job cannot identify is never wiped');
+    t.diagnostic(`loop device: host ${diskB}; in a Job container without its backing file: none`);
   });
 
   it('runs fsclean.sh as a cleanup Job does, on a directory volume', async () => {

@@ -707,7 +707,12 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       );
       const container = job.spec?.template.spec?.containers[0];
       assert.equal(container?.image, image);
-      assert.deepEqual(container.command, ['/scripts/shred.sh', '1']);
+      // The class's cleaner behind the guard, bound to the device node and identity the agent checked.
+      const command = container.command ?? [];
+      assert.deepEqual(command.slice(0, 3), ['provisioner', 'clean-block', '--device']);
+      assert.match(command[3] ?? '', /^\/dev\/loop\d+$/u, 'the resolved device node, not the entry');
+      assert.equal(command[4], '--identity');
+      assert.deepEqual(command.slice(6), ['--', '/scripts/shred.sh', '1']);
       const jobPod = await eventually(
         async () => {
           const pods = await core.listNamespacedPod({ namespace: NS, labelSelector: `job-name=cleanup-${pvName}` });

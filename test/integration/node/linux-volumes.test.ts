@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 
-import { LinuxVolumes, decodeDeviceNumber } from '../../../src/core/node/linux-volumes.js';
+import { LinuxVolumes, decodeDeviceNumber, directoryStamp } from '../../../src/core/node/linux-volumes.js';
 import { NodeVolumeError } from '../../../src/core/node/volume-error.js';
 import {
   AWKWARD_NAME,
@@ -434,7 +434,7 @@ describe('LinuxVolumes on a real node', { skip }, () => {
     const backing = statSync(loop.backingFile, { bigint: true });
     const { major, minor } = decodeDeviceNumber(backing.dev);
     const expected = {
-      id: `loop:${major}:${minor}:${backing.ino}`,
+      id: `loop:${major}:${minor}:${backing.ino}:${directoryStamp(backing).birthNs}`,
       source: 'loop',
       device: `${loop.major}:${loop.minor}`,
       byId: 'scsi-0QEMU',

@@ -146,7 +146,15 @@ describe('the status view', () => {
     assert.deepEqual(s.cleanups, [
       { pv: 'pv-c', method: 'process', state: 'failed', startedAt: 4_000, attempts: 2, lastError: 'exit 1' },
     ]);
-    assert.deepEqual(s.lastPass, { at: 5_000, durationMs: 12, created: 1, deleted: 1, abnormal: 0, quarantined: 0 });
+    assert.deepEqual(s.lastPass, {
+      at: 5_000,
+      durationMs: 12,
+      created: 1,
+      deleted: 1,
+      abnormal: 0,
+      quarantined: 0,
+      conflicting: 0,
+    });
   });
 
   it('is ready once the caches synced and the first pass ran', () => {

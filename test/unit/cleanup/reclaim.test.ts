@@ -169,9 +169,7 @@ describe('reclaiming released PVs', () => {
     await r.pass(await w.list());
     await waitFor(() => w.table.get('pv-raw')?.state === 'succeeded', 'succeeded');
     await r.pass(await w.list());
-    assert.deepEqual(w.cleaner.calls, [
-      { kind: 'block', path: '/dev/lvp/nvme-1', command: ['/scripts/shred.sh', '2'] },
-    ]);
+    assert.deepEqual(w.cleaner.calls, [{ kind: 'block', path: '/dev/loop9', command: ['/scripts/shred.sh', '2'] }]);
     assert.equal(await w.gone('pv-raw'), true);
     await w.events.flush();
     const events = (await w.cluster.events.list({ namespace: 'default' })).items;
@@ -280,7 +278,7 @@ describe('job-based cleaning', () => {
       pv: 'pv-raw',
       pvuuid: pv.metadata.uid,
     });
-    assert.equal(job.metadata.annotations?.['device'], '/dev/lvp/nvme-1');
+    assert.equal(job.metadata.annotations?.['device'], '/dev/loop9', 'the device checked, not the entry');
     assert.ok(!Number.isNaN(Date.parse(job.metadata.annotations['start-time'] ?? '')));
     const pod = job.spec?.template.spec;
     assert.ok(pod);
@@ -288,8 +286,12 @@ describe('job-based cleaning', () => {
     assert.equal(pod.restartPolicy, 'OnFailure');
     const [container] = pod.containers;
     assert.ok(container);
-    assert.deepEqual(container.command, ['/scripts/shred.sh', '2']);
-    assert.deepEqual(container.env, [{ name: 'LOCAL_PV_BLKDEVICE', value: '/dev/lvp/nvme-1' }]);
+    assert.deepEqual(
+      container.command,
+      ['provisioner', 'clean-block', '--device', '/dev/loop9', '--identity', 'none', '--', '/scripts/shred.sh', '2'],
+      'the class cleaner behind the guard, bound to the device and identity checked',
+    );
+    assert.deepEqual(container.env, [{ name: 'LOCAL_PV_BLKDEVICE', value: '/dev/loop9' }]);
     assert.equal(container.image, 'provisioner:test');
     assert.deepEqual(
       pod.volumes?.map((v) => v.hostPath?.path),
@@ -363,7 +365,7 @@ describe("the seed's four cleanup transitions across a reload: each volume clean
     const w = world();
     await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
     let finish = (): void => undefined;
-    w.cleaner.hold('/dev/lvp/nvme-1', new Promise((r) => (finish = r)));
+    w.cleaner.hold('/dev/loop9', new Promise((r) => (finish = r)));
     await w.reclaimer(PROCESS).pass(await w.list());
     const next = w.reclaimer(PROCESS.replace('"2"', '"3"')); // reload with a new cleaner command
     await next.pass(await w.list());
@@ -378,7 +380,7 @@ describe("the seed's four cleanup transitions across a reload: each volume clean
     const w = world();
     await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
     let finish = (): void => undefined;
-    w.cleaner.hold('/dev/lvp/nvme-1', new Promise((r) => (finish = r)));
+    w.cleaner.hold('/dev/loop9', new Promise((r) => (finish = r)));
     await w.reclaimer(PROCESS).pass(await w.list());
     const next = w.reclaimer(JOBS);
     await next.pass(await w.list());

@@ -208,15 +208,24 @@ void describe('the agent status → the published state', () => {
   });
 
   void it('publishes the counts of abnormal and quarantined volumes of the last pass, and none when there are none', () => {
-    const pass = { at: 0, durationMs: 1, created: 0, deleted: 0, abnormal: 2, quarantined: 1 };
+    const pass = { at: 0, durationMs: 1, created: 0, deleted: 0, abnormal: 2, quarantined: 1, conflicting: 3 };
     const published = appliedStateFromStatus({ ...status(), lastPass: pass });
     assert.equal(published.volumesAbnormal, 2);
     assert.equal(published.volumesQuarantined, 1);
+    assert.equal(published.volumesConflicting, 3);
     const lease = statusLease({ name: 'l', namespace: 'ns', instance: 'lvp' }, published, 0, 1000);
     assert.equal(lease.metadata.annotations?.['local-static-provisioner/volumes-abnormal'], '2');
     assert.equal(lease.metadata.annotations['local-static-provisioner/volumes-quarantined'], '1');
-    const healthy = appliedStateFromStatus({ ...status(), lastPass: { ...pass, abnormal: 0, quarantined: 0 } });
-    assert.equal('volumesAbnormal' in healthy || 'volumesQuarantined' in healthy, false);
+    assert.equal(lease.metadata.annotations['local-static-provisioner/volumes-conflicting'], '3');
+    assert.equal(stateFromLease(lease)?.volumesConflicting, 3, 'read back from the Lease');
+    const healthy = appliedStateFromStatus({
+      ...status(),
+      lastPass: { ...pass, abnormal: 0, quarantined: 0, conflicting: 0 },
+    });
+    assert.equal(
+      'volumesAbnormal' in healthy || 'volumesQuarantined' in healthy || 'volumesConflicting' in healthy,
+      false,
+    );
     assert.equal(sameState(published, healthy), false, 'a change of the counts is a new state to publish');
     // A count someone else wrote by hand is not one.
     const forged = {

@@ -83,7 +83,8 @@ describe('identity ids', () => {
 
   it('format values: partitions, loop backings, directories, sub-directory mounts', () => {
     assert.equal(partitionValue('naa.5000c500a1b2c3d4', 2), 'naa.5000c500a1b2c3d4-part2');
-    assert.equal(loopValue('259:1', 39720268n), '259:1:39720268');
+    assert.equal(loopValue('259:1', 39720268n, 1764670032602085091n), '259:1:39720268:1764670032602085091');
+    assert.equal(loopValue('259:1', 39720268n, undefined), '259:1:39720268:unknown', 'a birth that cannot be read');
     assert.equal(devInoValue('0:45', { ino: 1n, birthNs: 1764670032602085091n }), '0:45:1:1764670032602085091');
     assert.equal(devInoValue('254:0', { ino: 12, birthNs: 0 }), '254:0:12:0');
     assert.equal(fsUuidValue(UUID, '/', { ino: 2n, birthNs: 5n }), UUID);

@@ -215,11 +215,11 @@ describe('LinuxVolumes identities from a fake sysfs and udev database', () => {
     assert.equal((await volumes.blockDeviceIdentity('8:35'))?.id, 'serial:QEMU_HARDDISK_QM00003-part3');
   });
 
-  it("takes a loop device's backing device and inode from udev when the path cannot be followed here", async () => {
+  it("takes a loop device's backing device and inode from udev when the path cannot be followed here, birth unknown", async () => {
     device('virtual/block/loop3', '7:3', { 'loop/backing_file': '/nowhere/in/this/namespace.img\n' });
     udevRecord('7:3', { ID_LOOP_BACKING_DEVICE: '259:1', ID_LOOP_BACKING_INODE: '39720268' });
     assert.deepEqual(await volumes.blockDeviceIdentity('7:3'), {
-      id: 'loop:259:1:39720268',
+      id: 'loop:259:1:39720268:unknown',
       source: 'loop',
       device: '7:3',
     });
@@ -229,7 +229,8 @@ describe('LinuxVolumes identities from a fake sysfs and udev database', () => {
     const backing = join(dir, 'backing file.img');
     writeFileSync(backing, '');
     const stats = statSync(backing, { bigint: true });
-    const expected = `loop:${decodeDeviceNumber(stats.dev).major}:${decodeDeviceNumber(stats.dev).minor}:${stats.ino}`;
+    const { major, minor } = decodeDeviceNumber(stats.dev);
+    const expected = `loop:${major}:${minor}:${stats.ino}:${directoryStamp(stats).birthNs}`;
     device('virtual/block/loop4', '7:4', { 'loop/backing_file': `${backing}\n` });
     assert.equal((await volumes.blockDeviceIdentity('7:4'))?.id, expected);
     udevRecord('7:4', { ID_LOOP_BACKING_DEVICE: '259:1', ID_LOOP_BACKING_INODE: String(stats.ino) });

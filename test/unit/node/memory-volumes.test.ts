@@ -162,7 +162,9 @@ describe('MemoryVolumes specifics', () => {
     const node = new MemoryVolumes();
     node.addBlockDevice('/dev/sda', 512, { device: '8:0', wwid: ' naa.5000c500a1b2c3d4\n', serial: 'S1' });
     node.addBlockDevice('/dev/vda', 512, { device: '254:16', serial: 'QEMU HARDDISK  QM1' });
-    node.addBlockDevice('/dev/loop3', 512, { loop: { device: '259:1', inode: 39720268 } });
+    node.addBlockDevice('/dev/loop3', 512, {
+      loop: { device: '259:1', inode: 39720268, birthNs: 1764670032602085091n },
+    });
     node.addBlockDevice('/dev/sdz', 512);
     assert.deepEqual(await node.volumeIdentity('/dev/sda'), {
       id: 'wwid:naa.5000c500a1b2c3d4',
@@ -174,7 +176,7 @@ describe('MemoryVolumes specifics', () => {
       'serial:QEMU_HARDDISK_QM1',
       'blanks as _, as sysfs reads',
     );
-    assert.equal((await node.volumeIdentity('/dev/loop3'))?.id, 'loop:259:1:39720268');
+    assert.equal((await node.volumeIdentity('/dev/loop3'))?.id, 'loop:259:1:39720268:1764670032602085091');
     assert.equal(await node.volumeIdentity('/dev/sdz'), undefined);
     assert.throws(() => node.addBlockDevice('/dev/sdy', 1, { wwid: ' ' }), { code: 'EINVAL' });
     assert.throws(() => node.addBlockDevice('/dev/sdy', 1, { serial: 'a\u0000b' }), { code: 'EINVAL' });

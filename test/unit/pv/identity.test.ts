@@ -6,6 +6,7 @@ import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import type { IdentitySource, VolumeIdentity } from '../../../src/core/node/volumes.js';
 import {
   acceptRequested,
+  identityAction,
   BY_ID_ANNOTATION,
   checkIdentity,
   IDENTITY_ACTION_ANNOTATION,
@@ -99,9 +100,12 @@ describe('disk identity on PVs', () => {
     assert.match(rebuilt.message, /uid-old.*uid-a.*cannot be verified/u);
   });
 
-  it('the operator’s accept is read leniently and cleared by the patch that records the new disk', () => {
-    assert.equal(acceptRequested(pv({ [IDENTITY_ACTION_ANNOTATION]: ' Accept ' })), true);
+  it('the operator’s action is `accept` exactly, any other value is invalid, and the patch that records the new disk clears it', () => {
+    assert.equal(acceptRequested(pv({ [IDENTITY_ACTION_ANNOTATION]: 'accept' })), true);
+    for (const value of [' Accept ', 'Accept', 'yes', 'retire', ''])
+      assert.deepEqual(identityAction(pv({ [IDENTITY_ACTION_ANNOTATION]: value })), { invalid: value }, value);
     assert.equal(acceptRequested(pv({ [IDENTITY_ACTION_ANNOTATION]: 'retire' })), false);
+    assert.equal(identityAction(pv()), undefined);
     assert.equal(acceptRequested(pv()), false);
     assert.deepEqual(recordIdentityPatch(identity('fs-uuid', 'u1'), NODE), {
       metadata: {
