@@ -16,6 +16,8 @@ export interface GuardedCleanInput {
   readonly identity: string;
   /** The class's blockCleanerCommand. */
   readonly command: readonly string[];
+  /** The PV the cleanup is for, when known (passed to the cleaner). */
+  readonly pv?: string;
 }
 
 export interface GuardedCleanDeps {
@@ -101,6 +103,7 @@ export async function cleanBlockGuarded(
         await checkIdentity(volumes, input, 'before');
       },
       ...(deps.onOutput !== undefined ? { onOutput: deps.onOutput } : {}),
+      ...(input.pv !== undefined ? { pv: input.pv } : {}),
     });
   } catch (err) {
     if (err instanceof DiskMismatchError) throw err;

@@ -92,6 +92,21 @@ function capacityBucket(bytes: number): string {
   return `${Math.floor(bytes / (500 * GiB)) * 500}G`;
 }
 
+/**
+ * A Job of this PV that succeeded on another disk than the one the PV records now (accepted since):
+ * its success does not count for the PV, so the Job is removed and the disk cleaned again.
+ */
+function cleanedAnotherDisk(pv: PersistentVolume, job: Job): boolean {
+  const cleaned = guardedJobIdentity(job);
+  const recorded = recordedIdentity(pv);
+  return (
+    cleaned !== undefined &&
+    recorded !== undefined &&
+    jobOutcome(job) === 'succeeded' &&
+    !identityMatches(recorded, cleaned)
+  );
+}
+
 function pvRef(pv: PersistentVolume): ObjectReference {
   return {
     apiVersion: 'v1',
@@ -479,7 +494,11 @@ export class Reclaimer {
     const uid = pv.metadata.uid ?? '';
     const existing = await this.deps.jobs.get(cleanupJobName(name));
     if (existing === undefined) return false;
-    if (existing.metadata.labels?.['pvuuid'] === uid && entry?.state !== 'failed') {
+    if (
+      existing.metadata.labels?.['pvuuid'] === uid &&
+      entry?.state !== 'failed' &&
+      !cleanedAnotherDisk(pv, existing)
+    ) {
       // Deleting the PV is checked at its path (what the deletion republishes), not at the Job's device.
       const target = this.cleanupTarget(pv);
       const spec: CleanupSpec = {

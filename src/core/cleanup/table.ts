@@ -9,6 +9,7 @@ import type { Logger } from '../log.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import { NO_IDENTITY } from '../pv/identity.js';
 import type { VolumeCleaner } from './cleaner.js';
+import { cleanBlockGuarded } from './guard.js';
 import { errorMessage } from '../unknown-values.js';
 
 export type CleanupMethod = 'process' | 'job';
@@ -68,6 +69,20 @@ export interface CleanupTableOptions {
 
 /** The disk at a cleanup's target is not (or no longer) the one that was checked. */
 export class DiskChangedError extends Error {}
+
+/** A Filesystem volume's path is a mount point (I4) of the disk `identity` (I1); else why not. */
+async function checkMountedVolume(
+  volumes: Pick<NodeVolumes, 'entryInfo' | 'mountPoints' | 'volumeIdentity'>,
+  path: string,
+  identity: string,
+): Promise<void> {
+  const info = await volumes.entryInfo(path);
+  const mounted =
+    info.kind === 'directory' && (await volumes.mountPoints()).some((m) => m.mountPoint === info.realPath);
+  if (!mounted) throw new DiskChangedError(`nothing is mounted at ${path}; not emptied`);
+  const found = (await volumes.volumeIdentity(path))?.id ?? NO_IDENTITY;
+  if (found !== identity) throw new DiskChangedError(`the disk at ${path} is ${found}, not ${identity}`);
+}
 
 export class CleanupTable {
   private readonly entries = new Map<string, CleanupEntry>();
@@ -204,10 +219,8 @@ export class CleanupTable {
       attempt: entry.attempts,
     });
     try {
-      await this.checkDisk(entry, 'before');
       await this.wipe(entry);
       if (this.abort.signal.aborted) return;
-      await this.checkDisk(entry, 'after');
       logger.log('info', 'cleanup succeeded', { pv: entry.pvName });
       this.finish(entry, entry.identity !== undefined ? { ok: true, cleaned: entry.identity } : { ok: true });
     } catch (err) {
@@ -218,49 +231,45 @@ export class CleanupTable {
     }
   }
 
-  /** Runs the cleaner on the checked target: the resolved device (Block) or the volume's directory, held while it runs. */
+  /**
+   * Runs the cleaner on what was checked, bound to the identity checked (I1, I3): a Block volume's
+   * resolved device through the guard Jobs run too (held open, checked once held and after the
+   * cleaner); a Filesystem volume's directory, held, checked the same way and required to be a mount
+   * point (I4). A cleanup without an identity (nothing to check against) runs as it is.
+   */
   private async wipe(entry: CleanupEntry): Promise<void> {
-    const { cleaner, logger } = this.options;
+    const { cleaner, logger, volumes } = this.options;
     const signal = this.abort.signal;
     const onOutput = (line: string, stream: 'stdout' | 'stderr'): void => {
       logger.log('info', 'cleaner output', { pv: entry.pvName, stream, line });
     };
-    const beforeWipe = (): Promise<void> => this.checkDisk(entry, 'held');
-    const options = { signal, onOutput, beforeWipe, pv: entry.pvName };
+    const { identity } = entry;
+    const guarded = volumes !== undefined && identity !== undefined;
     if (entry.mode === 'Block') {
-      await cleaner.cleanBlock(entry.device ?? entry.path, entry.command, options);
+      const device = entry.device ?? entry.path;
+      if (guarded)
+        await cleanBlockGuarded(
+          { device, identity, command: entry.command, pv: entry.pvName },
+          { volumes, cleaner, onOutput },
+          signal,
+        );
+      else await cleaner.cleanBlock(device, entry.command, { signal, onOutput, pv: entry.pvName });
       return;
     }
-    const result = await cleaner.cleanFilesystem(entry.path, options);
+    const check = guarded ? () => checkMountedVolume(volumes, entry.path, identity) : undefined;
+    const result = await cleaner.cleanFilesystem(entry.path, {
+      signal,
+      onOutput,
+      pv: entry.pvName,
+      ...(check !== undefined ? { beforeWipe: check } : {}),
+    });
+    if (check !== undefined && !signal.aborted)
+      await check().catch((err: unknown) => {
+        throw new DiskChangedError(`${errorMessage(err)}: it changed while it was cleaned; the cleanup does not count`);
+      });
     for (const m of result.skippedMounts) {
       logger.log('warn', 'cleanup left a nested mount point untouched', { pv: entry.pvName, mount: m });
     }
-  }
-
-  /**
-   * The disk at the cleanup's target is the one checked when it was decided (I1): the same
-   * identity, and for a Filesystem volume a mount point (I4: a directory of the root filesystem left
-   * by an unmount is never emptied). Before the cleaner starts, while it holds the target, and
-   * after it ended (a swap during the cleanup makes it not count: I3).
-   */
-  private async checkDisk(entry: CleanupEntry, when: 'before' | 'held' | 'after'): Promise<void> {
-    const { volumes } = this.options;
-    if (volumes === undefined || entry.identity === undefined) return;
-    const target = entry.mode === 'Block' ? (entry.device ?? entry.path) : entry.path;
-    const during = when === 'after' ? 'changed while it was cleaned' : 'is not the one checked';
-    const info = await volumes.entryInfo(target);
-    if (entry.mode === 'Filesystem') {
-      const mounted =
-        info.kind === 'directory' && (await volumes.mountPoints()).some((m) => m.mountPoint === info.realPath);
-      if (!mounted) throw new DiskChangedError(`nothing is mounted at ${target} any more (${during}); not emptied`);
-    } else if (info.kind !== 'block-device') {
-      throw new DiskChangedError(`${target} is no longer a block device (${during})`);
-    }
-    const found = (await volumes.volumeIdentity(target))?.id ?? NO_IDENTITY;
-    if (found !== entry.identity)
-      throw new DiskChangedError(
-        `the disk at ${target} ${during}: it is ${found}, the cleanup was for ${entry.identity}${when === 'after' ? '; the cleanup does not count' : ''}`,
-      );
   }
 
   /** Process shutdown: stops running cleaners (a restarted agent cleans those volumes again from the start). */

@@ -272,7 +272,13 @@ function volumeRowLine(row: VolumeRow, cols: Columns): Line {
         ...(row.condition !== undefined ? [seg(`  ${row.condition}`, 'bad')] : []),
       ];
     case 'skipped':
-      return [seg(`  skipped ${row.entry}: ${row.reason}${row.message === '' ? '' : ` (${row.message})`}`, 'dim')];
+      // An entry of a disk already used (one disk, one PV) is a safety finding, not routine.
+      return [
+        seg(
+          `  skipped ${row.entry}: ${row.reason}${row.message === '' ? '' : ` (${row.message})`}`,
+          row.reason === 'identity-conflict' ? 'bad' : 'dim',
+        ),
+      ];
   }
 }
 

@@ -13,7 +13,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { AdminClient } from '../../../src/core/agent/admin-client.js';
@@ -235,10 +235,14 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
       `#!/bin/sh\nname=$(basename "$LOCAL_PV_BLKDEVICE")\necho start >> ${markers}/$name\nwhile [ -e ${markers}/$name.hold ]; do sleep 0.05; done\necho done >> ${markers}/$name\n`,
     );
     chmodSync(script, 0o755);
+    // The cleaner is given the device node the entry resolves to: markers are named after it.
+    const deviceOf = new Map<string, string>();
     for (const d of ['a', 'b', 'c', 'd']) {
       const loop = attachLoopDevice(cleanup, join(root, `tx-${d}.img`), 4 * MiB);
       symlinkSync(loop.path, join(disc, `disk-${d}`));
+      deviceOf.set(d, basename(loop.path));
     }
+    const marker = (d: string): string => join(markers, deviceOf.get(d) ?? `disk-${d}`);
     const dir = join(root, 'tx-config');
     const config = (jobs: boolean, args = ''): Record<string, string> => ({
       storageClassMap: `${node}-sc:\n  hostDir: /dev/disk/by-lvp\n  mountDir: ${disc}\n  volumeMode: Block\n  blockCleanerCommand: ["${script}"${args}]\n`,
@@ -247,11 +251,7 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
     await writeConfigMapVolume(dir, config(false));
     const agent = startAgent(node, dir);
     const runs = (d: string): string[] =>
-      existsSync(join(markers, `disk-${d}`))
-        ? readFileSync(join(markers, `disk-${d}`), 'utf8')
-            .trim()
-            .split('\n')
-        : [];
+      existsSync(marker(d)) ? readFileSync(marker(d), 'utf8').trim().split('\n') : [];
     const pvOf = (d: string): Promise<PersistentVolume> =>
       cluster.persistentVolumes.get(persistentVolumeName(`disk-${d}`, node, `${node}-sc`));
     const release = async (d: string): Promise<PersistentVolume> => {
@@ -282,24 +282,24 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
     try {
       await ready(agent);
       // in-process → in-process
-      writeFileSync(join(markers, 'disk-a.hold'), '');
+      writeFileSync(`${marker('a')}.hold`, '');
       const a = await release('a');
       await eventually(() => (runs('a').includes('start') ? true : undefined), 'disk-a cleanup started');
       await reloadTo(config(false, ', "again"'));
       assert.equal((await agent.client.status()).cleanups.find((c) => c.pv === a.metadata.name)?.state, 'running');
       assert.equal((await pvOf('a')).metadata.uid, a.metadata.uid, 'not deleted while cleaning');
-      rmSync(join(markers, 'disk-a.hold'));
+      rmSync(`${marker('a')}.hold`);
       await republished(a);
       assert.deepEqual(runs('a'), ['start', 'done'], 'in-process → in-process: cleaned once');
 
       // in-process → Job
-      writeFileSync(join(markers, 'disk-b.hold'), '');
+      writeFileSync(`${marker('b')}.hold`, '');
       const b = await release('b');
       await eventually(() => (runs('b').includes('start') ? true : undefined), 'disk-b cleanup started');
       await reloadTo(config(true));
       await delay(1500);
       await assert.rejects(jobOf(b), isNotFound, 'no Job for a volume being cleaned in-process');
-      rmSync(join(markers, 'disk-b.hold'));
+      rmSync(`${marker('b')}.hold`);
       await republished(b);
       assert.deepEqual(runs('b'), ['start', 'done'], 'in-process → Job: cleaned once');
 

@@ -463,7 +463,8 @@ describe(
           'the phase was written by kube-controller-manager',
         );
         await watch.waitFor((e) => e.type === 'DELETED' && pvOf(e).metadata?.uid === first.metadata?.uid);
-        assert.deepEqual(cleanedDevices(), [join(classDir(NODE_A, 'blk'), 'nvme-1')], 'cleaned exactly once');
+        // The cleaner is given the device node the entry resolved to, not the entry's link.
+        assert.deepEqual(cleanedDevices(), [device], 'cleaned exactly once, on its own device');
         assert.ok(
           readAt(device, 0, secret.length).equals(Buffer.alloc(secret.length)),
           'the old tenant’s data is gone',

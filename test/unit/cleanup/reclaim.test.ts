@@ -360,6 +360,77 @@ describe('job-based cleaning', () => {
   });
 });
 
+describe('a cleanup counts for the disk it cleaned (I3)', () => {
+  it('a Job that cleaned another disk than the one the PV records now (accepted since) does not count: cleaned again', async () => {
+    const w = world();
+    w.volumes.replaceBlockDevice('/dev/loop9', 2 ** 30, { serial: 'A' });
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    const record = (id: string): Promise<PersistentVolume> =>
+      w.cluster.persistentVolumes.patch('pv-raw', {
+        metadata: { annotations: { [IDENTITY_ANNOTATION]: id, [NODE_UID_ANNOTATION]: 'uid-a' } },
+      });
+    await record('serial:A');
+    const r = w.reclaimer(JOBS);
+    await r.pass(await w.list());
+    const first = await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' });
+    assert.ok(first.spec?.template.spec.containers[0]?.command?.includes('serial:A'));
+    // Another disk put in and accepted by the operator before the Job's success was seen.
+    w.volumes.replaceBlockDevice('/dev/loop9', 2 ** 30, { serial: 'B' });
+    await record('serial:B');
+    await w.markJob('cleanup-pv-raw', 'succeeded');
+    await r.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), false, 'not deleted: the Job cleaned serial:A, the PV is serial:B');
+    const again = await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' });
+    assert.notEqual(again.metadata.uid, first.metadata.uid, 'a new Job');
+    assert.ok(again.spec?.template.spec.containers[0]?.command?.includes('serial:B'), 'for the disk at the path now');
+    await w.markJob('cleanup-pv-raw', 'succeeded');
+    await r.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), true, 'deleted once its own disk was cleaned');
+  });
+
+  it('an in-process cleanup of a disk swapped while it ran does not count; the PV is deleted after a cleanup of its own disk', async () => {
+    const w = world();
+    const table = new CleanupTable({
+      cleaner: w.cleaner,
+      volumes: w.volumes,
+      clock: systemClock,
+      logger: w.logger,
+      concurrency: 2,
+      backoff: { initialMs: 0, maxMs: 0 },
+    });
+    w.volumes.replaceBlockDevice('/dev/loop9', 2 ** 30, { serial: 'A' });
+    w.volumes.addBlockDevice('/dev/loop8', 2 ** 30, { serial: 'B' });
+    await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+    await w.cluster.persistentVolumes.patch('pv-raw', {
+      metadata: { annotations: { [IDENTITY_ANNOTATION]: 'serial:A', [NODE_UID_ANNOTATION]: 'uid-a' } },
+    });
+    const r = new Reclaimer(
+      { config: config(PROCESS), node: NODE, namespace: 'default', jobImage: undefined },
+      { ...w, clock: systemClock, table, jobs: { get: () => Promise.resolve(undefined) } },
+    );
+    let finish = (): void => undefined;
+    w.cleaner.hold('/dev/loop9', new Promise((resolve) => (finish = resolve)));
+    await r.pass(await w.list());
+    await waitFor(() => table.get('pv-raw')?.state === 'running', 'running');
+    // The disk behind the device node is replaced while the cleaner runs (not possible for a held loop device; a model of a pulled disk).
+    w.volumes.replaceBlockDevice('/dev/loop9', 2 ** 30, { serial: 'C' });
+    finish();
+    await waitFor(() => table.get('pv-raw')?.state === 'failed', 'failed');
+    assert.match(table.get('pv-raw')?.lastError ?? '', /changed while it was cleaned.*does not count/u);
+    await r.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), false, 'not deleted');
+    // Its own disk back: cleaned again, then deleted.
+    w.volumes.replaceBlockDevice('/dev/loop9', 2 ** 30, { serial: 'A' });
+    w.cleaner.clear('/dev/loop9');
+    await r.pass(await w.list());
+    await waitFor(() => table.get('pv-raw')?.state === 'succeeded', 'succeeded');
+    assert.equal(table.get('pv-raw')?.cleaned, 'serial:A');
+    await r.pass(await w.list());
+    assert.equal(await w.gone('pv-raw'), true);
+    assert.equal(w.cleaner.calls.length, 2, 'cleaned twice: once swapped (not counted), once on its own disk');
+  });
+});
+
 describe("the seed's four cleanup transitions across a reload: each volume cleaned exactly once", () => {
   it('in-process → in-process', async () => {
     const w = world();

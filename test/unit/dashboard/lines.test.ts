@@ -233,6 +233,28 @@ describe('dashboard lines: volumes', () => {
     ]);
   });
 
+  it('shows an entry not published because its disk is already used as a problem, and the filter finds it', () => {
+    const base = status();
+    const conflict = {
+      entry: 'nvme9',
+      reason: 'identity-conflict',
+      message: 'the disk at /mnt/slow-disks/nvme9 (wwid:x) is PersistentVolume local-pv-33333333’s',
+    };
+    const classes = base.classes.map((c) => (c.name !== 'slow-disks' ? c : { ...c, skipped: [conflict] }));
+    const s = { ...state(), status: { ...base, classes } };
+    const row = volumesSection(s).rows.find((r) => lineText(r).includes('nvme9'));
+    assert.ok(row);
+    assert.equal(lineText(row), `  skipped nvme9: identity-conflict (${conflict.message})`);
+    assert.equal(row[0]?.tone, 'bad');
+    const routine = volumesSection(state()).rows.find((r) => lineText(r).includes('lost+found'));
+    assert.equal(routine?.[0]?.tone, 'dim', 'a routine skip stays dim');
+    const filtered = volumesSection({ ...s, filter: 'identity-conflict' }).rows.map(lineText);
+    assert.ok(
+      filtered.some((l) => l.includes('nvme9')),
+      filtered.join('\n'),
+    );
+  });
+
   it('shows the scroll range and the filter in the title', () => {
     const s = { ...state(), filter: 'nvme' };
     assert.equal(
