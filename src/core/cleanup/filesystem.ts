@@ -188,17 +188,31 @@ async function checkHeldRoot(
     throw new CleanupError('unreadable', volumePath, `${volumePath} changed while it was being opened; not cleaned`);
 }
 
+/** Runs op in frame's directory; on EACCES/EPERM makes the directory u+rwx once and retries. */
+async function inDirectory<T>(frame: Frame, op: () => Promise<T>): Promise<T> {
+  try {
+    return await op();
+  } catch (error) {
+    const code = errnoCode(error);
+    if (code === undefined || !PERMISSION_CODES.has(code) || frame.originalMode !== undefined) throw error;
+    const mode = Number((await frame.handle.stat({ bigint: true })).mode) & 0o7777;
+    if ((mode & 0o700) === 0o700) throw error;
+    // chmod through the magic link changes the very directory we hold open (O_PATH has no fchmod).
+    await chmod(fdPath(frame), mode | 0o700);
+    frame.originalMode = mode;
+    return await op();
+  }
+}
+
+function newFrame(handle: FileHandle, path: Buffer, parent: Frame | undefined, name: Buffer): Frame {
+  return { handle, path, parent, name, names: undefined, next: 0, keep: false, originalMode: undefined };
+}
+
 /**
- * Deletes every entry inside volumePath and keeps volumePath itself. Never follows symlinks and
- * never enters nested mount points (reported in `skippedMounts`). Failures on single entries are
- * collected in `errors` and the rest is still cleaned; a volume that cannot be cleaned at all
- * (relative path, `/`, not a directory, mount table unreadable) throws {@link CleanupError}.
+ * Step 1: the volume's real path, or a refusal (relative, `/`, or resolving to `/`). The mount
+ * table has real paths, so everything after this compares against the real path.
  */
-export async function deleteVolumeContents(
-  volumePath: string,
-  options: DeleteVolumeContentsOptions = {},
-): Promise<FilesystemCleanupResult> {
-  const { signal } = options;
+async function resolveVolumeRoot(volumePath: string, signal: AbortSignal | undefined): Promise<string> {
   if (volumePath === '' || !isAbsolute(volumePath)) {
     throw new CleanupError(
       'invalid-path',
@@ -211,7 +225,6 @@ export async function deleteVolumeContents(
   }
   signal?.throwIfAborted();
 
-  // The mount table has real paths, so compare against the volume's real path.
   let root: string;
   try {
     root = await realpath(volumePath);
@@ -223,11 +236,29 @@ export async function deleteVolumeContents(
   if (root === '/') {
     throw new CleanupError('invalid-path', volumePath, `refusing to clean ${volumePath}: it resolves to /`);
   }
-  const mountPoints = await mountPointsUnder(root, options.mountInfoPath ?? '/proc/self/mountinfo');
+  return root;
+}
 
-  let rootHandle: FileHandle;
+/** The volume's directory, held open, with what tells a nested mount apart from it. */
+interface HeldRoot {
+  readonly handle: FileHandle;
+  readonly dev: bigint;
+  /** Undefined when /proc/self/fdinfo has none. */
+  readonly mountId: number | undefined;
+}
+
+/**
+ * Step 2: holds the volume's directory open and runs the caller's check on it (beforeWipe, then
+ * checkHeldRoot). On a refusal the handle is closed again and nothing has been deleted.
+ */
+async function openRoot(
+  root: string,
+  volumePath: string,
+  beforeWipe: (() => Promise<void>) | undefined,
+): Promise<HeldRoot> {
+  let handle: FileHandle;
   try {
-    rootHandle = await openDirectory(Buffer.from(root));
+    handle = await openDirectory(Buffer.from(root));
   } catch (error) {
     const code = errnoCode(error);
     throw new CleanupError(
@@ -237,163 +268,178 @@ export async function deleteVolumeContents(
       { cause: error },
     );
   }
-
-  const result: FilesystemCleanupResult = { removed: 0, skippedMounts: [], errors: [] };
-  const stack: Frame[] = [];
-  const rootFrame: Frame = {
-    handle: rootHandle,
-    path: Buffer.from(root),
-    parent: undefined,
-    name: Buffer.alloc(0),
-    names: undefined,
-    next: 0,
-    keep: false,
-    originalMode: undefined,
-  };
-  stack.push(rootFrame);
-
   try {
-    const rootStat = await rootHandle.stat({ bigint: true });
-    if (options.beforeWipe !== undefined) await checkHeldRoot(rootHandle, root, volumePath, options.beforeWipe);
-    const rootDev = rootStat.dev;
-    const rootMountId = await mountIdOf(rootHandle);
-
-    const fail = (path: Buffer, message: string, frame: Frame): void => {
-      result.errors.push({ path: path.toString(), message });
-      frame.keep = true;
-    };
-
-    /** Runs op in frame's directory; on EACCES/EPERM makes the directory u+rwx once and retries. */
-    const inDirectory = async <T>(frame: Frame, op: () => Promise<T>): Promise<T> => {
-      try {
-        return await op();
-      } catch (error) {
-        const code = errnoCode(error);
-        if (code === undefined || !PERMISSION_CODES.has(code) || frame.originalMode !== undefined) throw error;
-        const mode = Number((await frame.handle.stat({ bigint: true })).mode) & 0o7777;
-        if ((mode & 0o700) === 0o700) throw error;
-        // chmod through the magic link changes the very directory we hold open (O_PATH has no fchmod).
-        await chmod(fdPath(frame), mode | 0o700);
-        frame.originalMode = mode;
-        return await op();
-      }
-    };
-
-    const visit = async (frame: Frame, name: Buffer): Promise<void> => {
-      const path = childPath(frame.path, name);
-      const display = path.toString();
-      const viaFd = fdPath(frame, name);
-      let stat;
-      try {
-        stat = await inDirectory(frame, () => lstat(viaFd, { bigint: true }));
-      } catch (error) {
-        if (GONE_CODES.has(errnoCode(error) ?? '')) return;
-        fail(path, describe('lstat', error), frame);
-        return;
-      }
-      // Only a directory's st_dev tells a mount: on overlayfs, files may report their layer's device.
-      if (mountPoints.has(display) || (stat.isDirectory() && stat.dev !== rootDev)) {
-        result.skippedMounts.push(display);
-        frame.keep = true;
-        return;
-      }
-      if (!stat.isDirectory()) {
-        try {
-          await inDirectory(frame, () => unlink(viaFd));
-          result.removed++;
-        } catch (error) {
-          const code = errnoCode(error);
-          if (GONE_CODES.has(code ?? '')) return;
-          if (code === 'EBUSY') {
-            // A mount point the table did not show (mounted after we read it).
-            result.skippedMounts.push(display);
-            frame.keep = true;
-            return;
-          }
-          fail(path, describe('unlink', error), frame);
-        }
-        return;
-      }
-      let handle: FileHandle;
-      try {
-        handle = await inDirectory(frame, () => openDirectory(viaFd));
-      } catch (error) {
-        if (GONE_CODES.has(errnoCode(error) ?? '')) return;
-        fail(path, describe('open', error), frame);
-        return;
-      }
-      let push = false;
-      try {
-        const opened = await handle.stat({ bigint: true });
-        const mountId = await mountIdOf(handle);
-        if (opened.dev !== rootDev || (mountId !== undefined && rootMountId !== undefined && mountId !== rootMountId)) {
-          // A bind mount of the same filesystem, or mounted after we read the table.
-          result.skippedMounts.push(display);
-          frame.keep = true;
-        } else if (opened.ino !== stat.ino) {
-          fail(path, 'open: replaced while cleaning', frame);
-        } else {
-          push = true;
-        }
-      } catch (error) {
-        fail(path, describe('fstat', error), frame);
-      }
-      if (!push) {
-        await handle.close();
-        return;
-      }
-      stack.push({
-        handle,
-        path,
-        parent: frame,
-        name,
-        names: undefined,
-        next: 0,
-        keep: false,
-        originalMode: undefined,
-      });
-    };
-
-    const finish = async (frame: Frame): Promise<void> => {
-      const parent = frame.parent;
-      if (parent === undefined) return;
-      if (frame.keep) {
-        parent.keep = true;
-        return;
-      }
-      try {
-        await inDirectory(parent, () => rmdir(fdPath(parent, frame.name)));
-        result.removed++;
-      } catch (error) {
-        if (GONE_CODES.has(errnoCode(error) ?? '')) return;
-        fail(frame.path, describe('rmdir', error), parent);
-      }
-    };
-
-    for (let frame = stack.at(-1); frame !== undefined; frame = stack.at(-1)) {
-      if (frame.names === undefined) {
-        const current = frame;
-        try {
-          frame.names = await inDirectory(current, () => readdir(fdPath(current), { encoding: 'buffer' }));
-        } catch (error) {
-          frame.names = [];
-          fail(frame.path, describe('readdir', error), frame);
-        }
-      }
-      const name = frame.names[frame.next];
-      if (name !== undefined) {
-        frame.next++;
-        signal?.throwIfAborted();
-        await visit(frame, name);
-        continue;
-      }
-      stack.pop();
-      await closeFrame(frame);
-      await finish(frame);
-    }
-  } finally {
-    // On abort or an unexpected error: close what is still open.
-    for (const frame of stack.reverse()) await closeFrame(frame);
+    const stat = await handle.stat({ bigint: true });
+    if (beforeWipe !== undefined) await checkHeldRoot(handle, root, volumePath, beforeWipe);
+    return { handle, dev: stat.dev, mountId: await mountIdOf(handle) };
+  } catch (error) {
+    await handle.close();
+    throw error;
   }
-  return result;
+}
+
+/**
+ * Step 3: the walk. An explicit stack of held directories, deepest last: `list` reads a
+ * directory's names, `visit` handles one entry (unlink, skip a mount, or `descend` into a
+ * directory), and `finish` removes a directory once it is empty.
+ */
+class VolumeWalker {
+  private readonly result: FilesystemCleanupResult = { removed: 0, skippedMounts: [], errors: [] };
+  private readonly stack: Frame[];
+
+  constructor(
+    private readonly root: HeldRoot,
+    rootPath: string,
+    private readonly mountPoints: ReadonlySet<string>,
+  ) {
+    this.stack = [newFrame(root.handle, Buffer.from(rootPath), undefined, Buffer.alloc(0))];
+  }
+
+  /** Walks until the stack is empty; on abort or an unexpected error closes what is still open. */
+  async run(signal: AbortSignal | undefined): Promise<FilesystemCleanupResult> {
+    try {
+      for (let frame = this.stack.at(-1); frame !== undefined; frame = this.stack.at(-1)) {
+        const names = await this.list(frame);
+        const name = names[frame.next];
+        if (name !== undefined) {
+          frame.next++;
+          signal?.throwIfAborted();
+          await this.visit(frame, name);
+          continue;
+        }
+        this.stack.pop();
+        await closeFrame(frame);
+        await this.finish(frame);
+      }
+    } finally {
+      for (const frame of this.stack.reverse()) await closeFrame(frame);
+    }
+    return this.result;
+  }
+
+  private fail(path: Buffer, message: string, frame: Frame): void {
+    this.result.errors.push({ path: path.toString(), message });
+    frame.keep = true;
+  }
+
+  private skipMount(display: string, frame: Frame): void {
+    this.result.skippedMounts.push(display);
+    frame.keep = true;
+  }
+
+  /** The directory's names, read once; an unreadable directory has none and stays. */
+  private async list(frame: Frame): Promise<Buffer[]> {
+    if (frame.names === undefined) {
+      try {
+        frame.names = await inDirectory(frame, () => readdir(fdPath(frame), { encoding: 'buffer' }));
+      } catch (error) {
+        frame.names = [];
+        this.fail(frame.path, describe('readdir', error), frame);
+      }
+    }
+    return frame.names;
+  }
+
+  private async visit(frame: Frame, name: Buffer): Promise<void> {
+    const path = childPath(frame.path, name);
+    const display = path.toString();
+    const viaFd = fdPath(frame, name);
+    let stat;
+    try {
+      stat = await inDirectory(frame, () => lstat(viaFd, { bigint: true }));
+    } catch (error) {
+      if (GONE_CODES.has(errnoCode(error) ?? '')) return;
+      this.fail(path, describe('lstat', error), frame);
+      return;
+    }
+    // Only a directory's st_dev tells a mount: on overlayfs, files may report their layer's device.
+    if (this.mountPoints.has(display) || (stat.isDirectory() && stat.dev !== this.root.dev)) {
+      this.skipMount(display, frame);
+      return;
+    }
+    if (stat.isDirectory()) await this.descend(frame, name, path, stat.ino);
+    else await this.unlink(frame, path, viaFd);
+  }
+
+  private async unlink(frame: Frame, path: Buffer, viaFd: Buffer): Promise<void> {
+    try {
+      await inDirectory(frame, () => unlink(viaFd));
+      this.result.removed++;
+    } catch (error) {
+      const code = errnoCode(error);
+      if (GONE_CODES.has(code ?? '')) return;
+      // EBUSY: a mount point the table did not show (mounted after we read it).
+      if (code === 'EBUSY') this.skipMount(path.toString(), frame);
+      else this.fail(path, describe('unlink', error), frame);
+    }
+  }
+
+  /** Opens the directory and pushes it, unless it is another mount or not the one lstat saw. */
+  private async descend(frame: Frame, name: Buffer, path: Buffer, ino: bigint): Promise<void> {
+    let handle: FileHandle;
+    try {
+      handle = await inDirectory(frame, () => openDirectory(fdPath(frame, name)));
+    } catch (error) {
+      if (GONE_CODES.has(errnoCode(error) ?? '')) return;
+      this.fail(path, describe('open', error), frame);
+      return;
+    }
+    let push = false;
+    try {
+      const opened = await handle.stat({ bigint: true });
+      const mountId = await mountIdOf(handle);
+      const rootMountId = this.root.mountId;
+      if (
+        opened.dev !== this.root.dev ||
+        (mountId !== undefined && rootMountId !== undefined && mountId !== rootMountId)
+      ) {
+        // A bind mount of the same filesystem, or mounted after we read the table.
+        this.skipMount(path.toString(), frame);
+      } else if (opened.ino !== ino) {
+        this.fail(path, 'open: replaced while cleaning', frame);
+      } else {
+        push = true;
+      }
+    } catch (error) {
+      this.fail(path, describe('fstat', error), frame);
+    }
+    if (!push) {
+      await handle.close();
+      return;
+    }
+    this.stack.push(newFrame(handle, path, frame, name));
+  }
+
+  /** Removes an emptied directory from its parent; one that keeps something keeps its parent too. */
+  private async finish(frame: Frame): Promise<void> {
+    const parent = frame.parent;
+    if (parent === undefined) return;
+    if (frame.keep) {
+      parent.keep = true;
+      return;
+    }
+    try {
+      await inDirectory(parent, () => rmdir(fdPath(parent, frame.name)));
+      this.result.removed++;
+    } catch (error) {
+      if (GONE_CODES.has(errnoCode(error) ?? '')) return;
+      this.fail(frame.path, describe('rmdir', error), parent);
+    }
+  }
+}
+
+/**
+ * Deletes every entry inside volumePath and keeps volumePath itself. Never follows symlinks and
+ * never enters nested mount points (reported in `skippedMounts`). Failures on single entries are
+ * collected in `errors` and the rest is still cleaned; a volume that cannot be cleaned at all
+ * (relative path, `/`, not a directory, mount table unreadable) throws {@link CleanupError}.
+ */
+export async function deleteVolumeContents(
+  volumePath: string,
+  options: DeleteVolumeContentsOptions = {},
+): Promise<FilesystemCleanupResult> {
+  const root = await resolveVolumeRoot(volumePath, options.signal);
+  const mountPoints = await mountPointsUnder(root, options.mountInfoPath ?? '/proc/self/mountinfo');
+  const held = await openRoot(root, volumePath, options.beforeWipe);
+  return new VolumeWalker(held, root, mountPoints).run(options.signal);
 }
