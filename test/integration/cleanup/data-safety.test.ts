@@ -12,7 +12,10 @@
 //
 // Checks of the data are hard assertions (the test stops there); checks of what the agent says
 // (Events, gauges, skip reasons) are collected and fail the test at its end, so one run shows
-// everything that is wrong.
+// everything that is wrong. Across all the cases, the invariant checker of
+// test/support/data-safety-invariants.ts lists the PVs of every node of this file every 200 ms (the
+// cases make conflicting entries on purpose: none may be published) and fails the last test with
+// what it found.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -50,6 +53,7 @@ import { IDENTITY_ACTION_ANNOTATION, IDENTITY_ANNOTATION } from '../../../src/co
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { CLI, runCli } from '../../support/cli.js';
 import { bindPersistentVolume, markJob, releasePersistentVolume } from '../../support/cluster.js';
+import { describeReport, startInvariantChecker, type InvariantChecker } from '../../support/data-safety-invariants.js';
 import { eventually } from '../../support/eventually.js';
 import { parsePrometheusText } from '../../support/prom-text.js';
 import { runPvProtectionController } from '../../support/pv-protection.js';
@@ -181,6 +185,8 @@ describe('data safety on a real node: `provisioner run` against the real apiserv
   const gates: string[] = [];
   let failed = false;
   let cluster: RestCluster;
+  /** The invariant checker over every node of this file, from `before` to the last test. */
+  let invariants: InvariantChecker | undefined;
   let root = '';
   let kubeconfigPath = '';
 
@@ -615,9 +621,15 @@ describe('data safety on a real node: `provisioner run` against the real apiserv
     root = makeTempDir(cleanup, 'lvp-data-safety-');
     mkdirSync(join(root, 'checks'));
     void runPvProtectionController(cluster, stopController.signal);
+    invariants = startInvariantChecker({
+      listPersistentVolumes: async () => (await cluster.persistentVolumes.list()).items,
+      node: () => nodes,
+      onViolation: (v) => process.stderr.write(`data-safety: invariant violated: ${v.message}\n`),
+    });
   });
 
   after(async () => {
+    await invariants?.stop();
     stopController.abort();
     for (const gate of gates) if (existsSync(join(gate, '..'))) writeFileSync(gate, '');
     try {
@@ -1381,6 +1393,7 @@ describe('data safety on a real node: `provisioner run` against the real apiserv
         }
 
         // The control: exactly `accept` is acted on (so the checks above could see a wipe).
+        invariants?.operatorAccepts({ uid: a.metadata.uid ?? '' });
         await cluster.persistentVolumes.patch(a.metadata.name, {
           metadata: { annotations: { [IDENTITY_ACTION_ANNOTATION]: 'accept' } },
         });
@@ -1399,4 +1412,16 @@ describe('data safety on a real node: `provisioner run` against the real apiserv
       }
     }),
   );
+
+  it('no invariant violated on any node of these cases (the checker, over all of them)', async (t) => {
+    assert.ok(invariants, 'the invariant checker started');
+    const report = await invariants.stop();
+    t.diagnostic(describeReport(report));
+    assert.ok(report.polls > 0, `the checker listed the PVs: ${describeReport(report)}`);
+    assert.deepEqual(
+      report.violations.map((v) => v.message),
+      [],
+      describeReport(report),
+    );
+  });
 });

@@ -6,7 +6,10 @@
 // started get PVs (mount propagation), the seed's hot reload of a ConfigMap edit through the kubelet,
 // an invalid edit, `kubectl exec` of reload and dashboard, claims released and cleaned (in-process and
 // by a cleanup Job of the same image), the pod deleted in the middle of a cleanup, and the chart's API
-// config source. The figures (t.diagnostic) are the ones in docs/benchmarks.md.
+// config source. The figures (t.diagnostic) are the ones in docs/benchmarks.md. The data-safety
+// invariant checker (test/support/data-safety-invariants.ts) lists the node's PVs over the whole run
+// (from the node's start to the last step) and checks, at each republish after a claim, that the
+// tenant's token is no longer on the volume; its findings fail the last test.
 //
 // How the pod reaches the apiserver: the test apiserver listens on 127.0.0.1 only and there is no
 // kube-proxy, so the `kubernetes` Service's ClusterIP leads nowhere. A TCP proxy of the test listens on
@@ -30,6 +33,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import {
   AppsV1Api,
@@ -47,6 +51,12 @@ import {
 
 import { apiStatusCode } from '../../support/cluster.js';
 import { startControlPlane, type ControlPlane } from '../../support/control-plane.js';
+import {
+  describeReport,
+  startInvariantChecker,
+  type InvariantChecker,
+  type RepublishProbe,
+} from '../../support/data-safety-invariants.js';
 import { eventually } from '../../support/eventually.js';
 import { CHART_DIR, runHelm } from '../../support/helm.js';
 import { builtImage } from '../../support/image.js';
@@ -109,6 +119,8 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
   /** Host dirs of the classes (hostDir = mountDir). */
   const dirs = { fast: '', claim: '', block: '' };
   let loop: LoopDevice | undefined;
+  /** The invariant checker, from the node's start to the last test. */
+  let invariants: InvariantChecker | undefined;
   /** Set once the agent runs: the later steps build on it, and are skipped (not timed out) without it. */
   let installed = false;
   /** The figures for docs/benchmarks.md. */
@@ -338,6 +350,39 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     return t;
   }
 
+  /**
+   * Asks the invariant checker to look at the volume of `pv` (about to be released) when it sees it
+   * republished: `holds` says whether the tenant's token is still there. Await the result after the
+   * republish with assertWipedAtRepublish.
+   */
+  function expectWiped(pv: V1PersistentVolume, what: string, holds: () => boolean): Promise<RepublishProbe> {
+    assert.ok(invariants, 'the invariant checker runs');
+    return invariants.expectWipedOnRepublish(
+      { name: pv.metadata?.name ?? '', uid: pv.metadata?.uid ?? '' },
+      what,
+      holds,
+    );
+  }
+
+  async function assertWipedAtRepublish(probe: Promise<RepublishProbe>, what: string): Promise<void> {
+    const late: RepublishProbe = { checked: false, reason: 'not seen within 10 s of the republish' };
+    const timer = new AbortController();
+    const outcome = await Promise.race([
+      probe,
+      delay(10_000, undefined, { signal: timer.signal }).then(
+        () => late,
+        () => late,
+      ),
+    ]).finally(() => {
+      timer.abort();
+    });
+    assert.ok(
+      outcome.checked,
+      `${what}: the checker did not look at the republished volume: ${JSON.stringify(outcome)}`,
+    );
+    assert.equal(outcome.tokenFound, false, `${what}: still on the volume when the checker saw it republished`);
+  }
+
   /** Waits until the PV of `path` is a new object (not `oldUid`) and Available. */
   async function republished(path: string, oldUid: string): Promise<V1PersistentVolume> {
     return pvAt(
@@ -389,6 +434,11 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       extraArgs: [`--root-ca-file=${plane.caFile}`],
     });
     node = await startKubeletNode({ plane, binDir, labels: { 'lvp-test/real-node': 'true' } });
+    invariants = startInvariantChecker({
+      listPersistentVolumes: async () => (await core.listPersistentVolume()).items,
+      node: node.name,
+      onViolation: (v) => process.stderr.write(`chart-on-node: data-safety invariant violated: ${v.message}\n`),
+    });
     const refs = node.importImage(built.archive, built.image);
     assert.ok(refs.includes(built.image), `${built.image} imported: ${refs.join(', ')}`);
     image = built.image;
@@ -460,6 +510,9 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
   after(async () => {
     const failures: unknown[] = [];
     const steps: (() => Promise<void> | void)[] = [
+      async () => {
+        await invariants?.stop();
+      },
       () => proxy?.close(),
       () => node?.stop(),
       () => extraControllers?.stop(),
@@ -662,8 +715,10 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       assert.equal(first.pv.spec?.local?.path, path);
       assert.match(first.log, /ls \/data: -\n/);
       assert.equal(readFileSync(join(path, 'hello'), 'utf8'), 'hi', 'written to the disk on the host');
+      const wiped = expectWiped(first.pv, "the writer's file hello", () => existsSync(join(path, 'hello')));
       const released = await releaseClaim('writer');
       const again = await republished(path, first.pv.metadata?.uid ?? '');
+      await assertWipedAtRepublish(wiped, "the writer's file hello");
       const ms = Date.now() - released;
       assert.deepEqual(readdirSync(path), [], 'emptied on the host');
       assert.equal(again.metadata?.name, first.pv.metadata?.name, 'the same name (upstream hash of the path)');
@@ -697,6 +752,8 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       assert.equal(first.pv.spec?.local?.path, path);
       assert.match(first.log, new RegExp(`peek /dev/xvda: ${Buffer.from('LVPDATA1').toString('hex')}`));
       const pvName = first.pv.metadata?.name ?? '';
+      const token1 = Buffer.from('LVPDATA1').toString('hex');
+      const wiped = expectWiped(first.pv, "the block writer's LVPDATA1", () => deviceHead() === token1);
       const released = await releaseClaim('blockwriter');
       // the agent's cleanup Job, in the release namespace, of the image the chart names
       const job = await eventually(
@@ -725,6 +782,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       assert.equal(jobPod.spec?.nodeName, theNode().name);
       const again = await republished(path, first.pv.metadata?.uid ?? '');
       const ms = Date.now() - released;
+      await assertWipedAtRepublish(wiped, "the block writer's LVPDATA1");
       // the agent deletes the Job once the PV is cleaned
       await eventually(
         () =>
@@ -775,6 +833,8 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       assert.equal(claim.pv.metadata?.uid, current.metadata?.uid);
       const oldPod = await agentPod();
       const oldName = oldPod.metadata?.name ?? '';
+      const token2 = Buffer.from('LVPDATA2').toString('hex');
+      const wiped = expectWiped(claim.pv, "the victim's LVPDATA2", () => deviceHead() === token2);
       await releaseClaim('victim');
       await eventually(
         () => (existsSync(log) && readFileSync(log, 'utf8') === 'start\n' ? true : undefined),
@@ -821,6 +881,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       );
       assert.equal(readFileSync(log, 'utf8'), 'start\nstart\ndone\n', 'restarted from the beginning, finished once');
       assert.equal(deviceHead(), '0000000000000000');
+      await assertWipedAtRepublish(wiped, "the victim's LVPDATA2");
       const pvs = (await core.listPersistentVolume()).items.filter((pv) => pv.spec?.local?.path === path);
       assert.deepEqual(
         pvs.map((pv) => pv.metadata?.uid),
@@ -868,4 +929,16 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       t.diagnostic(`figures: ${JSON.stringify(figures)}`);
     },
   );
+
+  it('no data-safety invariant violated over the whole run (the checker, from the node start on)', async (t) => {
+    assert.ok(invariants, 'the invariant checker started');
+    const report = await invariants.stop();
+    t.diagnostic(describeReport(report));
+    assert.ok(report.polls > 0, `the checker listed the PVs: ${describeReport(report)}`);
+    assert.deepEqual(
+      report.violations.map((v) => v.message),
+      [],
+      describeReport(report),
+    );
+  });
 });
