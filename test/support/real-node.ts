@@ -27,14 +27,19 @@
  */
 import { execFileSync } from 'node:child_process';
 import {
+  closeSync,
   existsSync,
+  fsyncSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readFileSync,
   readdirSync,
+  readSync,
   realpathSync,
   rmSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -336,4 +341,27 @@ export function makeBlockDeviceNode(cleanup: Cleanup, path: string, major: numbe
   cleanup.defer(`remove device node ${path}`, () => {
     rmSync(path, { force: true });
   });
+}
+
+/** length bytes at offset of a device (or file), read with one pread. */
+export function readAt(device: string, offset: number, length: number): Buffer {
+  const fd = openSync(device, 'r');
+  try {
+    const buf = Buffer.alloc(length);
+    readSync(fd, buf, 0, length, offset);
+    return buf;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Writes data at offset of a device (or file) and flushes it (through a loop device: down to its backing file). */
+export function writeAt(device: string, offset: number, data: Buffer): void {
+  const fd = openSync(device, 'r+');
+  try {
+    writeSync(fd, data, 0, data.length, offset);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }

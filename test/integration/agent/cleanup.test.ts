@@ -6,15 +6,11 @@ import type { ChildProcess } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
-  readSync,
-  closeSync,
   rmSync,
   symlinkSync,
   writeFileSync,
-  writeSync,
   chmodSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -32,33 +28,21 @@ import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { CLI, REPO_ROOT } from '../../support/cli.js';
 import { bindPersistentVolume, markJob, releasePersistentVolume } from '../../support/cluster.js';
-import { attachLoopDevice, Cleanup, makeTempDir, mountTmpfs, skipUnlessRoot } from '../../support/real-node.js';
+import {
+  attachLoopDevice,
+  Cleanup,
+  makeTempDir,
+  mountTmpfs,
+  readAt,
+  skipUnlessRoot,
+  writeAt,
+} from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
 import { eventually } from '../../support/eventually.js';
 import { runPvProtectionController } from '../../support/pv-protection.js';
 
 const MiB = 2 ** 20;
 const suffix = Math.random().toString(36).slice(2, 8);
-
-function readAt(device: string, offset: number, length: number): Buffer {
-  const fd = openSync(device, 'r');
-  try {
-    const buf = Buffer.alloc(length);
-    readSync(fd, buf, 0, length, offset);
-    return buf;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function writeAt(device: string, offset: number, data: Buffer): void {
-  const fd = openSync(device, 'r+');
-  try {
-    writeSync(fd, data, 0, data.length, offset);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 describe('cleanup on a real node against the real apiserver', { skip: skipUnlessRoot() }, () => {
   const cleanup = new Cleanup();

@@ -22,15 +22,11 @@ import { randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import {
   chmodSync,
-  closeSync,
   existsSync,
-  fsyncSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
   readlinkSync,
-  readSync,
   realpathSync,
   rmdirSync,
   renameSync,
@@ -38,7 +34,6 @@ import {
   statSync,
   symlinkSync,
   writeFileSync,
-  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,12 +57,14 @@ import {
   bindMount,
   Cleanup,
   detachLoopDevice,
+  type LoopDevice,
   makeTempDir,
   mountTable,
+  readAt,
   run,
   skipUnlessRoot,
   unmount,
-  type LoopDevice,
+  writeAt,
 } from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
 
@@ -86,27 +83,6 @@ const SKIPPED = `${P}_discovery_skipped_entries`;
 const PASSES = `${P}_discovery_passes_total`;
 /** How long a check of the agent's behaviour waits (a data check never waits). */
 const SOFT_WAIT_MS = 12_000;
-
-function readAt(device: string, offset: number, length: number): Buffer {
-  const fd = openSync(device, 'r');
-  try {
-    const buf = Buffer.alloc(length);
-    readSync(fd, buf, 0, length, offset);
-    return buf;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function writeAt(device: string, offset: number, data: Buffer): void {
-  const fd = openSync(device, 'r+');
-  try {
-    writeSync(fd, data, 0, data.length, offset);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** A token no other disk, test or run has: 4 KiB of a repeated unique text. */
 function makeToken(label: string): Buffer {

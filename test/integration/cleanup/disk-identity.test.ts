@@ -7,19 +7,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import {
-  closeSync,
   existsSync,
-  fsyncSync,
   mkdirSync,
-  openSync,
   readFileSync,
-  readSync,
   realpathSync,
   renameSync,
   statSync,
   symlinkSync,
   writeFileSync,
-  writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -43,12 +38,14 @@ import {
   attachLoopDevice,
   Cleanup,
   detachLoopDevice,
+  type LoopDevice,
   makeTempDir,
   mountTable,
+  readAt,
   run,
   skipUnlessRoot,
   unmount,
-  type LoopDevice,
+  writeAt,
 } from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
 
@@ -58,28 +55,6 @@ const suffix = Math.random().toString(36).slice(2, 8);
 /** Every Node, StorageClass and PV of this file starts with it. */
 const PREFIX = `di-${suffix}`;
 const QUARANTINED = 'local_volume_provisioner_persistentvolume_quarantined';
-
-function readAt(device: string, offset: number, length: number): Buffer {
-  const fd = openSync(device, 'r');
-  try {
-    const buf = Buffer.alloc(length);
-    readSync(fd, buf, 0, length, offset);
-    return buf;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Writes data at offset and flushes it (through a loop device: down to its backing file). */
-function writeAt(device: string, offset: number, data: Buffer): void {
-  const fd = openSync(device, 'r+');
-  try {
-    writeSync(fd, data, 0, data.length, offset);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** `loop:<M:m of the backing file's filesystem>:<its inode>:<its birth ns>`, as docs/disk-identity.md defines it. */
 function loopIdentity(loop: LoopDevice): string {

@@ -319,6 +319,44 @@ describe('deleteVolumeContents on real mounts', { skip }, () => {
     assert.deepEqual(readdirSync(vol), []);
   });
 
+  it('beforeWipe: a refusal deletes nothing; a filesystem mounted over the path once the volume is held is never emptied', async () => {
+    const dir = makeTempDir(cleanup, 'lvp-fsclean-held-');
+    const vol = join(dir, 'volume');
+    mountTmpfs(cleanup, vol, 16 * MiB);
+    writeFileSync(join(vol, 'tenant'), 'tenant data');
+    const fds = openFds();
+    await assert.rejects(
+      deleteVolumeContents(vol, { beforeWipe: () => Promise.reject(new Error('not the checked disk')) }),
+      /not the checked disk/u,
+    );
+    assert.deepEqual(readdirSync(vol), ['tenant'], 'a refusal deletes nothing');
+    assert.equal(openFds(), fds);
+
+    // Another filesystem mounted over the path between the open and the check: the held directory
+    // is no longer what is at the path, so neither is emptied.
+    let calls = 0;
+    await assert.rejects(
+      deleteVolumeContents(vol, {
+        beforeWipe: () => {
+          calls += 1;
+          mountTmpfs(cleanup, vol, 16 * MiB);
+          writeFileSync(join(vol, 'other'), 'another disk');
+          return Promise.resolve();
+        },
+      }),
+      isCleanupError('unreadable'),
+    );
+    assert.equal(calls, 1);
+    assert.deepEqual(readdirSync(vol), ['other'], 'the filesystem mounted on top is not touched');
+    assert.equal(openFds(), fds);
+    run('umount', [vol]);
+    assert.deepEqual(readdirSync(vol), ['tenant'], 'the held one is not touched either');
+
+    const result = await deleteVolumeContents(vol, { beforeWipe: () => Promise.resolve() });
+    assert.equal(result.removed, 1);
+    assert.deepEqual(readdirSync(vol), []);
+  });
+
   it('stops between entries when aborted, closing what it opened', async () => {
     const dir = makeTempDir(cleanup, 'lvp-fsclean-abort-');
     const vol = join(dir, 'volume');

@@ -8,18 +8,7 @@
 /* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import {
-  chmodSync,
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  readSync,
-  symlinkSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
@@ -41,7 +30,15 @@ import { apiStatusCode, recordWatch } from '../../support/cluster.js';
 import { startControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { eventually } from '../../support/eventually.js';
 import { registerNode, reportPod, runKubelet } from '../../support/kubelet.js';
-import { attachLoopDevice, Cleanup, makeTempDir, mountTmpfs, skipUnlessRoot } from '../../support/real-node.js';
+import {
+  attachLoopDevice,
+  Cleanup,
+  makeTempDir,
+  mountTmpfs,
+  readAt,
+  skipUnlessRoot,
+  writeAt,
+} from '../../support/real-node.js';
 import { kubeBinDir, tokenKubeConfig } from '../../support/test-cluster.js';
 
 const MiB = 2 ** 20;
@@ -56,26 +53,6 @@ const NODE_C = 'node-c';
 const NODE_J = 'node-j';
 const SHARED_LABEL = 'lvp-e2e/shared-disk';
 const JOB_IMAGE = 'registry.example/lvp-cleaner:e2e';
-
-function readAt(device: string, offset: number, length: number): Buffer {
-  const fd = openSync(device, 'r');
-  try {
-    const buf = Buffer.alloc(length);
-    readSync(fd, buf, 0, length, offset);
-    return buf;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function writeAt(device: string, offset: number, data: Buffer): void {
-  const fd = openSync(device, 'r+');
-  try {
-    writeSync(fd, data, 0, data.length, offset);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** The object, or undefined when the API says 404 (not created yet, or gone). */
 async function notFoundAsUndefined<T>(read: Promise<T>): Promise<T | undefined> {

@@ -129,7 +129,7 @@ void describe('rendering', () => {
     scope,
     ['node-a', 'node-b', 'node-c', 'node-d', 'node-e'],
     [
-      published({ node: 'node-a', volumesAbnormal: 2, volumesQuarantined: 1 }),
+      published({ node: 'node-a', volumesAbnormal: 2, volumesQuarantined: 1, volumesConflicting: 2 }),
       published({
         node: 'node-b',
         appliedHash: HASH_B,
@@ -149,7 +149,10 @@ void describe('rendering', () => {
     assert.match(text, /in sync 1, pending 1, rejected 1, stale 1, missing 1/);
     const lines = text.split('\n');
     const row = (node: string): string => lines.find((l) => l.startsWith(`${node} `)) ?? '';
-    assert.match(row('node-a'), /sha256:aaaaaaaaaaaa +in sync +2 volumes abnormal, 1 PV quarantined$/);
+    assert.match(
+      row('node-a'),
+      /sha256:aaaaaaaaaaaa +in sync +2 volumes abnormal, 1 PV quarantined, 2 entries of a disk already used$/,
+    );
     assert.match(row('node-b'), /sha256:bbbbbbbbbbbb +rejected +refused: a live reload that would orphan existing PVs/);
     assert.match(row('node-c'), /pending +has not read the desired config yet/);
     assert.match(row('node-d'), /stale heartbeat +last heartbeat 10m ago/);
@@ -168,6 +171,7 @@ void describe('rendering', () => {
     assert.equal(json.nodes[3]?.heartbeatAgeSeconds, 600);
     assert.equal(json.nodes[0]?.volumesAbnormal, 2);
     assert.equal(json.nodes[0].volumesQuarantined, 1);
+    assert.equal(json.nodes[0].volumesConflicting, 2);
     assert.equal(json.nodes[2]?.volumesAbnormal, undefined, 'absent when none');
     assert.deepEqual(json.nodes[4], { node: 'node-e', state: 'missing' });
     // A change to the output that the schema does not allow fails here.
