@@ -133,34 +133,48 @@ function mountPointSet(table: readonly MountPoint[]): ReadonlySet<string> {
   return set;
 }
 
-/** This node's PVs by name, by host path and by recorded disk identity (the cache's view, extended as the pass plans). */
+/** This node's PVs by name and by host path (the cache's view, extended as the pass plans). */
 interface PublishedIndex {
   readonly byName: ReadonlyMap<string, PersistentVolume>;
   readonly byPath: Map<string, string>;
-  /** I2: a disk recorded on a PV, whatever its phase, is that PV's alone. */
-  readonly byIdentity: ReadonlyMap<string, PersistentVolume>;
+  /** The PVs by recorded disk identity, built when the pass first examines an entry (an idle pass examines none). */
+  readonly byIdentity: () => IdentityIndex;
+}
+
+/** I2: a disk recorded on a PV, whatever its phase, is that PV's alone. */
+interface IdentityIndex {
+  readonly exact: ReadonlyMap<string, PersistentVolume>;
   /** PVs whose record is a legacy loop identity (no birth): matched by identityMatches. */
   readonly legacy: readonly PersistentVolume[];
 }
 
 /** The PV a disk's identity is recorded on, if any. */
 function holderOf(published: PublishedIndex, id: string): PersistentVolume | undefined {
-  return published.byIdentity.get(id) ?? published.legacy.find((pv) => identityMatches(recordedIdentity(pv) ?? '', id));
+  const { exact, legacy } = published.byIdentity();
+  return exact.get(id) ?? legacy.find((pv) => identityMatches(recordedIdentity(pv) ?? '', id));
+}
+
+function indexIdentities(persistentVolumes: readonly PersistentVolume[]): IdentityIndex {
+  const exact = new Map<string, PersistentVolume>();
+  const legacy: PersistentVolume[] = [];
+  for (const pv of persistentVolumes) {
+    const identity = recordedIdentity(pv);
+    if (identity === undefined) continue;
+    exact.set(identity, pv);
+    if (isLegacyLoopId(identity)) legacy.push(pv);
+  }
+  return { exact, legacy };
 }
 
 function indexPublished(persistentVolumes: readonly PersistentVolume[]): PublishedIndex {
   const byName = new Map(persistentVolumes.map((pv) => [pv.metadata.name, pv]));
   const byPath = new Map<string, string>();
-  const byIdentity = new Map<string, PersistentVolume>();
-  const legacy: PersistentVolume[] = [];
   for (const pv of persistentVolumes) {
     const path = pv.spec.local?.path;
     if (path !== undefined) byPath.set(path, pv.metadata.name);
-    const identity = recordedIdentity(pv);
-    if (identity !== undefined) byIdentity.set(identity, pv);
-    if (identity !== undefined && isLegacyLoopId(identity)) legacy.push(pv);
   }
-  return { byName, byPath, byIdentity, legacy };
+  let identities: IdentityIndex | undefined;
+  return { byName, byPath, byIdentity: () => (identities ??= indexIdentities(persistentVolumes)) };
 }
 
 /** What every entry of one class is planned with: its config, its StorageClass's policy, the pass's facts. */

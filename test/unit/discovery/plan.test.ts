@@ -6,8 +6,9 @@ import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js'
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
 import { NameVerdicts, planDiscovery } from '../../../src/core/discovery/plan.js';
 import type { DiscoveryPlan } from '../../../src/core/discovery/plan.js';
-import type { PersistentVolume, StorageClass } from '../../../src/core/kube/objects.js';
+import type { PersistentVolume, PersistentVolumePhase, StorageClass } from '../../../src/core/kube/objects.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
+import { IDENTITY_ANNOTATION } from '../../../src/core/pv/identity.js';
 import type { NodeIdentity } from '../../../src/core/pv/naming.js';
 import { persistentVolumeName } from '../../../src/core/pv/naming.js';
 
@@ -229,5 +230,99 @@ describe('name verdicts kept between passes', () => {
       await planDiscovery({ ...input, config: narrower, nameVerdicts: verdicts }),
       await planDiscovery({ ...input, config: narrower }),
     );
+  });
+});
+
+describe('one disk, one PV (I2)', () => {
+  const CLASSES = config(
+    'storageClassMap:\n  fast:\n    hostDir: /mnt/fast\n    mountDir: /mnt/fast\n  blk:\n    hostDir: /mnt/blk\n    mountDir: /mnt/blk\n    volumeMode: Block\n',
+  );
+  const SC = storageClasses(
+    { metadata: { name: 'fast' }, provisioner: 'kubernetes.io/no-provisioner' },
+    { metadata: { name: 'blk' }, provisioner: 'kubernetes.io/no-provisioner' },
+  );
+  const UUID_A = '0b1e8c52-0d9c-4c5e-9d65-2f6d3c1f0a01';
+  const UUID_C = '0b1e8c52-0d9c-4c5e-9d65-2f6d3c1f0a03';
+  function disks(): MemoryVolumes {
+    const v = new MemoryVolumes();
+    v.addDirectory('/mnt/fast').addDirectory('/mnt/blk');
+    v.addMount('/mnt/fast/a', { fsType: 'ext4', uuid: UUID_A, device: '8:1' });
+    v.addBindMount('/mnt/fast/a', '/mnt/fast/b');
+    v.addMount('/mnt/fast/c', { fsType: 'ext4', uuid: UUID_C, device: '8:3' });
+    v.addBlockDevice('/dev/d1', GiB, { serial: 'S1' });
+    v.addSymlink('/mnt/blk/x', '/dev/d1').addSymlink('/mnt/blk/y', '/dev/d1');
+    // A device with no identity at all: two entries of it are told by the device node.
+    v.addBlockDevice('/dev/d2', GiB);
+    v.addSymlink('/mnt/blk/p', '/dev/d2').addSymlink('/mnt/blk/q', '/dev/d2');
+    return v;
+  }
+  function recordedOn(name: string, id: string, phase: PersistentVolumePhase): PersistentVolume {
+    return {
+      metadata: { name, annotations: { [IDENTITY_ANNOTATION]: id } },
+      spec: { local: { path: `/mnt/fast/${name}` } },
+      status: { phase },
+    };
+  }
+
+  it('two entries of one disk in a pass (a bind mount, two links): neither is published, each names the other', async () => {
+    const plan = await planDiscovery({
+      config: CLASSES,
+      node: NODE,
+      volumes: disks(),
+      persistentVolumes: [],
+      storageClass: SC,
+    });
+    assert.deepEqual(
+      plan.create.map((c) => c.entry),
+      ['c'],
+    );
+    const conflicts = plan.skipped.filter((x) => x.reason === 'identity-conflict');
+    assert.deepEqual(Object.fromEntries(conflicts.map((x) => [x.path, x.otherEntry])), {
+      '/mnt/fast/a': '/mnt/fast/b',
+      '/mnt/fast/b': '/mnt/fast/a',
+      '/mnt/blk/x': '/mnt/blk/y',
+      '/mnt/blk/y': '/mnt/blk/x',
+      '/mnt/blk/p': '/mnt/blk/q',
+      '/mnt/blk/q': '/mnt/blk/p',
+    });
+    assert.match(conflicts[0]?.message ?? '', /neither is published until one of them is removed/u);
+  });
+
+  it('an entry whose disk is recorded on a PV of the node, whatever its phase, is not published and names the PV', async () => {
+    for (const phase of ['Available', 'Bound', 'Released', 'Failed'] as const) {
+      const holder = recordedOn('old', `fs-uuid:${UUID_C}`, phase);
+      const plan = await planDiscovery({
+        config: CLASSES,
+        node: NODE,
+        volumes: disks(),
+        persistentVolumes: [holder],
+        storageClass: SC,
+      });
+      assert.equal(
+        plan.create.some((c) => c.entry === 'c'),
+        false,
+        phase,
+      );
+      const skip = plan.skipped.find((x) => x.entry === 'c');
+      assert.equal(skip?.reason, 'identity-conflict', phase);
+      assert.equal(skip.persistentVolume, 'old');
+      assert.match(skip.message, /is PersistentVolume old's \(published at \/mnt\/fast\/old\)/u);
+    }
+  });
+
+  it('a legacy loop record (no birth time) holds its disk as well', async () => {
+    const v = new MemoryVolumes();
+    v.addDirectory('/mnt/blk');
+    v.addBlockDevice('/dev/loop3', GiB, { loop: { device: '254:0', inode: 77, birthNs: 5 } });
+    v.addSymlink('/mnt/blk/moved', '/dev/loop3');
+    const plan = await planDiscovery({
+      config: CLASSES,
+      node: NODE,
+      volumes: v,
+      persistentVolumes: [recordedOn('legacy', 'loop:254:0:77', 'Bound')],
+      storageClass: SC,
+    });
+    assert.deepEqual(plan.create, []);
+    assert.equal(plan.skipped.find((x) => x.entry === 'moved')?.persistentVolume, 'legacy');
   });
 });
