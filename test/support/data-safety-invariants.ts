@@ -240,7 +240,9 @@ export class InvariantRules {
           v.identity !== undefined &&
           !sameDisk(before.identity, v.identity) &&
           !before.acceptRequested &&
-          !this.accepted.has(before.uid)
+          // An accept on either object may have re-recorded the disk between two lists.
+          !this.accepted.has(before.uid) &&
+          !this.accepted.has(v.uid)
         ) {
           report(
             `I3:${before.uid}:${v.uid}`,
