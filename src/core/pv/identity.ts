@@ -171,11 +171,6 @@ export function legacyIdentityUpgrade(pv: PersistentVolume, current: VolumeIdent
   return birth !== undefined && birth !== UNKNOWN_BIRTH;
 }
 
-/** Whether an operator asked to accept the disk now at the path (IDENTITY_ACTION_ANNOTATION). */
-export function acceptRequested(pv: PersistentVolume): boolean {
-  return identityAction(pv) === 'accept';
-}
-
 /** The merge patch that records `identity` and clears the operator's action. */
 export function recordIdentityPatch(
   identity: VolumeIdentity | undefined,

@@ -5,7 +5,6 @@ import fc from 'fast-check';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import type { IdentitySource, VolumeIdentity } from '../../../src/core/node/volumes.js';
 import {
-  acceptRequested,
   identityAction,
   BY_ID_ANNOTATION,
   checkIdentity,
@@ -101,12 +100,10 @@ describe('disk identity on PVs', () => {
   });
 
   it('the operator’s action is `accept` exactly, any other value is invalid, and the patch that records the new disk clears it', () => {
-    assert.equal(acceptRequested(pv({ [IDENTITY_ACTION_ANNOTATION]: 'accept' })), true);
+    assert.equal(identityAction(pv({ [IDENTITY_ACTION_ANNOTATION]: 'accept' })), 'accept');
     for (const value of [' Accept ', 'Accept', 'yes', 'retire', ''])
       assert.deepEqual(identityAction(pv({ [IDENTITY_ACTION_ANNOTATION]: value })), { invalid: value }, value);
-    assert.equal(acceptRequested(pv({ [IDENTITY_ACTION_ANNOTATION]: 'retire' })), false);
     assert.equal(identityAction(pv()), undefined);
-    assert.equal(acceptRequested(pv()), false);
     assert.deepEqual(recordIdentityPatch(identity('fs-uuid', 'u1'), NODE), {
       metadata: {
         annotations: {
