@@ -9,7 +9,12 @@
 //   acting (its term's AbortSignal aborts). renewDeadline < leaseDuration, so it stops before any
 //   other replica can consider the lease expired;
 // - release() clears holderIdentity, so a successor takes over at its next retry instead of
-//   waiting out the lease.
+//   waiting out the lease. A stop abandons the acquire or renew in flight, whose write may still
+//   land: the release waits for it, then decides from a fresh read (never from the last write's
+//   resourceVersion, which that write made stale: a 409), clears the holder only while it is this
+//   replica (a successor's lease is left alone), and on a 409 reads again and retries, within the
+//   renew deadline. client-go's ReleaseOnCancel also re-reads and retries on a conflict, but
+//   checks the holder it observed last, not the one it just read.
 import type { Clock } from '../clock.js';
 import { isAborted, within } from '../clock.js';
 import { microTime } from '../fleet/applied-state.js';
@@ -195,6 +200,17 @@ type TryResult =
   | { readonly kind: 'conflict' }
   | { readonly kind: 'error'; readonly error: string };
 
+/** One read-and-clear of a release. */
+type ReleaseTry =
+  | { readonly kind: 'released' }
+  /** Another replica holds it, or nobody (holder empty, or no lease). */
+  | { readonly kind: 'not-held'; readonly holder: string }
+  | { readonly kind: 'conflict' }
+  | { readonly kind: 'error'; readonly error: string };
+
+/** Writes a release tries before it leaves the lease to expire (each 409 is a write someone else made). */
+const RELEASE_ATTEMPTS = 5;
+
 export class LeaderElector {
   private readonly timing: LeaderElectionTiming;
   private readonly random: () => number;
@@ -202,6 +218,10 @@ export class LeaderElector {
   private term: AbortController | undefined;
   /** The last holder logged, so a long wait is logged once. */
   private lastHolder: string | undefined;
+  /** The last acquire or renew started: a stop abandons it in flight, the release waits for it. */
+  private attempt: Promise<TryResult> | undefined;
+  /** Whether this replica ever sent a write: one that never did holds nothing to release. */
+  private wrote = false;
   /** Terms started (tests, diagnostics). */
   terms = 0;
 
@@ -235,7 +255,7 @@ export class LeaderElector {
     };
     while (!isAborted(signal)) {
       // Bounded like a renewal: a hung request must not keep a stopping candidate alive.
-      const result = await within(clock, this.tryAcquireOrRenew(), this.timing.renewDeadlineMs, signal);
+      const result = await within(clock, this.startAttempt(), this.timing.renewDeadlineMs, signal);
       if (isAborted(signal)) break;
       const tried: TryResult = result.ok ? result.value : { kind: 'error', error: 'the request timed out' };
       if (tried.kind !== 'held') {
@@ -284,7 +304,7 @@ export class LeaderElector {
         return;
       }
       const sentAt = clock.now();
-      const result = await within(clock, this.tryAcquireOrRenew(), Math.max(0, deadline() - sentAt), signal);
+      const result = await within(clock, this.startAttempt(), Math.max(0, deadline() - sentAt), signal);
       if (isAborted(signal)) return;
       if (!result.ok) {
         this.stepDown(`not renewed within the renew deadline (${String(this.timing.renewDeadlineMs)} ms)`);
@@ -320,6 +340,12 @@ export class LeaderElector {
 
   private lastSentAt = 0;
 
+  private startAttempt(): Promise<TryResult> {
+    const attempt = this.tryAcquireOrRenew();
+    this.attempt = attempt;
+    return attempt;
+  }
+
   private async tryAcquireOrRenew(): Promise<TryResult> {
     const { leases, clock, namespace, name } = this.options;
     let current: Observation | undefined;
@@ -338,6 +364,7 @@ export class LeaderElector {
     );
     if (step.kind === 'wait') return { kind: 'other', holder: step.holder };
     this.lastSentAt = clock.now();
+    this.wrote = true;
     try {
       const written =
         step.kind === 'create'
@@ -354,23 +381,69 @@ export class LeaderElector {
 
   /**
    * Gives the lease up (holder cleared) if this replica holds it: call after run() has returned
-   * and nothing acts any more. Best effort: a failure leaves the lease to expire.
+   * and nothing acts any more. Waits for the attempt the stop abandoned, then reads the lease and
+   * clears it while it is this replica's, retrying on a 409, all within the renew deadline. Best
+   * effort: a failure leaves the lease to expire.
    */
   async release(): Promise<boolean> {
-    const { leases, clock, logger, namespace, name } = this.options;
+    const { clock, logger, namespace, name } = this.options;
     this.stepDown('stopping');
-    const observation = this.observation;
-    if (observation === undefined || observation.record.holderIdentity !== this.options.identity) return false;
+    if (!this.wrote) return false;
+    const deadline = clock.now() + this.timing.renewDeadlineMs;
+    // Its write may land after the stop: released before it, the lease would be taken again.
+    if (this.attempt !== undefined) await within(clock, this.attempt, deadline - clock.now());
+    const lease = `${namespace}/${name}`;
+    let last = 'the renew deadline passed';
+    for (let attempt = 1; attempt <= RELEASE_ATTEMPTS; attempt++) {
+      const remaining = deadline - clock.now();
+      if (remaining <= 0) break;
+      const result = await within(clock, this.tryRelease(), remaining);
+      const tried: ReleaseTry = result.ok ? result.value : { kind: 'error', error: 'the request timed out' };
+      if (tried.kind === 'released') {
+        logger.log('info', 'leader election: released the lease', { lease, attempts: attempt });
+        return true;
+      }
+      if (tried.kind === 'not-held') {
+        logger.log('info', 'leader election: nothing to release; the lease is not held by this replica', {
+          lease,
+          holder: tried.holder,
+        });
+        return false;
+      }
+      last = tried.kind === 'conflict' ? 'a 409: the lease was written by another replica' : tried.error;
+      // A 409 is news (a write since the read): read again at once. An error gets a pause.
+      if (tried.kind === 'error' && !(await this.pauseBeforeRetry(deadline))) break;
+    }
+    logger.log('warn', 'leader election: could not release the lease; it expires on its own', { lease, error: last });
+    return false;
+  }
+
+  /** Sleeps a retry period (at most until the deadline); false when no time is left. */
+  private async pauseBeforeRetry(deadline: number): Promise<boolean> {
+    const { clock } = this.options;
+    const ms = Math.min(this.timing.retryPeriodMs, deadline - clock.now());
+    if (ms <= 0) return false;
+    await clock.sleep(ms);
+    return true;
+  }
+
+  /** Reads the lease, and clears the holder at the read resourceVersion if it is this replica. */
+  private async tryRelease(): Promise<ReleaseTry> {
+    const { leases, clock, namespace, name, identity } = this.options;
+    let current: Observation;
     try {
-      const written = await leases.update(releasedLease(observation, clock.now()), { namespace });
-      this.observation = observe(observation, written, clock.now());
-      logger.log('info', 'leader election: released the lease', { lease: `${namespace}/${name}` });
-      return true;
+      current = observe(this.observation, await leases.get(name, { namespace }), clock.now());
     } catch (err) {
-      logger.log('warn', 'leader election: could not release the lease; it expires on its own', {
-        error: errorMessage(err),
-      });
-      return false;
+      return isNotFound(err) ? { kind: 'not-held', holder: '' } : { kind: 'error', error: errorMessage(err) };
+    }
+    this.observation = current;
+    if (current.record.holderIdentity !== identity) return { kind: 'not-held', holder: current.record.holderIdentity };
+    try {
+      const written = await leases.update(releasedLease(current, clock.now()), { namespace });
+      this.observation = observe(current, written, clock.now());
+      return { kind: 'released' };
+    } catch (err) {
+      return isConflict(err) ? { kind: 'conflict' } : { kind: 'error', error: errorMessage(err) };
     }
   }
 }

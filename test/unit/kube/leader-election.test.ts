@@ -13,6 +13,7 @@ import {
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { Lease } from '../../../src/core/kube/objects.js';
 import { silentLogger } from '../../../src/core/log.js';
+import { leaseFaults } from '../../support/lease-faults.js';
 
 const TARGET = { name: 'node-cleanup', namespace: 'default', identity: 'a', leaseDurationMs: 15_000 };
 
@@ -108,8 +109,13 @@ interface Replica {
   readonly cut: () => void;
 }
 
-function replica(cluster: MemoryCluster, clock: ManualClock, identity: string): Replica {
-  const { client, cut } = cuttable(cluster.leases);
+function replica(
+  cluster: MemoryCluster,
+  clock: ManualClock,
+  identity: string,
+  leases: ResourceClient<Lease> = cluster.leases,
+): Replica {
+  const { client, cut } = cuttable(leases);
   const elector = new LeaderElector({
     leases: client,
     name: 'node-cleanup',
@@ -209,5 +215,143 @@ describe('leader election: replicas on the in-memory apiserver and a manual cloc
     assert.equal(replicas.filter(leads).length, 1);
     for (const r of replicas) r.stop.abort();
     await Promise.all(replicas.map((r) => r.done));
+  });
+});
+
+/** Advances the clock until `done` has resolved (a request the elector sends at its next retry). */
+async function advanceUntil(clock: ManualClock, done: Promise<void>, replicas: readonly Replica[]): Promise<void> {
+  const state = { settled: false };
+  void done.then(() => (state.settled = true));
+  for (let i = 0; i < 200 && !state.settled; i++) await advance(clock, 100, replicas);
+  assert.ok(state.settled, 'the awaited request was sent');
+}
+
+/** Advances until `r` leads; the time it took. */
+async function untilLeads(clock: ManualClock, r: Replica, replicas: readonly Replica[]): Promise<number> {
+  const from = clock.now();
+  for (let i = 0; i < 200 && !leads(r); i++) await advance(clock, 100, replicas);
+  assert.ok(leads(r), `${r.elector.identity} leads`);
+  return clock.now() - from;
+}
+
+/** The retry period (2 s) with the largest jitter, and a step: a handover without waiting out the lease. */
+const AT_NEXT_RETRY_MS = 2_000 * 2.2 + 200;
+
+async function holderOf(cluster: MemoryCluster): Promise<string | undefined> {
+  return (await cluster.leases.get('node-cleanup')).spec?.holderIdentity;
+}
+
+describe('leader election: the release when a replica stops', () => {
+  it('a renew whose write landed but whose answer had not come at the stop: the release reads again and clears the holder', async () => {
+    // The rollout controller's 409 ("the object has been modified"): the stop abandoned a renew in
+    // flight, whose write bumped the resourceVersion the release was about to write at.
+    const clock = new ManualClock(Date.parse('2026-12-01T14:00:00Z'));
+    const cluster = new MemoryCluster({ clock });
+    const faults = leaseFaults(cluster.leases);
+    const a = replica(cluster, clock, 'a', faults.client);
+    await advance(clock, 100, [a]);
+    const b = replica(cluster, clock, 'b');
+    await advance(clock, 3_000, [a, b]);
+    const held = faults.holdNextReply();
+    await advanceUntil(clock, held.reached, [a, b]);
+    a.stop.abort();
+    await a.done;
+    const releasing = a.elector.release();
+    held.deliver();
+    assert.equal(await releasing, true, 'released');
+    assert.equal(await holderOf(cluster), '');
+    assert.ok((await untilLeads(clock, b, [a, b])) <= AT_NEXT_RETRY_MS, 'b takes over at its next retry');
+    b.stop.abort();
+    await b.done;
+  });
+
+  it('a 409 on the first release write (another write since the read): it reads again and retries', async () => {
+    const clock = new ManualClock(Date.parse('2026-12-01T14:00:00Z'));
+    const cluster = new MemoryCluster({ clock });
+    const faults = leaseFaults(cluster.leases);
+    const a = replica(cluster, clock, 'a', faults.client);
+    await advance(clock, 2_500, [a]);
+    assert.ok(leads(a));
+    a.stop.abort();
+    await a.done;
+    // A late renew of a's (still a's, a newer resourceVersion) lands between the read and the write.
+    faults.beforeNextRelease(async () => {
+      const current = await cluster.leases.get('node-cleanup');
+      await cluster.leases.update({ ...current, spec: { ...current.spec, renewTime: '2026-12-01T14:00:03.000000Z' } });
+    });
+    assert.equal(await a.elector.release(), true);
+    assert.equal(faults.releaseWrites, 2, 'the first write got the 409, the second released');
+    assert.equal(await holderOf(cluster), '');
+  });
+
+  it('never clears a successor: a lease another replica took (before, or between the read and the write) is left to it', async () => {
+    for (const when of ['before the stop', 'between the read and the write'] as const) {
+      const clock = new ManualClock(Date.parse('2026-12-01T14:00:00Z'));
+      const cluster = new MemoryCluster({ clock });
+      const faults = leaseFaults(cluster.leases);
+      const a = replica(cluster, clock, 'a', faults.client);
+      await advance(clock, 2_500, [a]);
+      assert.ok(leads(a));
+      a.stop.abort();
+      await a.done;
+      // c took the lease over (after a partition a has not noticed, say).
+      const takeOver = async (): Promise<void> => {
+        const current = await cluster.leases.get('node-cleanup');
+        await cluster.leases.update({ ...current, spec: { ...current.spec, holderIdentity: 'c' } });
+      };
+      if (when === 'before the stop') await takeOver();
+      else faults.beforeNextRelease(takeOver);
+      const before = await cluster.leases.get('node-cleanup');
+      assert.equal(await a.elector.release(), false, `${when}: nothing of a's to release`);
+      const after = await cluster.leases.get('node-cleanup');
+      assert.equal(after.spec?.holderIdentity, 'c', `${when}: c keeps the lease`);
+      if (when === 'before the stop')
+        assert.equal(after.metadata.resourceVersion, before.metadata.resourceVersion, 'not written at all');
+    }
+  });
+
+  it('a renew still on its way at the stop (its read not answered yet): the release waits for it, so it cannot take the lease back', async () => {
+    // Released first, that renew would read a holderless lease and take it: a stopped leader.
+    const clock = new ManualClock(Date.parse('2026-12-01T14:00:00Z'));
+    const cluster = new MemoryCluster({ clock });
+    const faults = leaseFaults(cluster.leases);
+    const a = replica(cluster, clock, 'a', faults.client);
+    await advance(clock, 2_500, [a]);
+    assert.ok(leads(a));
+    const read = faults.holdNextRead();
+    await advanceUntil(clock, read.reached, [a]);
+    a.stop.abort();
+    await a.done;
+    const releasing = a.elector.release();
+    // One turn for the release's requests (the in-memory apiserver answers within it), then the renew's.
+    await new Promise((resolve) => setImmediate(resolve));
+    read.deliver();
+    assert.equal(await releasing, true);
+    await faults.idle();
+    assert.equal(await holderOf(cluster), '', 'the renew did not take the lease back');
+  });
+
+  it('a candidate stopped with its acquire in flight: the lease its late write took is released', async () => {
+    const clock = new ManualClock(Date.parse('2026-12-01T14:00:00Z'));
+    const cluster = new MemoryCluster({ clock });
+    const a = replica(cluster, clock, 'a');
+    await advance(clock, 100, [a]);
+    const faults = leaseFaults(cluster.leases);
+    const b = replica(cluster, clock, 'b', faults.client);
+    await advance(clock, 3_000, [a, b]);
+    const held = faults.holdNextReply();
+    a.stop.abort();
+    await a.done;
+    assert.equal(await a.elector.release(), true);
+    // b's next retry takes the released lease; it is stopped before it hears so.
+    await advanceUntil(clock, held.reached, [a, b]);
+    assert.equal(await holderOf(cluster), 'b');
+    b.stop.abort();
+    await b.done;
+    const releasing = b.elector.release();
+    held.deliver();
+    assert.equal(await releasing, true, 'released');
+    assert.equal(b.elector.leading, undefined, 'b never acted');
+    assert.equal(await holderOf(cluster), '');
   });
 });

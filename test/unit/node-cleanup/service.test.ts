@@ -5,6 +5,7 @@ import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { startNodeCleanup } from '../../../src/core/node-cleanup/service.js';
 import { eventually } from '../../support/eventually.js';
+import { leaseFaults, withLeases } from '../../support/lease-faults.js';
 
 const SETTINGS = {
   storageClassNames: new Set(['local-storage']),
@@ -52,5 +53,46 @@ describe('node cleanup service: metrics server and leader lease', () => {
     }
     assert.equal((await cluster.leases.get('node-cleanup')).spec?.holderIdentity, '', 'released on stop');
     assert.equal(service.metrics.leader.get(), 0);
+  });
+
+  it('a stop while a renew’s answer is on its way still releases the lease (the elector’s release path)', async () => {
+    // The stop abandons the renew in flight; its write already moved the resourceVersion. Both
+    // leader-elected services stop through LeaderElector.release (this test is in each).
+    const cluster = new MemoryCluster();
+    const faults = leaseFaults(cluster.leases);
+    const service = await startNodeCleanup(
+      {
+        settings: SETTINGS,
+        listenAddress: '',
+        metricsPath: '/metrics',
+        identity: 'replica-a',
+        leaderElection: {
+          name: 'node-cleanup',
+          namespace: 'default',
+          timing: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 50 },
+        },
+      },
+      { cluster: withLeases(cluster, faults.client), clock: systemClock, logger: silentLogger },
+    );
+    let stopping: Promise<void> | undefined;
+    try {
+      await eventually(
+        async () =>
+          (await cluster.leases.get('node-cleanup').catch(() => undefined))?.spec?.holderIdentity === 'replica-a'
+            ? true
+            : undefined,
+        'replica-a leads',
+      );
+      // The answer comes in 300 ms, or before the next request (the old release's stale write).
+      const renew = faults.holdNextReply('deliver or a later request');
+      await renew.reached;
+      stopping = service.stop();
+      setTimeout(() => {
+        renew.deliver();
+      }, 300);
+    } finally {
+      await (stopping ?? service.stop());
+    }
+    assert.equal((await cluster.leases.get('node-cleanup')).spec?.holderIdentity, '', 'released on stop');
   });
 });

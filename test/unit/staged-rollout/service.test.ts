@@ -6,6 +6,7 @@ import { silentLogger } from '../../../src/core/log.js';
 import { policyFromFlags } from '../../../src/core/staged-rollout/policy.js';
 import { startRolloutController } from '../../../src/core/staged-rollout/service.js';
 import { eventually } from '../../support/eventually.js';
+import { leaseFaults, withLeases } from '../../support/lease-faults.js';
 
 const SETTINGS = {
   namespace: 'default',
@@ -66,5 +67,50 @@ describe('staged rollout controller service: metrics server and leader lease', (
     }
     assert.equal((await cluster.leases.get('rollout-controller')).spec?.holderIdentity, '', 'released on stop');
     assert.equal(service.metrics.leader.get(), 0);
+  });
+
+  it('a stop while a renew’s answer is on its way still releases the lease (the elector’s release path)', async () => {
+    // The stop abandons the renew in flight; its write already moved the resourceVersion. Both
+    // leader-elected services stop through LeaderElector.release (this test is in each).
+    const cluster = new MemoryCluster();
+    await cluster.configMaps.create({
+      metadata: { name: 'lvp-config', namespace: 'default' },
+      data: { storageClassMap: 'local:\n  hostDir: /mnt/disks\n  mountDir: /mnt/disks\n' },
+    });
+    const faults = leaseFaults(cluster.leases);
+    const service = await startRolloutController(
+      {
+        settings: SETTINGS,
+        listenAddress: '',
+        metricsPath: '/metrics',
+        identity: 'replica-a',
+        leaderElection: {
+          name: 'rollout-controller',
+          namespace: 'default',
+          timing: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 50 },
+        },
+      },
+      { cluster: withLeases(cluster, faults.client), clock: systemClock, logger: silentLogger },
+    );
+    let stopping: Promise<void> | undefined;
+    try {
+      await eventually(
+        async () =>
+          (await cluster.leases.get('rollout-controller').catch(() => undefined))?.spec?.holderIdentity === 'replica-a'
+            ? true
+            : undefined,
+        'replica-a leads',
+      );
+      // The answer comes in 300 ms, or before the next request (the old release's stale write).
+      const renew = faults.holdNextReply('deliver or a later request');
+      await renew.reached;
+      stopping = service.stop();
+      setTimeout(() => {
+        renew.deliver();
+      }, 300);
+    } finally {
+      await (stopping ?? service.stop());
+    }
+    assert.equal((await cluster.leases.get('rollout-controller')).spec?.holderIdentity, '', 'released on stop');
   });
 });
