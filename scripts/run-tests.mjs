@@ -63,7 +63,10 @@ if (mode === 'all') {
   // The image (scripts/build-image.sh: the Dockerfile built with podman, cached by content; needs
   // root) for the tests that run it, in podman or on the test node; LVP_IMAGE is the script's last
   // stdout line (JSON).
-  const runsImage = (f) => f.includes('/integration/image/') || f.includes('/integration/node-real/chart-on-node');
+  const runsImage = (f) =>
+    f.includes('/integration/image/') ||
+    f.includes('/integration/node-real/chart-on-node') ||
+    f.includes('/integration/node-real/chaos-soak');
   if (process.getuid?.() === 0 && files.some(runsImage)) {
     const image = spawnSync('bash', [join(root, 'scripts/build-image.sh')], {
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -39,10 +39,22 @@ export interface ControlPlane {
     readonly scheduler?: number;
   };
   /**
+   * SIGKILLs etcd or kube-apiserver, waits `downMs`, and starts it again with the same flags, ports
+   * and data (a crash and a supervisor's restart); resolves once it answers its health check.
+   * Restarts run one at a time. `pids` keeps the first processes' ids.
+   */
+  restart(component: RestartableComponent, downMs?: number): Promise<RestartTimings>;
+  /**
    * Stops kube-scheduler and kube-controller-manager (if started), then kube-apiserver, then etcd
    * (SIGTERM, SIGKILL after a deadline) and removes `dir`. Idempotent.
    */
   stop(): Promise<void>;
+}
+
+/** What a ControlPlane.restart took: killed → spawned again, spawned → healthy. */
+export interface RestartTimings {
+  readonly downMs: number;
+  readonly healthyMs: number;
 }
 
 export interface StartControlPlaneOptions {
@@ -122,6 +134,8 @@ const DEFAULT_COMPACTION_SECONDS = 5;
 const WATCH_CACHE_SIZES = 'podtemplates#0';
 const STOP_GRACE_MS = 10_000;
 const KILL_WAIT_MS = 5_000;
+/** Time a restarted etcd or kube-apiserver has to answer its health check. */
+const RESTART_READY_MS = 60_000;
 const MAX_PORT_ATTEMPTS = 3;
 const LOG_TAIL_BYTES = 4_000;
 
@@ -309,7 +323,12 @@ async function terminate(child: ChildProcess): Promise<void> {
  * Spawns a test binary with its output appended to logFile, killed with this process (setpriv's
  * pdeathsig, and the exit handler for the children still alive).
  */
-export function spawnLogged(binary: string, args: readonly string[], logFile: string): ChildProcess {
+export function spawnLogged(
+  binary: string,
+  args: readonly string[],
+  logFile: string,
+  extraEnv: Readonly<Record<string, string>> = {},
+): ChildProcess {
   const fd = openSync(logFile, 'a');
   try {
     const [command, commandArgs] =
@@ -317,7 +336,7 @@ export function spawnLogged(binary: string, args: readonly string[], logFile: st
     const child = spawn(command, commandArgs, {
       detached: false,
       stdio: ['ignore', fd, fd],
-      env: { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', HOME: process.env['HOME'] ?? '/' },
+      env: { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', HOME: process.env['HOME'] ?? '/', ...extraEnv },
     });
     liveChildren.add(child);
     child.once('exit', () => liveChildren.delete(child));
@@ -408,10 +427,15 @@ export function kubeconfigYaml(server: string, caFile: string, token: string, us
   )}\n`;
 }
 
+/** The control-plane processes a test may kill and start again (ControlPlane.restart). */
+export type RestartableComponent = 'etcd' | 'kube-apiserver';
+
 interface Attempt {
   readonly etcd: ChildProcess;
   readonly apiserver: ChildProcess;
   readonly server: string;
+  /** Starts the component again with the same flags, ports and data; resolves once it is healthy. */
+  readonly respawn: Readonly<Record<RestartableComponent, (deadline: number) => Promise<ChildProcess>>>;
   readonly controllerManager?: ChildProcess;
   readonly scheduler?: ChildProcess;
 }
@@ -567,69 +591,73 @@ async function startAttempt(
   const etcdUrl = `http://127.0.0.1:${ports.etcdClient}`;
   const peerUrl = `http://127.0.0.1:${ports.etcdPeer}`;
 
-  const etcd = spawnLogged(
-    join(binDir, 'etcd'),
-    [
-      '--name=lvp-test',
-      `--data-dir=${join(dir, 'etcd')}`,
-      `--listen-client-urls=${etcdUrl}`,
-      `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=${peerUrl}`,
-      `--initial-advertise-peer-urls=${peerUrl}`,
-      `--initial-cluster=lvp-test=${peerUrl}`,
-      '--unsafe-no-fsync=true',
-      '--watch-progress-notify-interval=5s',
-      '--log-level=warn',
-    ],
-    etcdLog,
-  );
-  started.push(etcd);
-  await waitUntil('etcd', deadline, signal, etcd, etcdLog, async () => {
-    const res = await probe(`${etcdUrl}/health`, {});
-    return res.status === 200 && /"health":\s*"true"/.test(res.body);
-  });
+  const etcdArgs = [
+    '--name=lvp-test',
+    `--data-dir=${join(dir, 'etcd')}`,
+    `--listen-client-urls=${etcdUrl}`,
+    `--advertise-client-urls=${etcdUrl}`,
+    `--listen-peer-urls=${peerUrl}`,
+    `--initial-advertise-peer-urls=${peerUrl}`,
+    `--initial-cluster=lvp-test=${peerUrl}`,
+    '--unsafe-no-fsync=true',
+    '--watch-progress-notify-interval=5s',
+    '--log-level=warn',
+  ];
+  const spawnEtcd = async (until: number): Promise<ChildProcess> => {
+    const child = spawnLogged(join(binDir, 'etcd'), etcdArgs, etcdLog);
+    started.push(child);
+    await waitUntil('etcd', until, signal, child, etcdLog, async () => {
+      const res = await probe(`${etcdUrl}/health`, {});
+      return res.status === 200 && /"health":\s*"true"/.test(res.body);
+    });
+    return child;
+  };
+  const etcd = await spawnEtcd(deadline);
 
   const pki = join(dir, 'pki');
-  const apiserver = spawnLogged(
-    join(binDir, 'kube-apiserver'),
-    [
-      `--etcd-servers=${etcdUrl}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
-      `--secure-port=${ports.apiserver}`,
-      `--cert-dir=${pki}`,
-      `--token-auth-file=${join(dir, 'tokens.csv')}`,
-      '--authorization-mode=RBAC',
-      '--service-account-issuer=https://kubernetes.default.svc',
-      `--service-account-key-file=${join(dir, 'sa.key')}`,
-      `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
-      '--service-cluster-ip-range=10.0.0.0/24',
-      '--allow-privileged=true',
-      // Reach kubelets (logs, exec) at their InternalIP: the default order starts with Hostname, a
-      // DNS lookup of the node name that would leave the machine. No effect without kubelets.
-      '--kubelet-preferred-address-types=InternalIP',
-      ...disabledAdmission(components !== undefined, serviceAccountAdmission),
-      `--etcd-compaction-interval=${compactionSeconds}s`,
-      `--watch-cache-sizes=${WATCH_CACHE_SIZES}`,
-      '--profiling=false',
-      '--v=0',
-      ...extraArgs,
-    ],
-    apiserverLog,
-  );
-  started.push(apiserver);
+  const apiserverArgs = [
+    `--etcd-servers=${etcdUrl}`,
+    '--bind-address=127.0.0.1',
+    '--advertise-address=127.0.0.1',
+    `--secure-port=${ports.apiserver}`,
+    `--cert-dir=${pki}`,
+    `--token-auth-file=${join(dir, 'tokens.csv')}`,
+    '--authorization-mode=RBAC',
+    '--service-account-issuer=https://kubernetes.default.svc',
+    `--service-account-key-file=${join(dir, 'sa.key')}`,
+    `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--allow-privileged=true',
+    // Reach kubelets (logs, exec) at their InternalIP: the default order starts with Hostname, a
+    // DNS lookup of the node name that would leave the machine. No effect without kubelets.
+    '--kubelet-preferred-address-types=InternalIP',
+    ...disabledAdmission(components !== undefined, serviceAccountAdmission),
+    `--etcd-compaction-interval=${compactionSeconds}s`,
+    `--watch-cache-sizes=${WATCH_CACHE_SIZES}`,
+    '--profiling=false',
+    '--v=0',
+    ...extraArgs,
+  ];
   const server = `https://127.0.0.1:${ports.apiserver}`;
   const caFile = join(pki, 'apiserver.crt');
-  await waitUntil('kube-apiserver', deadline, signal, apiserver, apiserverLog, async () => {
-    if (!existsSync(caFile)) return false;
-    const res = await probe(`${server}/readyz`, { ca: await readFile(caFile), token: adminToken });
-    return res.status === 200 && res.body.trim() === 'ok';
-  });
-  if (components === undefined) return { etcd, apiserver, server };
+  const spawnApiserver = async (until: number): Promise<ChildProcess> => {
+    const child = spawnLogged(join(binDir, 'kube-apiserver'), apiserverArgs, apiserverLog);
+    started.push(child);
+    await waitUntil('kube-apiserver', until, signal, child, apiserverLog, async () => {
+      if (!existsSync(caFile)) return false;
+      const res = await probe(`${server}/readyz`, { ca: await readFile(caFile), token: adminToken });
+      return res.status === 200 && res.body.trim() === 'ok';
+    });
+    return child;
+  };
+  const apiserver = await spawnApiserver(deadline);
+  const respawn = { etcd: spawnEtcd, 'kube-apiserver': spawnApiserver };
+  if (components === undefined) return { etcd, apiserver, server, respawn };
   return {
     etcd,
     apiserver,
     server,
+    respawn,
     ...(await startComponents(dir, binDir, server, caFile, components, ports, deadline, signal, started)),
   };
 }
@@ -716,7 +744,12 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
       }
     }
 
-    const { etcd, apiserver, server, controllerManager, scheduler } = attempt;
+    const { server, controllerManager, scheduler, respawn } = attempt;
+    const current: Record<RestartableComponent, ChildProcess> = {
+      etcd: attempt.etcd,
+      'kube-apiserver': attempt.apiserver,
+    };
+    const { etcd, apiserver } = attempt;
     const caFile = join(dir, 'pki', 'apiserver.crt');
     const kubeconfigPath = join(dir, 'kubeconfig');
     await writeFile(kubeconfigPath, kubeconfigYaml(server, caFile, adminToken), { mode: 0o600 });
@@ -726,12 +759,29 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
       stopping ??= (async () => {
         if (scheduler !== undefined) await terminate(scheduler);
         if (controllerManager !== undefined) await terminate(controllerManager);
-        await terminate(apiserver);
-        await terminate(etcd);
+        await restarting;
+        await terminate(current['kube-apiserver']);
+        await terminate(current.etcd);
         await rm(dir, { recursive: true, force: true });
         liveDirs.delete(dir);
       })();
       return stopping;
+    };
+    let restarting: Promise<unknown> = Promise.resolve();
+    const restart = (component: RestartableComponent, downMs = 0): Promise<RestartTimings> => {
+      const next = restarting.then(async () => {
+        if (stopping !== undefined) throw new Error(`the control plane is stopping: ${component} not restarted`);
+        const killed = Date.now();
+        current[component].kill('SIGKILL');
+        await waitForExit(current[component], KILL_WAIT_MS);
+        liveChildren.delete(current[component]);
+        if (downMs > 0) await delay(downMs);
+        const spawned = Date.now();
+        current[component] = await respawn[component](spawned + RESTART_READY_MS);
+        return { downMs: spawned - killed, healthyMs: Date.now() - spawned };
+      });
+      restarting = next.catch(() => undefined);
+      return next;
     };
     return {
       server,
@@ -739,6 +789,7 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
       adminToken,
       kubeconfigPath,
       dir,
+      restart,
       pids: {
         etcd: etcd.pid ?? -1,
         apiserver: apiserver.pid ?? -1,

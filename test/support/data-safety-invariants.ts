@@ -17,7 +17,8 @@
 //             that; recording a first identity, or a legacy loop id extended with its birth, is no
 //             change);
 //   wiped     with expectWipedOnRepublish: a tenant's PV republished while the test's probe still
-//             finds the tenant's token on the volume.
+//             finds the tenant's token on the volume;
+//   outside   with `discoveryDirs`: a PV of the node whose path is not an entry of one of them.
 //
 // What it cannot see: which disk is at a path (I1, I4, I5 and the cleanup's side of I3 need the
 // node; the tests' data checks cover them), and what lived less than a poll (two PVs of one disk
@@ -73,7 +74,7 @@ export interface PvLike {
   readonly status?: { readonly phase?: string | undefined } | undefined;
 }
 
-export type InvariantRule = 'I2' | 'I2-time' | 'I3' | 'rewrite' | 'wiped';
+export type InvariantRule = 'I2' | 'I2-time' | 'I3' | 'rewrite' | 'wiped' | 'outside';
 
 export interface Violation {
   readonly rule: InvariantRule;
@@ -144,6 +145,11 @@ const stamp = (ms: number | undefined): string => (ms === undefined ? '?' : new 
 export interface InvariantRulesOptions {
   /** The I3 rule (a republished PV records the disk its previous object recorded); default true. */
   readonly republishKeepsDisk?: boolean;
+  /**
+   * The discovery directories the node's agent was ever given (now or by an earlier config): a PV
+   * whose path is not directly in one of them is reported. Default: not checked.
+   */
+  readonly discoveryDirs?: () => readonly string[];
 }
 
 /**
@@ -267,6 +273,15 @@ export class InvariantRules {
           `the recorded disk of ${v.name} (uid ${v.uid}, ${v.phase}, ${v.path}) changed in place from ` +
             `${previous.annotation} to ${v.annotation} without an accept`,
         );
+      }
+    }
+
+    const dirs = this.options.discoveryDirs?.();
+    if (dirs !== undefined) {
+      for (const v of views) {
+        const parent = v.path.slice(0, v.path.lastIndexOf('/'));
+        if (dirs.includes(parent)) continue;
+        report(`outside:${v.uid}`, 'outside', [v], `${describePv(v)} is not an entry of a discovery directory (${dirs.join(', ')})`);
       }
     }
 

@@ -172,6 +172,14 @@ export interface KubeletNode {
   importImage(archive: string, reference?: string): string[];
   /** The node's containers and sandboxes, from its containerd. */
   runtimeContainers(): RuntimeContainer[];
+  /**
+   * SIGKILLs the kubelet (its pods keep running, as when a kubelet crashes), runs `between` (e.g.
+   * deleting the Node object, which the kubelet registers again at start), starts it again with
+   * the same flags and waits for the Node's Ready condition. `pids.kubelet` keeps the first id.
+   */
+  restartKubelet(between?: () => Promise<void>): Promise<{ readonly readyMs: number }>;
+  /** Sends a signal to a container's task (its id from runtimeContainers()), as a crash or the OOM killer would. */
+  killContainer(id: string, signal?: 'SIGKILL' | 'SIGTERM'): void;
   /** Inodes of the pods' network namespaces now (remembered: `leftovers()` checks none survives). */
   networkNamespaces(): number[];
   /** What of this node is still on the machine; empty after a successful stop(). */
@@ -1074,39 +1082,43 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
     const labels = Object.entries(options.labels ?? {})
       .map(([k, v]) => `${k}=${v}`)
       .join(',');
-    const tKubelet = Date.now();
-    const kubelet = spawnLogged(
-      kubeletBin,
-      [
-        `--config=${kubeletConfigFile}`,
-        `--kubeconfig=${kubeconfig}`,
-        `--root-dir=${join(dir, 'kubelet')}`,
-        `--cert-dir=${join(dir, 'kubelet', 'pki')}`,
-        `--hostname-override=${name}`,
-        `--node-ip=${state.nodeIP}`,
-        ...(labels === '' ? [] : [`--node-labels=${labels}`]),
-        `--v=${options.kubeletVerbosity ?? 2}`,
-      ],
-      logs.kubelet,
-    );
-    children.push(kubelet);
-
-    const deadline = t0 + (options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
-    let lastSeen = 'not registered';
-    for (;;) {
-      if (exited(kubelet)) throw withLogs(`kubelet exited early (code ${String(kubelet.exitCode)})`);
-      if (exited(containerd)) throw withLogs(`containerd exited (code ${String(containerd.exitCode)})`);
-      try {
-        const node: V1Node = await core.readNode({ name });
-        const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
-        lastSeen = `Ready=${ready?.status ?? 'unknown'} (${ready?.reason ?? ''}: ${ready?.message ?? ''})`;
-        if (ready?.status === 'True') break;
-      } catch (error) {
-        if (apiStatusCode(error) !== 404) lastSeen = errorMessage(error);
+    const kubeletArgs = [
+      `--config=${kubeletConfigFile}`,
+      `--kubeconfig=${kubeconfig}`,
+      `--root-dir=${join(dir, 'kubelet')}`,
+      `--cert-dir=${join(dir, 'kubelet', 'pki')}`,
+      `--hostname-override=${name}`,
+      `--node-ip=${state.nodeIP}`,
+      ...(labels === '' ? [] : [`--node-labels=${labels}`]),
+      `--v=${options.kubeletVerbosity ?? 2}`,
+    ];
+    /**
+     * Spawns the kubelet and waits until the Node says Ready (registering it when it is missing) in
+     * a heartbeat of this kubelet (after a restart the condition may still hold the last one's).
+     */
+    const startKubelet = async (deadline: number): Promise<ChildProcess> => {
+      const since = Math.floor(Date.now() / 1000) * 1000;
+      const child = spawnLogged(kubeletBin, kubeletArgs, logs.kubelet);
+      children.push(child);
+      let lastSeen = 'not registered';
+      for (;;) {
+        if (exited(child)) throw withLogs(`kubelet exited early (code ${String(child.exitCode)})`);
+        if (exited(containerd)) throw withLogs(`containerd exited (code ${String(containerd.exitCode)})`);
+        try {
+          const node: V1Node = await core.readNode({ name });
+          const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+          lastSeen = `Ready=${ready?.status ?? 'unknown'} (${ready?.reason ?? ''}: ${ready?.message ?? ''})`;
+          const beat = ready?.lastHeartbeatTime?.getTime() ?? 0;
+          if (ready?.status === 'True' && beat >= since) return child;
+        } catch (error) {
+          if (apiStatusCode(error) !== 404) lastSeen = errorMessage(error);
+        }
+        if (Date.now() > deadline) throw withLogs(`node ${name} not Ready in time (last: ${lastSeen})`);
+        await delay(250);
       }
-      if (Date.now() > deadline) throw withLogs(`node ${name} not Ready in time (last: ${lastSeen})`);
-      await delay(250);
-    }
+    };
+    const tKubelet = Date.now();
+    let kubelet = await startKubelet(t0 + (options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS));
     const readyAt = Date.now();
     const timings: KubeletNodeTimings = {
       containerdMs,
@@ -1184,6 +1196,21 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
     };
 
     let stopping: Promise<void> | undefined;
+    const restartKubelet = async (between?: () => Promise<void>): Promise<{ readyMs: number }> => {
+      if (stopping !== undefined) throw new Error(`node ${name} is stopping: the kubelet is not restarted`);
+      kubelet.kill('SIGKILL');
+      await new Promise<void>((resolve) => {
+        if (exited(kubelet)) resolve();
+        else kubelet.once('exit', () => resolve());
+      });
+      await between?.();
+      const spawned = Date.now();
+      kubelet = await startKubelet(spawned + (options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS));
+      return { readyMs: Date.now() - spawned };
+    };
+    const killContainer = (id: string, signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): void => {
+      sh(kit.ctr, ctrArgs(finalState, 'tasks', 'kill', '--signal', signal, id));
+    };
     const stopWarnings: string[] = [];
     const stop = (): Promise<void> => {
       stopping ??= (async () => {
@@ -1246,6 +1273,8 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
       timings,
       importImage,
       runtimeContainers,
+      restartKubelet,
+      killContainer,
       networkNamespaces,
       leftovers: () => nodeLeftovers(finalState, seenIds, seenNetns),
       logTail: (which = 'kubelet', bytes = 4000) => tail(logs[which], bytes),

@@ -1,11 +1,20 @@
 // A loopback TCP proxy in front of the apiserver that a test can cut (every connection reset,
 // nothing accepted) and restore on the same port: an apiserver outage or restart as the agent
-// sees it, without touching the control plane the other tests share. TLS passes through.
+// sees it, without touching the control plane the other tests share. It can also black-hole the
+// apiserver (connections accepted, no byte passes: requests and watches hang, as behind a dropped
+// route) or slow it (every chunk held for a delay). TLS passes through.
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+
+/** How bytes pass: as they come, held for a delay each, or not at all. */
+export type ProxyMode = { readonly kind: 'pass' } | { readonly kind: 'slow'; readonly delayMs: number } | { readonly kind: 'blackhole' };
 
 export class TcpProxy {
   private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
+  private mode: ProxyMode = { kind: 'pass' };
+  /** Connections that had a byte held by a black hole: reset when it ends (their peer timed out). */
+  private readonly held = new Set<Socket>();
 
   private constructor(
     private readonly targetHost: string,
@@ -45,8 +54,8 @@ export class TcpProxy {
           upstream.destroy();
         });
       }
-      client.pipe(upstream);
-      upstream.pipe(client);
+      this.forward(client, upstream);
+      this.forward(upstream, client);
     });
     this.server = server;
     return new Promise((resolve, reject) => {
@@ -57,6 +66,33 @@ export class TcpProxy {
         resolve();
       });
     });
+  }
+
+  /** Copies `from` to `to` in order, through the mode at the time each chunk arrives. */
+  private forward(from: Socket, to: Socket): void {
+    let queue: Promise<void> = Promise.resolve();
+    from.on('data', (chunk: Buffer) => {
+      const mode = this.mode;
+      if (mode.kind === 'blackhole') {
+        this.held.add(from);
+        return;
+      }
+      queue = queue.then(async () => {
+        if (mode.kind === 'slow') await delay(mode.delayMs);
+        if (!to.destroyed) to.write(chunk);
+      });
+    });
+    from.on('end', () => {
+      void queue.then(() => to.end());
+    });
+  }
+
+  /** From now on, bytes pass as `mode` says; leaving a black hole resets the connections it held. */
+  setMode(mode: ProxyMode): void {
+    this.mode = mode;
+    if (mode.kind === 'blackhole') return;
+    for (const s of this.held) s.resetAndDestroy();
+    this.held.clear();
   }
 
   /** Resets every open connection and stops accepting: connections are refused until restore(). */

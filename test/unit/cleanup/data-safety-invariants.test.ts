@@ -60,6 +60,35 @@ function run(lists: readonly (readonly PvLike[])[], setup?: (rules: InvariantRul
 
 const rulesOf = (violations: readonly Violation[]): string[] => violations.map((v) => v.rule);
 
+describe('the outside rule: a PV of the node for a path that is no entry of a discovery directory', () => {
+  const rules = (dirs: readonly string[]): InvariantRules => new InvariantRules({ discoveryDirs: () => dirs });
+  it('is reported once, naming the PV and the directories', () => {
+    const r = rules(['/mnt/other']);
+    const list = [pv({ name: 'a', uid: 'u1', identity: 'dev:1' })];
+    r.observe(list, [NODE]);
+    r.observe(list, [NODE]);
+    assert.equal(r.violations.length, 1);
+    assert.equal(r.violations[0]?.rule, 'outside');
+    assert.match(r.violations[0]?.message ?? '', /\/mnt\/disks\/a .*\/mnt\/other/);
+  });
+  it('is not reported for an entry of a directory, nor for a subdirectory path of one only when it is an entry', () => {
+    const r = rules(['/mnt/disks']);
+    r.observe([pv({ name: 'a', uid: 'u1', identity: 'dev:1' })], [NODE]);
+    assert.deepEqual(r.violations, []);
+    const nested = rules(['/mnt']);
+    nested.observe([pv({ name: 'a', uid: 'u1', identity: 'dev:1' })], [NODE]);
+    assert.equal(nested.violations.length, 1, 'a path two levels down is no entry of /mnt');
+  });
+  it('is not checked without discoveryDirs, nor for PVs of other nodes', () => {
+    const r = new InvariantRules();
+    r.observe([pv({ name: 'a', uid: 'u1' })], [NODE]);
+    assert.deepEqual(r.violations, []);
+    const other = rules(['/elsewhere']);
+    other.observe([pv({ name: 'a', uid: 'u1', node: 'node-z' })], [NODE]);
+    assert.deepEqual(other.violations, []);
+  });
+});
+
 describe('the invariant checker: its rules over PV lists', () => {
   it('I2: two PVs of one node recording one disk, named with their identity; reported once', () => {
     const a = pv({ name: 'pv-a', uid: 'u-a', identity: 'fs-uuid:1111', phase: 'Bound' });

@@ -1,0 +1,39 @@
+// The long chaos soak (test/support/soak/run.ts; the CI-sized one is
+// test/integration/node-real/chaos-soak.test.ts): the chart and the image on a real kubelet node, a
+// seeded schedule of claims, releases, config edits (through the kubelet, then staged rollouts),
+// disk faults and faults of every kind for the given time, the invariants checked throughout.
+// Every step is logged as it ends; the report (seed first) at the end, and as JSON with --json-out.
+//
+// Usage (root, after `npm run build`): node dist/bench/chaos-soak.js [--seed 1] [--minutes 60]
+//   [--chores-per-fault 3] [--json-out soak.json]
+// Exits 1 when an invariant was violated or a step failed its own expectation.
+import { writeFileSync } from 'node:fs';
+
+import { Cleanup } from '../test/support/real-node.js';
+import { describeSoak, runSoak } from '../test/support/soak/run.js';
+import { numberFlag } from './support.js';
+
+function stringFlag(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : undefined;
+}
+
+const seed = numberFlag('--seed', 1);
+const minutes = numberFlag('--minutes', 60);
+const cleanup = new Cleanup();
+try {
+  const report = await runSoak({
+    seed,
+    durationMs: minutes * 60_000,
+    choresPerFault: numberFlag('--chores-per-fault', 3),
+    coverEveryFault: true,
+    cleanup,
+    log: (line) => process.stdout.write(`${line}\n`),
+  });
+  process.stdout.write(`\n${describeSoak(report)}\n`);
+  const out = stringFlag('json-out');
+  if (out !== undefined) writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+  process.exitCode = report.violations.length > 0 || report.stepErrors.length > 0 ? 1 : 0;
+} finally {
+  cleanup.run();
+}

@@ -1,0 +1,213 @@
+// The soak's chores: what tenants, operators and the node do between faults. Each returns a short
+// note for the log; a chore whose subject is missing (no tenant to release) does the natural
+// thing instead (claims one).
+import { existsSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+
+import { STATE } from '../chart-node.js';
+import { eventually } from '../eventually.js';
+import { run } from '../real-node.js';
+import { CLEANER_HOLD } from './config-model.js';
+import {
+  addDisk,
+  between,
+  claim,
+  expectApplied,
+  pick,
+  release,
+  restartTenant,
+  writeModel,
+  type SoakContext,
+} from './context.js';
+import type { ChoreKind } from './plan.js';
+import type { Tenant } from './world.js';
+
+const MAX_TENANTS = 6;
+
+const tenantOf = (ctx: SoakContext, cls?: Tenant['cls'], onExt4 = false): Tenant | undefined =>
+  pick(
+    ctx,
+    [...ctx.world.tenants.values()].filter(
+      (t) => (cls === undefined || t.cls === cls) && (!onExt4 || ctx.world.disks.get(t.path)?.kind === 'ext4'),
+    ),
+  );
+
+async function claimChore(ctx: SoakContext): Promise<string> {
+  if (ctx.world.tenants.size >= MAX_TENANTS) return releaseChore(ctx);
+  const tenant = await claim(ctx, ctx.random() < 0.65 ? 'fs' : 'blk');
+  return `${tenant.set} claimed ${tenant.pvName} (${tenant.path})`;
+}
+
+async function releaseChore(ctx: SoakContext): Promise<string> {
+  const tenant = tenantOf(ctx);
+  if (tenant === undefined) return claimChore(ctx);
+  await release(ctx, tenant);
+  return `${tenant.set} released ${tenant.pvName}`;
+}
+
+async function tenantRestartChore(ctx: SoakContext): Promise<string> {
+  const tenant = tenantOf(ctx);
+  if (tenant === undefined) return claimChore(ctx);
+  await restartTenant(ctx, tenant);
+  return `${tenant.set} scaled to 0 and back: read its own token`;
+}
+
+/** A valid edit of the model, waited for until applied. */
+async function editChore(ctx: SoakContext, change: (m: SoakContext['world']['model']) => SoakContext['world']['model']): Promise<string> {
+  const model = change(ctx.world.model);
+  const hash = await writeModel(ctx, model);
+  if (hash === undefined) throw new Error(`the soak wrote an invalid config: ${JSON.stringify(model)}`);
+  const ms = await expectApplied(ctx, hash, 'an edit');
+  return `${JSON.stringify(model)} applied in ${String(ms)} ms (${ctx.world.source} source)`;
+}
+
+/** Holds the block cleaner, releases a block tenant and waits until its cleanup started; undefined: none. */
+export async function releaseMidCleanup(ctx: SoakContext): Promise<{ tenant: Tenant; unhold: () => void } | undefined> {
+  const tenant = tenantOf(ctx, 'blk');
+  if (tenant === undefined) return undefined;
+  const hold = join(ctx.world.dirs.blk, CLEANER_HOLD);
+  writeFileSync(hold, '');
+  const unhold = (): void => rmSync(hold, { force: true });
+  try {
+    const record = await release(ctx, tenant);
+    await eventually(
+      () => (ctx.world.cleanerLog().slice(record.logOffset).includes(`start ${record.device ?? '?'}\n`) ? true : undefined),
+      `the cleanup of ${tenant.pvName} started`,
+      120_000,
+      100,
+    );
+  } catch (error) {
+    unhold();
+    throw error;
+  }
+  return { tenant, unhold };
+}
+
+/**
+ * A class added, or one removed: adding applies; a removal would orphan the class's PVs, which
+ * the agent's reload guard refuses (the default), so it keeps serving; an edit keeping it follows.
+ */
+async function classChore(ctx: SoakContext): Promise<string> {
+  const kept = ctx.world.model;
+  if (!kept.spareClass) return editChore(ctx, (m) => ({ ...m, spareClass: true }));
+  const { env } = ctx.world;
+  const before = (await env.statusLease())[`${STATE}applied-hash`];
+  const removed = ctx.random() < 0.5 ? 'spare-disks' : 'extra-disks';
+  await writeModel(ctx, removed === 'spare-disks' ? { ...kept, spareClass: false } : { ...kept, extraClass: false });
+  await env.leaseWhen(`the removal of ${removed} refused`, (a) => a[`${STATE}last-result`] === 'refused', 120_000);
+  const after = (await env.statusLease())[`${STATE}applied-hash`];
+  if (after !== before) ctx.world.violate('refused-edit', `a refused edit changed the applied config: ${String(before)} → ${String(after)}`);
+  const note = await editChore(ctx, () => ({ ...kept, labelsRevision: kept.labelsRevision + 1 }));
+  return `removing ${removed} refused by the reload guard; then ${note}`;
+}
+
+/** The seed's table: the cleaner switched (in-process ↔ Job) while a cleanup runs. */
+async function cleanerChore(ctx: SoakContext): Promise<string> {
+  const held = await releaseMidCleanup(ctx);
+  try {
+    const note = await editChore(ctx, (m) => ({ ...m, useJobForCleaning: !m.useJobForCleaning }));
+    return `${held === undefined ? 'cleaner switched' : `cleaner switched during the cleanup of ${held.tenant.pvName}`}: ${note}`;
+  } finally {
+    held?.unhold();
+  }
+}
+
+/** A broken edit: rejected by the agent (file source) or never rolled out (staged); then undone. */
+async function badChore(ctx: SoakContext): Promise<string> {
+  const { env } = ctx.world;
+  const before = (await env.statusLease())[`${STATE}applied-hash`];
+  const good = ctx.world.model;
+  await writeModel(ctx, { ...good, broken: true });
+  if (ctx.world.source === 'file')
+    await env.leaseWhen('the broken edit rejected', (a) => a[`${STATE}last-result`] === 'rejected', 120_000);
+  else await delay(3000);
+  const after = (await env.statusLease())[`${STATE}applied-hash`];
+  if (after !== before) ctx.world.violate('bad-edit', `a broken edit changed the applied config: ${String(before)} → ${String(after)}`);
+  const hash = await writeModel(ctx, { ...good, labelsRevision: good.labelsRevision + 1 });
+  if (hash !== undefined) await expectApplied(ctx, hash, 'the edit after a broken one');
+  return `broken edit kept ${String(before)}; fixed`;
+}
+
+/** Unmounts a Bound tenant's disk for a while and mounts the same disk again: nothing may change. */
+async function unmountBoundChore(ctx: SoakContext): Promise<string> {
+  const tenant = tenantOf(ctx, 'fs', true);
+  const disk = tenant === undefined ? undefined : ctx.world.disks.get(tenant.path);
+  if (tenant === undefined || disk?.loop === undefined) return claimChore(ctx);
+  tenant.paused = true;
+  try {
+    run('umount', [tenant.path]);
+    await delay(between(ctx, 3000, 8000));
+    const pv = await ctx.world.env.core.readPersistentVolume({ name: tenant.pvName });
+    if (pv.metadata?.uid !== tenant.pvUid || pv.status?.phase !== 'Bound')
+      ctx.world.violate('bound-kept', `${tenant.pvName} changed while its disk was unmounted: ${pv.status?.phase ?? '?'}`);
+  } finally {
+    run('mount', [disk.loop.path, tenant.path]);
+    tenant.paused = false;
+  }
+  return `${tenant.path} unmounted under Bound ${tenant.pvName} and mounted again`;
+}
+
+/** Releases a claim whose disk is unmounted: the directory under it must not be emptied; then the disk comes back. */
+async function unmountReleasedChore(ctx: SoakContext): Promise<string> {
+  const tenant = tenantOf(ctx, 'fs', true);
+  const disk = tenant === undefined ? undefined : ctx.world.disks.get(tenant.path);
+  if (tenant === undefined || disk?.loop === undefined) return claimChore(ctx);
+  tenant.paused = true;
+  run('umount', [tenant.path]);
+  const sentinel = join(tenant.path, 'not-the-disk');
+  writeFileSync(sentinel, 'root filesystem');
+  try {
+    const record = await release(ctx, tenant);
+    record.heldUntil = Number.MAX_SAFE_INTEGER;
+    await delay(between(ctx, 4000, 10_000));
+    if (!existsSync(sentinel))
+      ctx.world.violate('wiped-wrong-disk', `the directory under ${tenant.path} (no disk mounted) was emptied after ${tenant.pvName} was released`);
+    record.heldUntil = Date.now();
+  } finally {
+    rmSync(sentinel, { force: true });
+    run('mount', [disk.loop.path, tenant.path]);
+  }
+  return `${tenant.pvName} released while ${tenant.path} was unmounted; mounted again`;
+}
+
+/** Swaps the links of two free block entries for a while: neither PV may be republished or doubled. */
+async function swapChore(ctx: SoakContext): Promise<string> {
+  const free = [...ctx.world.disks.values()].filter(
+    (d) =>
+      d.kind === 'block' &&
+      ![...ctx.world.tenants.values()].some((t) => t.path === d.path) &&
+      !ctx.world.releases.some((r) => r.tenant.path === d.path),
+  );
+  while (free.length < 2) free.push(addDisk(ctx, 'blk', 'block'));
+  const [a, b] = free.slice(-2);
+  if (a?.loop === undefined || b?.loop === undefined) throw new Error('two block disks');
+  for (const d of [a, b]) await ctx.world.env.pvAt(d.path, 'published before the swap');
+  // through a name discovery ignores (not blk*), then renamed over the entry at once
+  const relink = (path: string, target: string): void => {
+    const temporary = join(dirname(path), `.swap-${basename(path)}`);
+    symlinkSync(target, temporary);
+    renameSync(temporary, path);
+  };
+  relink(a.path, b.loop.path);
+  relink(b.path, a.loop.path);
+  await delay(between(ctx, 3000, 8000));
+  relink(a.path, a.loop.path);
+  relink(b.path, b.loop.path);
+  return `${a.path} and ${b.path} swapped and swapped back`;
+}
+
+export const CHORES: Readonly<Record<ChoreKind, (ctx: SoakContext) => Promise<string>>> = {
+  claim: claimChore,
+  'tenant-restart': tenantRestartChore,
+  release: releaseChore,
+  'edit-fstype': (ctx) =>
+    editChore(ctx, (m) => ({ ...m, fsType: (['ext4', 'ext3', 'xfs'] as const).filter((f) => f !== m.fsType)[between(ctx, 0, 1)] ?? 'ext4' })),
+  'edit-labels': (ctx) => editChore(ctx, (m) => ({ ...m, labelsRevision: m.labelsRevision + 1 })),
+  'edit-cleaner': cleanerChore,
+  'edit-class': classChore,
+  'edit-bad': badChore,
+  'disk-unmount-bound': unmountBoundChore,
+  'disk-unmount-released': unmountReleasedChore,
+  'disk-swap': swapChore,
+};

@@ -1,0 +1,262 @@
+// The chaos soak on the real node: the chart and the image on a kubelet node of a control plane,
+// driven by a seeded schedule (plan.ts) of chores and faults for a given time, with the data-safety
+// checker (data-safety-invariants.ts) and the soak's own monitors (world.ts) running throughout.
+// Halfway the chart is upgraded to staged rollout: edits then reach the agent through the
+// rollout controller and the API instead of the kubelet's projection. The report carries the seed,
+// what ran, every violation, recovery times by fault kind and the agent's memory curve.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { ChartNode, CHART_FULLNAME, CHART_NS, STATE } from '../chart-node.js';
+import { describeReport, startInvariantChecker } from '../data-safety-invariants.js';
+import type { Cleanup } from '../real-node.js';
+import { isReady } from '../node-pods.js';
+import { CHORES } from './chores.js';
+import { blockCleaner, configHash, INITIAL_MODEL, type SoakDirs } from './config-model.js';
+import { addDisk, expectApplied, writeModel, type SoakContext } from './context.js';
+import { ControllerReplicas } from './controllers.js';
+import { FAULTS } from './faults.js';
+import { FAULT_KINDS, isFault, seededRandom, soakSchedule, type FaultKind, type StepKind } from './plan.js';
+import { SoakWorld, type MemorySample, type SoakViolation } from './world.js';
+
+export interface SoakOptions {
+  readonly seed: number;
+  readonly durationMs: number;
+  /** Chores between two faults, on average (default 3). */
+  readonly choresPerFault?: number;
+  /** Keep going after the time is up until every fault kind ran once (the CI soak). */
+  readonly coverEveryFault?: boolean;
+  readonly cleanup: Cleanup;
+  readonly log?: (line: string) => void;
+}
+
+export interface SoakReport {
+  readonly seed: number;
+  readonly durationMs: number;
+  readonly steps: number;
+  readonly faults: Readonly<Partial<Record<FaultKind, number>>>;
+  readonly chores: Readonly<Record<string, number>>;
+  readonly counts: SoakWorld['counts'];
+  readonly recoveries: Readonly<Partial<Record<FaultKind, readonly number[]>>>;
+  readonly republishMs: readonly number[];
+  readonly violations: readonly SoakViolation[];
+  /** Steps that failed for another reason than a violation (the soak's own expectations). */
+  readonly stepErrors: readonly string[];
+  readonly memory: readonly MemorySample[];
+  readonly checker: string;
+  readonly controllerExits: number;
+}
+
+function chartValues(dirs: SoakDirs): Record<string, unknown> {
+  return {
+    discoveryPeriod: '2s',
+    logFormat: 'text',
+    labelsForPV: { 'soak-revision': '0' },
+    classes: [
+      { name: 'fs-disks', hostDir: dirs.fs, volumeMode: 'Filesystem', fsType: 'ext4', storageClass: true },
+      { name: 'blk-disks', hostDir: dirs.blk, volumeMode: 'Block', namePattern: 'blk*', blockCleanerCommand: blockCleaner(dirs), storageClass: true },
+      { name: 'extra-disks', hostDir: dirs.extra, volumeMode: 'Filesystem', storageClass: true },
+    ],
+  };
+}
+
+async function setUp(options: SoakOptions, started: number): Promise<SoakContext> {
+  const log = options.log ?? (() => undefined);
+  const env = await ChartNode.start({
+    cleanup: options.cleanup,
+    prefix: 'lvp-soak-',
+    // a killed agent is started again within 2 s, not after the default doubling back-off: the
+    // recovery figures are the agent's, the back-off is the kubelet's (docs/operations.md)
+    kubelet: { kubeletConfig: { featureGates: { KubeletCrashLoopBackOffMax: true }, crashLoopBackOff: { maxContainerRestartPeriod: '2s' } } },
+  });
+  const dirs: SoakDirs = {
+    fs: join(env.base, 'fs'),
+    blk: join(env.base, 'blk'),
+    extra: join(env.base, 'extra'),
+    spare: join(env.base, 'spare'),
+  };
+  for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
+  const checker = startInvariantChecker({
+    listPersistentVolumes: async () => (await env.core.listPersistentVolume()).items,
+    node: env.node.name,
+    discoveryDirs: () => Object.values(dirs),
+    onViolation: (v) => log(`data-safety invariant violated: ${v.message}`),
+  });
+  const world = new SoakWorld(env, dirs, checker, started, INITIAL_MODEL);
+  const controllerArgs = { namespace: CHART_NS, kubeconfig: env.plane.kubeconfigPath, logDir: env.base, leases: env.leases };
+  const rollout = new ControllerReplicas({
+    ...controllerArgs,
+    leaseName: `${CHART_FULLNAME}-rollout-controller`,
+    args: ['rollout', 'controller', `--config-map=${CHART_FULLNAME}-config`, `--namespace=${CHART_NS}`, `--status-name=${CHART_FULLNAME}`, '--canary-count=1', '--waves=100%', '--bake-time=0s', '--progress-deadline=2m', '--on-halt=revert', '--listen-address='],
+  });
+  const nodeCleanup = new ControllerReplicas({
+    ...controllerArgs,
+    leaseName: `${CHART_FULLNAME}-node-cleanup`,
+    args: ['node-cleanup', '--storageclass-names=fs-disks,blk-disks,extra-disks', '--pvc-deletion-delay=60s', '--stale-pv-discovery-interval=10s', '--listen-address='],
+  });
+  const ctx: SoakContext = {
+    world, cleanup: options.cleanup, random: seededRandom(options.seed ^ 0x5eed), seed: options.seed,
+    rollout, nodeCleanup, baseData: {}, recoveries: new Map(), log,
+  };
+  return ctx;
+}
+
+/** Installs the chart, adds the first disks, starts the controllers; the config's base data. */
+async function install(ctx: SoakContext): Promise<SoakContext> {
+  const { world } = ctx;
+  const { env } = world;
+  addDisk(ctx, 'fs', 'ext4');
+  addDisk(ctx, 'fs', 'ext4');
+  addDisk(ctx, 'blk', 'block');
+  addDisk(ctx, 'extra', 'tmpfs');
+  const values = env.valuesWith(chartValues(world.dirs));
+  // The directory of the class the soak's edits add (not in the chart's classes): mounted as the
+  // chart mounts a class's, through additionalVolumes.
+  const list = (key: string): unknown[] => (Array.isArray(values[key]) ? (values[key] as unknown[]) : []);
+  values['additionalVolumes'] = [...list('additionalVolumes'), { name: 'spare-disks', hostPath: { path: world.dirs.spare } }];
+  values['additionalVolumeMounts'] = [
+    ...list('additionalVolumeMounts'),
+    { name: 'spare-disks', mountPath: world.dirs.spare, mountPropagation: 'HostToContainer' },
+  ];
+  env.helm('install', values);
+  const data = await env.configData();
+  const hash = configHash(data);
+  if (hash !== undefined) world.written.set(hash, 'the chart install');
+  await env.agentPod('the agent Ready after the install', isReady);
+  ctx.rollout.start();
+  ctx.nodeCleanup.start();
+  const withBase: SoakContext = { ...ctx, baseData: data };
+  const first = await writeModel(withBase, world.model);
+  if (first !== undefined) await expectApplied(withBase, first, 'the soak config');
+  return withBase;
+}
+
+/** The chart upgraded to staged rollout (a new agent pod); edits go through the controller from now on. */
+async function switchToStaged(ctx: SoakContext): Promise<void> {
+  // The chart's controller Deployment stays without pods (no deployment controller here): the
+  // soak's host replicas play it.
+  const { env } = ctx.world;
+  const before = (await env.agentPods())[0]?.metadata?.uid;
+  env.helm('upgrade', {}, ['stagedRollout.enabled=true', 'stagedRollout.bakeTime=0s', 'stagedRollout.waves=100%']);
+  await env.agentPod('the agent on staged rollout', (p) => isReady(p) && p.metadata?.uid !== before);
+  await env.leaseWhen('the staged source', (a) => (a[`${STATE}source`] ?? '').startsWith('staged'), 120_000);
+  ctx.world.source = 'staged';
+  ctx.world.counts.rollouts += 1;
+}
+
+async function runStep(ctx: SoakContext, kind: StepKind, errors: string[]): Promise<void> {
+  const t0 = Date.now();
+  ctx.world.step = kind;
+  try {
+    const note = isFault(kind) ? await FAULTS[kind](ctx) : await CHORES[kind](ctx);
+    ctx.log(`[${String(Math.round((Date.now() - ctx.world.started) / 1000))}s] ${kind} (${String(Date.now() - t0)} ms): ${note}`);
+  } catch (error) {
+    const message = `${kind}: ${error instanceof Error ? error.message : String(error)}`;
+    errors.push(message);
+    ctx.log(`[${String(Math.round((Date.now() - ctx.world.started) / 1000))}s] step failed: ${message}`);
+    ctx.world.env.proxy.setMode({ kind: 'pass' });
+  }
+}
+
+/** Runs the soak; always stops what it started (the caller's Cleanup undoes the mounts and loops). */
+export async function runSoak(options: SoakOptions): Promise<SoakReport> {
+  const started = Date.now();
+  let ctx = await setUp(options, started);
+  const monitors = new AbortController();
+  const errors: string[] = [];
+  const faults: Partial<Record<FaultKind, number>> = {};
+  const chores: Record<string, number> = {};
+  let steps = 0;
+  let monitoring: Promise<void> = Promise.resolve();
+  try {
+    ctx = await install(ctx);
+    monitoring = ctx.world.monitor(monitors.signal);
+    const schedule = soakSchedule({ seed: options.seed, choresPerFault: options.choresPerFault ?? 3 });
+    const covered = (): boolean => FAULT_KINDS.every((k) => (faults[k] ?? 0) > 0);
+    const deadline = started + options.durationMs;
+    let staged = false;
+    while (Date.now() < deadline || (options.coverEveryFault === true && !covered())) {
+      if (!staged && Date.now() > started + options.durationMs / 2) {
+        staged = true;
+        await runStep(ctx, 'claim', errors);
+        await switchToStaged(ctx).catch((e: unknown) => errors.push(`switch to staged rollout: ${String(e)}`));
+      }
+      const kind = schedule.next().value;
+      await runStep(ctx, kind, errors);
+      steps += 1;
+      if (isFault(kind)) faults[kind] = (faults[kind] ?? 0) + 1;
+      else chores[kind] = (chores[kind] ?? 0) + 1;
+    }
+    return await finish(ctx, { started, steps, faults, chores, errors, monitors, monitoring });
+  } finally {
+    monitors.abort();
+    await monitoring;
+    await ctx.rollout.stop();
+    await ctx.nodeCleanup.stop();
+    await ctx.world.checker.stop();
+    await ctx.world.env.stop();
+  }
+}
+
+interface Tally {
+  readonly started: number;
+  readonly steps: number;
+  readonly faults: Partial<Record<FaultKind, number>>;
+  readonly chores: Record<string, number>;
+  readonly errors: string[];
+  readonly monitors: AbortController;
+  readonly monitoring: Promise<void>;
+}
+
+/** Waits for the releases still pending (bounded by the monitors' own bound), then reports. */
+async function finish(ctx: SoakContext, tally: Tally): Promise<SoakReport> {
+  const { world } = ctx;
+  const until = Date.now() + 200_000;
+  while (world.releases.length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 500));
+  tally.monitors.abort();
+  await tally.monitoring;
+  const checker = await world.checker.stop();
+  const violations = [
+    ...world.violations,
+    ...checker.violations.map((v) => ({ rule: `checker:${v.rule}`, message: v.message, at: Date.now() - tally.started, step: 'checker' })),
+  ];
+  return {
+    seed: ctx.seed,
+    durationMs: Date.now() - tally.started,
+    steps: tally.steps,
+    faults: tally.faults,
+    chores: tally.chores,
+    counts: world.counts,
+    recoveries: Object.fromEntries(ctx.recoveries),
+    republishMs: world.republishMs,
+    violations,
+    stepErrors: tally.errors,
+    memory: world.memory,
+    checker: describeReport(checker),
+    controllerExits: ctx.rollout.exits + ctx.nodeCleanup.exits,
+  };
+}
+
+
+const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+
+/** The report as text: the seed first (it replays the run), then what ran and what was found. */
+export function describeSoak(report: SoakReport): string {
+  const mib = (b: number): string => `${(b / 1024 / 1024).toFixed(1)} MiB`;
+  const rss = report.memory.map((m) => m.rssBytes);
+  const lines = [
+    `seed ${String(report.seed)}, ${String(Math.round(report.durationMs / 1000))} s, ${String(report.steps)} steps`,
+    `faults: ${JSON.stringify(report.faults)}`,
+    `chores: ${JSON.stringify(report.chores)}`,
+    `counts: ${JSON.stringify(report.counts)}; controller replicas restarted ${String(report.controllerExits)}`,
+    `recovery ms by fault (median/max): ${Object.entries(report.recoveries)
+      .map(([k, v]) => `${k} ${String(median(v))}/${String(Math.max(...v))}`)
+      .join(', ')}`,
+    `claim deleted → republished ms (median/max): ${String(median(report.republishMs))}/${String(Math.max(...report.republishMs))}`,
+    `agent RSS: ${rss.length > 0 ? `first ${mib(rss[0] ?? 0)}, max ${mib(Math.max(...rss))}, last ${mib(rss.at(-1) ?? 0)} (${String(rss.length)} samples)` : 'no sample'}`,
+    `checker: ${report.checker}`,
+    `violations (${String(report.violations.length)}): ${report.violations.map((v) => `\n- [${String(Math.round(v.at / 1000))}s, ${v.step}] ${v.rule}: ${v.message}`).join('')}`,
+    `step errors (${String(report.stepErrors.length)}): ${report.stepErrors.map((e) => `\n- ${e}`).join('')}`,
+  ];
+  return lines.join('\n');
+}
