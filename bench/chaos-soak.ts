@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 
 import { Cleanup } from '../test/support/real-node.js';
 import { describeSoak, runSoak } from '../test/support/soak/run.js';
-import { numberFlag } from './support.js';
+import { kubeBinDir, numberFlag } from './support.js';
 
 function stringFlag(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -20,6 +20,8 @@ function stringFlag(name: string): string | undefined {
 
 const seed = numberFlag('--seed', 1);
 const minutes = numberFlag('--minutes', 60);
+// the helm binary the chart steps run (test/support/helm.ts reads it from here, as the test runner sets it)
+process.env['LVP_KUBE_BIN_DIR'] ??= kubeBinDir();
 const cleanup = new Cleanup();
 try {
   const report = await runSoak({
@@ -34,6 +36,9 @@ try {
   const out = stringFlag('json-out');
   if (out !== undefined) writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
   process.exitCode = report.violations.length > 0 || report.stepErrors.length > 0 ? 1 : 0;
+} catch (error) {
+  process.stderr.write(`chaos soak (seed ${String(seed)}) stopped: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exitCode = 1;
 } finally {
   cleanup.run();
 }

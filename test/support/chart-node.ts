@@ -19,6 +19,7 @@ import {
   BatchV1Api,
   CoordinationV1Api,
   CoreV1Api,
+  StorageV1Api,
   type KubeConfig,
   type V1PersistentVolume,
   type V1Pod,
@@ -69,6 +70,7 @@ export class ChartNode {
   readonly apps: AppsV1Api;
   readonly batch: BatchV1Api;
   readonly leases: CoordinationV1Api;
+  readonly storage: StorageV1Api;
   readonly image: string;
 
   private constructor(
@@ -85,6 +87,7 @@ export class ChartNode {
     this.apps = kc.makeApiClient(AppsV1Api);
     this.batch = kc.makeApiClient(BatchV1Api);
     this.leases = kc.makeApiClient(CoordinationV1Api);
+    this.storage = kc.makeApiClient(StorageV1Api);
     this.image = image;
   }
 
@@ -247,7 +250,8 @@ export class ChartNode {
       name: `${CHART_FULLNAME}-${this.node.name}`,
       namespace: CHART_NS,
     });
-    return { ...(lease.metadata?.annotations ?? {}), renewTime: lease.spec?.renewTime?.toISOString() ?? '' };
+    // client-node leaves a MicroTime as the apiserver's string (typed Date)
+    return { ...(lease.metadata?.annotations ?? {}), renewTime: String(lease.spec?.renewTime ?? '') };
   }
 
   async leaseWhen(what: string, check: (a: Record<string, string>) => boolean, ms = SLOW): Promise<Record<string, string>> {

@@ -1108,7 +1108,8 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
           const node: V1Node = await core.readNode({ name });
           const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
           lastSeen = `Ready=${ready?.status ?? 'unknown'} (${ready?.reason ?? ''}: ${ready?.message ?? ''})`;
-          const beat = ready?.lastHeartbeatTime?.getTime() ?? 0;
+          const heartbeat: unknown = ready?.lastHeartbeatTime;
+          const beat = heartbeat instanceof Date ? heartbeat.getTime() : Date.parse(String(heartbeat));
           if (ready?.status === 'True' && beat >= since) return child;
         } catch (error) {
           if (apiStatusCode(error) !== 404) lastSeen = errorMessage(error);

@@ -2,7 +2,8 @@
 // nothing accepted) and restore on the same port: an apiserver outage or restart as the agent
 // sees it, without touching the control plane the other tests share. It can also black-hole the
 // apiserver (connections accepted, no byte passes: requests and watches hang, as behind a dropped
-// route) or slow it (every chunk held for a delay). TLS passes through.
+// route; those connections stay dead after it) or slow it (every chunk held for a delay). TLS
+// passes through.
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 
@@ -13,8 +14,10 @@ export class TcpProxy {
   private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
   private mode: ProxyMode = { kind: 'pass' };
-  /** Connections that had a byte held by a black hole: reset when it ends (their peer timed out). */
+  /** Connections that had a byte swallowed by a black hole: silent for good. */
   private readonly held = new Set<Socket>();
+  /** Bytes a black hole swallowed (so a test can wait for one to have happened). */
+  dropped = 0;
 
   private constructor(
     private readonly targetHost: string,
@@ -73,8 +76,9 @@ export class TcpProxy {
     let queue: Promise<void> = Promise.resolve();
     from.on('data', (chunk: Buffer) => {
       const mode = this.mode;
-      if (mode.kind === 'blackhole') {
+      if (mode.kind === 'blackhole' || this.held.has(from) || this.held.has(to)) {
         this.held.add(from);
+        this.dropped += chunk.length;
         return;
       }
       queue = queue.then(async () => {
@@ -87,12 +91,13 @@ export class TcpProxy {
     });
   }
 
-  /** From now on, bytes pass as `mode` says; leaving a black hole resets the connections it held. */
+  /**
+   * From now on, bytes pass as `mode` says. A connection a black hole swallowed bytes of stays
+   * silent after it (as behind a NAT or conntrack entry that was lost): only new connections pass,
+   * so a client must notice a dead connection by itself.
+   */
   setMode(mode: ProxyMode): void {
     this.mode = mode;
-    if (mode.kind === 'blackhole') return;
-    for (const s of this.held) s.resetAndDestroy();
-    this.held.clear();
   }
 
   /** Resets every open connection and stops accepting: connections are refused until restore(). */

@@ -47,6 +47,14 @@ export interface RestClusterOptions {
   readonly fieldManager?: string;
   /** Time a non-watch request may stay idle before it fails (default 30 s). */
   readonly requestTimeoutMs?: number;
+  /**
+   * Time a watch may stay silent before it counts as dead and fails (the reflector then watches
+   * again from its resourceVersion). The apiserver sends a bookmark about every minute to a watch
+   * that asked for them, and ends every watch at its timeoutSeconds; a connection lost on the way
+   * (a NAT or conntrack entry, a black-holed route, a hung apiserver) says nothing at all.
+   * Default 90 s with bookmarks, else timeoutSeconds + 30 s, else 330 s.
+   */
+  readonly watchIdleTimeoutMs?: number;
   /** How often a token file is re-read (default 60 s, like client-go). */
   readonly tokenRefreshMs?: number;
   /** Retries of a request answered 429, or 5xx with Retry-After (default 3). */
@@ -72,6 +80,8 @@ const DEFAULTS = {
   maxWatchEventBytes: 16 * 2 ** 20,
 } as const;
 const MAX_RETRY_DELAY_MS = 10_000;
+/** A minute between the apiserver's bookmarks, and half a minute of slack. */
+const WATCH_IDLE_WITH_BOOKMARKS_MS = 90_000;
 
 /**
  * A token bucket (golang.org/x/time/rate style): `burst` requests at once, then `qps` per second.
@@ -179,6 +189,8 @@ interface RequestSpec {
   readonly contentType?: string;
   readonly accept?: string;
   readonly signal?: AbortSignal;
+  /** Streaming (a watch): how long the connection may stay silent, headers included. */
+  readonly idleTimeoutMs?: number;
 }
 
 function abortError(signal: AbortSignal): unknown {
@@ -212,6 +224,7 @@ export class RestCluster extends ClusterClients {
   private readonly userAgent: string;
   private readonly fieldManager: string | undefined;
   private readonly timeoutMs: number;
+  private readonly watchIdleTimeoutMs: number | undefined;
   private readonly tokenRefreshMs: number;
   private readonly maxRetries: number;
   private readonly defaultNamespace: string;
@@ -247,6 +260,7 @@ export class RestCluster extends ClusterClients {
     this.userAgent = options.userAgent ?? 'local-volume-provisioner-ts';
     this.fieldManager = options.fieldManager;
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULTS.requestTimeoutMs;
+    this.watchIdleTimeoutMs = options.watchIdleTimeoutMs;
     this.tokenRefreshMs = options.tokenRefreshMs ?? DEFAULTS.tokenRefreshMs;
     this.maxRetries = options.maxRetries ?? DEFAULTS.maxRetries;
     this.defaultNamespace = options.defaultNamespace ?? 'default';
@@ -444,9 +458,19 @@ export class RestCluster extends ClusterClients {
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       req.once('close', release);
-      if (!streaming) {
-        req.setTimeout(this.timeoutMs, () => {
-          req.destroy(new Error(`${spec.method} ${url.pathname}: no response within ${this.timeoutMs} ms`));
+      const idleMs = streaming ? spec.idleTimeoutMs : this.timeoutMs;
+      let response: IncomingMessage | undefined;
+      if (idleMs !== undefined) {
+        // The socket's idle timer: it also runs while a watch's body streams (its reader then
+        // gets this error, not the bare "aborted" of a destroyed request).
+        req.setTimeout(idleMs, () => {
+          const error = new Error(`${spec.method} ${url.pathname}: nothing received for ${String(idleMs)} ms`);
+          response?.destroy(error);
+          req.destroy(error);
+          // A request that got no answer says the way to the apiserver failed: the other
+          // connections on it (the watches) are suspect too, and would stay silent until their own
+          // idle limit. Closed, each watch starts again on a new connection.
+          if (!streaming) this.agent.destroy();
         });
       }
       req.once('error', (error) => {
@@ -454,6 +478,7 @@ export class RestCluster extends ClusterClients {
         reject(error);
       });
       req.once('response', (res) => {
+        response = res;
         resolve({ res, release });
       });
       req.end(payload);
@@ -517,6 +542,13 @@ export class RestCluster extends ClusterClients {
     }
   }
 
+  /** How long this watch may stay silent (see RestClusterOptions.watchIdleTimeoutMs). */
+  private watchIdleMs(options: WatchOptions): number {
+    if (this.watchIdleTimeoutMs !== undefined) return this.watchIdleTimeoutMs;
+    if (options.allowBookmarks === true) return WATCH_IDLE_WITH_BOOKMARKS_MS;
+    return ((options.timeoutSeconds ?? 300) + 30) * 1000;
+  }
+
   private watch<T>(path: string, options: WatchOptions): AsyncIterable<WatchEvent<T>> {
     const iterate = async function* (this: RestCluster): AsyncGenerator<WatchEvent<T>, void, undefined> {
       const { signal } = options;
@@ -538,6 +570,7 @@ export class RestCluster extends ClusterClients {
               timeoutSeconds: options.timeoutSeconds,
             },
             signal,
+            idleTimeoutMs: this.watchIdleMs(options),
           },
           true,
         ));

@@ -11,7 +11,7 @@ import { CHART_NS, STATE, box } from '../chart-node.js';
 import { apiStatusCode } from '../cluster.js';
 import { eventually } from '../eventually.js';
 import { isReady, logMatches, podGone, podWhen, isRunning } from '../node-pods.js';
-import { attachLoopDevice, mountTmpfs, run, type Cleanup } from '../real-node.js';
+import { attachLoopDevice, mountTmpfs, mountsUnder, run, unmount, type Cleanup } from '../real-node.js';
 import { configData, configHash, type ConfigModel } from './config-model.js';
 import type { ControllerReplicas } from './controllers.js';
 import type { FaultKind } from './plan.js';
@@ -55,7 +55,10 @@ export function addDisk(ctx: SoakContext, cls: Disk['cls'], kind: Disk['kind']):
     world.disks.set(path, disk);
     return disk;
   }
-  const loop = attachLoopDevice(cleanup, join(world.env.base, `${world.next('img')}.img`), 16 * MiB);
+  // The backing file in the block class's directory (a name discovery does not take): the agent's
+  // container sees it there, so a loop device's identity (its backing file's inode and birth) is
+  // read as on a real node a disk's serial is.
+  const loop = attachLoopDevice(cleanup, join(world.dirs.blk, `${world.next('img-')}.img`), 16 * MiB);
   if (kind === 'block') {
     const path = join(dir, world.next('blk'));
     symlinkSync(loop.path, path);
@@ -67,6 +70,10 @@ export function addDisk(ctx: SoakContext, cls: Disk['cls'], kind: Disk['kind']):
   const path = join(dir, world.next('x'));
   run('mkdir', ['-p', path]);
   run('mount', [loop.path, path]);
+  // registered after the loop device's detach, so it runs before it: unmounted, then detached
+  cleanup.defer(`unmount ${path}`, () => {
+    while (mountsUnder(path).some((m) => m.mountPoint === path)) unmount(path);
+  });
   rmSync(join(path, 'lost+found'), { recursive: true, force: true });
   const disk: Disk = { path, cls, kind, loop };
   world.disks.set(path, disk);
@@ -107,14 +114,15 @@ export async function claim(ctx: SoakContext, cls: 'fs' | 'blk'): Promise<Tenant
   const token = `s${String(ctx.seed)}-${set}-`.padEnd(16, 'x').slice(0, 16);
   const args =
     cls === 'fs'
-      ? box('ls /data', `write /data/token ${token}`, 'cat /data/token', 'sleep')
+      ? // watch: the pod prints its token again whenever it changes (another writer shows in its log)
+        box('ls /data', `write /data/token ${token}`, 'watch /data/token 500')
       : box('peek /dev/xvda 16', `write /dev/xvda ${token}`, 'peek /dev/xvda 16', 'sleep');
   await env.apps.createNamespacedStatefulSet({
     namespace: CHART_NS,
     body: env.statefulSet(set, CLASS_OF[cls], cls === 'fs' ? 'Filesystem' : 'Block', args),
   });
   await podWhen(env.core, CHART_NS, `${set}-0`, 'Running', isRunning, CLAIM_MS);
-  const done = cls === 'fs' ? new RegExp(token) : new RegExp(`peek /dev/xvda: ${hex(token)}`);
+  const done = cls === 'fs' ? new RegExp(`/data/token: ${token}`) : new RegExp(`peek /dev/xvda: ${hex(token)}`);
   const log = await logMatches(env.core, CHART_NS, `${set}-0`, done, CLAIM_MS);
   const fresh = cls === 'fs' ? /^ls \/data: -$/m : new RegExp(`^peek /dev/xvda: ${'0'.repeat(32)}$`, 'm');
   const claimName = `data-${set}-0`;
@@ -157,7 +165,7 @@ export async function restartTenant(ctx: SoakContext, tenant: Tenant): Promise<v
   await podGone(env.core, CHART_NS, `${tenant.set}-0`, CLAIM_MS);
   await scale(1);
   await podWhen(env.core, CHART_NS, `${tenant.set}-0`, 'Running again', isRunning, CLAIM_MS);
-  const done = tenant.cls === 'fs' ? new RegExp(`${tenant.token}[\\s\\S]*${tenant.token}`) : /peek[\s\S]*peek/;
+  const done = tenant.cls === 'fs' ? new RegExp(`/data/token: ${tenant.token}`) : /peek[\s\S]*peek/;
   const log = await logMatches(env.core, CHART_NS, `${tenant.set}-0`, done, CLAIM_MS);
   const first = log.split('\n')[0] ?? '';
   const kept = tenant.cls === 'fs' ? first === 'ls /data: token' : first === `peek /dev/xvda: ${hex(tenant.token)}`;
@@ -177,6 +185,15 @@ export async function release(ctx: SoakContext, tenant: Tenant): Promise<Release
   );
   const logOffset = world.cleanerLog().length;
   world.tenants.delete(tenant.set);
+  if (tenant.cls === 'fs') {
+    // what the tenant's own pod saw: its token, and nothing else, every time the file changed
+    const log = await world.env.core
+      .readNamespacedPodLog({ name: `${tenant.set}-0`, namespace: CHART_NS })
+      .catch(() => '');
+    const seen = log.split('\n').filter((l) => l.startsWith('/data/token: '));
+    if (seen.some((l) => l !== `/data/token: ${tenant.token}`))
+      world.violate('tenant-data', `${tenant.set} saw its token file change in its pod: ${JSON.stringify(seen)}`);
+  }
   const at = await world.env.releaseClaim(tenant.set, CLAIM_MS);
   const record: Release = { tenant, at, logOffset, ...(device === undefined ? {} : { device }) };
   world.releases.push(record);

@@ -31,17 +31,21 @@ const LEADER_FLAGS = [
 export class ControllerReplicas {
   private readonly children = new Map<string, ChildProcess>();
   private stopped = false;
+  private spawned = 0;
   /** Replicas that exited without being stopped (a kill counts). */
   exits = 0;
 
   constructor(private readonly options: ControllerReplicasOptions) {}
 
   start(replicas = 2): void {
-    for (let i = 0; i < replicas; i++) this.spawnReplica(`${this.options.leaseName}-${String(i)}`);
+    for (let i = 0; i < replicas; i++) this.spawnReplica(i);
   }
 
-  private spawnReplica(identity: string): void {
+  /** A replica started again gets a new identity, as a Deployment's new pod gets a new name. */
+  private spawnReplica(slot: number): void {
     if (this.stopped) return;
+    this.spawned += 1;
+    const identity = `${this.options.leaseName}-${String(slot)}-${String(this.spawned)}`;
     const child = spawnLogged(
       process.execPath,
       [
@@ -61,7 +65,7 @@ export class ControllerReplicas {
       if (this.stopped) return;
       this.exits += 1;
       void delay(1000).then(() => {
-        this.spawnReplica(identity);
+        this.spawnReplica(slot);
       });
     });
   }
@@ -73,7 +77,9 @@ export class ControllerReplicas {
       .catch(() => undefined);
     const identity = lease?.spec?.holderIdentity;
     if (identity === undefined || identity === '') return undefined;
-    return { identity, renewMs: lease?.spec?.renewTime?.getTime() ?? 0 };
+    // client-node leaves a MicroTime as the apiserver's string (typed Date)
+    const renew: unknown = lease?.spec?.renewTime;
+    return { identity, renewMs: renew instanceof Date ? renew.getTime() : Date.parse(String(renew)) };
   }
 
   /** SIGKILLs the replica holding the Lease; its identity, or undefined when none held it. */

@@ -87,7 +87,10 @@ async function proxyFault(ctx: SoakContext, kind: 'apiserver-blackhole' | 'apise
     proxy.setMode({ kind: 'pass' });
   }
   const recovered = await recover(ctx, kind, Date.now());
-  return `the agent's apiserver ${kind === 'apiserver-blackhole' ? 'black-holed' : 'slowed'} for ${String(ms)} ms; serving ${String(recovered)} ms after`;
+  // and its watches work again (a config edit reaches it through them)
+  const hash = await writeModel(ctx, { ...ctx.world.model, labelsRevision: ctx.world.model.labelsRevision + 1 });
+  const applied = hash === undefined ? NaN : await expectApplied(ctx, hash, `an edit after ${kind}`);
+  return `the agent's apiserver ${kind === 'apiserver-blackhole' ? 'black-holed' : 'slowed'} for ${String(ms)} ms; serving ${String(recovered)} ms after, an edit applied ${String(applied)} ms after that`;
 }
 
 async function kubeletFault(ctx: SoakContext, kind: 'kubelet-restart' | 'node-reregister'): Promise<string> {
@@ -122,7 +125,7 @@ async function controllerFault(ctx: SoakContext, kind: 'rollout-controller-kill'
   if (killed === undefined) throw new Error(`${kind}: no leader holds the Lease`);
   const ok = await expectEventually(ctx, 'leader', `${kind}: a live leader again`, async () => {
     const now = await replicas.leader();
-    return now !== undefined && now.renewMs > killedAt;
+    return now !== undefined && now.identity !== killed && now.renewMs > killedAt;
   }, 60_000);
   const ms = Date.now() - killedAt;
   ctx.recoveries.set(kind, [...(ctx.recoveries.get(kind) ?? []), ms]);

@@ -21,6 +21,7 @@ import { SoakWorld, type MemorySample, type SoakViolation } from './world.js';
 
 export interface SoakOptions {
   readonly seed: number;
+  /** How long the schedule runs, from the install on; the switch to staged rollout comes halfway. */
   readonly durationMs: number;
   /** Chores between two faults, on average (default 3). */
   readonly choresPerFault?: number;
@@ -119,6 +120,14 @@ async function install(ctx: SoakContext): Promise<SoakContext> {
     { name: 'spare-disks', mountPath: world.dirs.spare, mountPropagation: 'HostToContainer' },
   ];
   env.helm('install', values);
+  // the added class's StorageClass, as an operator creates it with the class
+  await env.storage.createStorageClass({
+    body: {
+      metadata: { name: 'spare-disks' },
+      provisioner: 'kubernetes.io/no-provisioner',
+      volumeBindingMode: 'WaitForFirstConsumer',
+    },
+  });
   const data = await env.configData();
   const hash = configHash(data);
   if (hash !== undefined) world.written.set(hash, 'the chart install');
@@ -139,7 +148,7 @@ async function switchToStaged(ctx: SoakContext): Promise<void> {
   const before = (await env.agentPods())[0]?.metadata?.uid;
   env.helm('upgrade', {}, ['stagedRollout.enabled=true', 'stagedRollout.bakeTime=0s', 'stagedRollout.waves=100%']);
   await env.agentPod('the agent on staged rollout', (p) => isReady(p) && p.metadata?.uid !== before);
-  await env.leaseWhen('the staged source', (a) => (a[`${STATE}source`] ?? '').startsWith('staged'), 120_000);
+  await env.leaseWhen('the staged source', (a) => (a[`${STATE}source`] ?? '').endsWith('(staged)'), 120_000);
   ctx.world.source = 'staged';
   ctx.world.counts.rollouts += 1;
 }
@@ -173,10 +182,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     monitoring = ctx.world.monitor(monitors.signal);
     const schedule = soakSchedule({ seed: options.seed, choresPerFault: options.choresPerFault ?? 3 });
     const covered = (): boolean => FAULT_KINDS.every((k) => (faults[k] ?? 0) > 0);
-    const deadline = started + options.durationMs;
+    // the time runs from the install on (the node and the plane take a minute to start)
+    const soakStart = Date.now();
+    const deadline = soakStart + options.durationMs;
     let staged = false;
     while (Date.now() < deadline || (options.coverEveryFault === true && !covered())) {
-      if (!staged && Date.now() > started + options.durationMs / 2) {
+      if (!staged && Date.now() > soakStart + options.durationMs / 2) {
         staged = true;
         await runStep(ctx, 'claim', errors);
         await switchToStaged(ctx).catch((e: unknown) => errors.push(`switch to staged rollout: ${String(e)}`));

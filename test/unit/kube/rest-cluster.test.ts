@@ -24,6 +24,11 @@ import {
 } from '../../../src/core/kube/kubeconfig.js';
 import { RestCluster, TokenBucket, statusToError } from '../../../src/core/kube/rest-cluster.js';
 
+/** Polls until check holds (the fake server's side of a test). */
+async function waitUntil(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n';
 const CERT = '-----BEGIN CERTIFICATE-----\nMIIBcert\n-----END CERTIFICATE-----\n';
 const KEY = '-----BEGIN PRIVATE KEY-----\nMIIBkey\n-----END PRIVATE KEY-----\n';
@@ -678,6 +683,69 @@ void describe('RestCluster over HTTP (local fake server)', () => {
       });
       await assert.rejects(drain('2'), (error: unknown) => error instanceof KubeApiError && error.status === 403);
       assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+    } finally {
+      controller.abort();
+      c.close();
+    }
+  });
+
+  void it('fails a watch that goes silent (a dead connection), before and after its headers', async () => {
+    // one answers with headers and an event, then nothing; the other never answers at all
+    handler = (req, _body, res) => {
+      if (req.url?.includes('/nodes') === true) {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.write(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'a', resourceVersion: '2' } } })}\n`);
+      }
+    };
+    const c = cluster({ watchIdleTimeoutMs: 150 });
+    const controller = new AbortController();
+    try {
+      const events: string[] = [];
+      await assert.rejects(
+        (async () => {
+          for await (const event of c.nodes.watch({ resourceVersion: '1', allowBookmarks: true, signal: controller.signal }))
+            events.push(event.type);
+        })(),
+        /nothing received for 150 ms/,
+      );
+      assert.deepEqual(events, ['ADDED'], 'the event before the silence came through');
+      await assert.rejects(
+        (async () => {
+          for await (const event of c.persistentVolumes.watch({ resourceVersion: '1', signal: controller.signal }))
+            assert.fail(`no event expected, got ${event.type}`);
+        })(),
+        /nothing received for 150 ms/,
+      );
+      assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+    } finally {
+      controller.abort();
+      c.close();
+    }
+  });
+
+  // The timeout detects a watch left waiting for its own one-minute idle limit (the defect).
+  void it('a request with no answer closes every connection: a silent watch starts over at once', { timeout: 20_000 }, async () => {
+    let watching = 0;
+    handler = (req, _body, res) => {
+      if (req.url?.includes('watch=1') === true) {
+        watching += 1;
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.write(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'a', resourceVersion: '2' } } })}\n`);
+      }
+      // a GET gets no answer at all
+    };
+    // the watch alone would wait a minute: what ends it here is the GET's timeout
+    const c = cluster({ requestTimeoutMs: 100, watchIdleTimeoutMs: 60_000 });
+    const controller = new AbortController();
+    try {
+      const events: string[] = [];
+      const watched = (async () => {
+        for await (const event of c.nodes.watch({ resourceVersion: '1', signal: controller.signal })) events.push(event.type);
+      })();
+      await waitUntil(() => events.length === 1);
+      await assert.rejects(c.nodes.get('x'), /nothing received for 100 ms/);
+      await assert.rejects(watched);
+      assert.deepEqual([events, watching], [['ADDED'], 1]);
     } finally {
       controller.abort();
       c.close();
