@@ -37,7 +37,9 @@ try {
   if (out !== undefined) writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
   process.exitCode = report.violations.length > 0 || report.stepErrors.length > 0 ? 1 : 0;
 } catch (error) {
-  process.stderr.write(`chaos soak (seed ${String(seed)}) stopped: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `chaos soak (seed ${String(seed)}) stopped: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exitCode = 1;
 } finally {
   cleanup.run();

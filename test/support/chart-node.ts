@@ -237,7 +237,8 @@ export class ChartNode {
     ms = SLOW,
   ): Promise<V1PersistentVolume> {
     return eventually(
-      async () => (await this.core.listPersistentVolume()).items.find((pv) => pv.spec?.local?.path === path && check(pv)),
+      async () =>
+        (await this.core.listPersistentVolume()).items.find((pv) => pv.spec?.local?.path === path && check(pv)),
       `PV of ${path}: ${what}`,
       ms,
       100,
@@ -254,7 +255,11 @@ export class ChartNode {
     return { ...(lease.metadata?.annotations ?? {}), renewTime: String(lease.spec?.renewTime ?? '') };
   }
 
-  async leaseWhen(what: string, check: (a: Record<string, string>) => boolean, ms = SLOW): Promise<Record<string, string>> {
+  async leaseWhen(
+    what: string,
+    check: (a: Record<string, string>) => boolean,
+    ms = SLOW,
+  ): Promise<Record<string, string>> {
     return eventually(
       async () => {
         const last = await this.statusLease().catch(() => undefined);
@@ -342,7 +347,10 @@ export class ChartNode {
     const eventLines = (events?.items ?? [])
       .filter((e) => e.type === 'Warning')
       .slice(-15)
-      .map((e) => `event ${e.involvedObject.kind ?? ''}/${e.involvedObject.name ?? ''} ${e.reason ?? ''}: ${e.message ?? ''}`);
+      .map(
+        (e) =>
+          `event ${e.involvedObject.kind ?? ''}/${e.involvedObject.name ?? ''} ${e.reason ?? ''}: ${e.message ?? ''}`,
+      );
     const logs: string[] = [];
     for (const p of pods?.items ?? []) {
       if (p.metadata?.labels?.['app.kubernetes.io/instance'] !== CHART_RELEASE) continue;

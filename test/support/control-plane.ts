@@ -336,7 +336,11 @@ export function spawnLogged(
     const child = spawn(command, commandArgs, {
       detached: false,
       stdio: ['ignore', fd, fd],
-      env: { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', HOME: process.env['HOME'] ?? '/', ...extraEnv },
+      env: {
+        PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+        HOME: process.env['HOME'] ?? '/',
+        ...extraEnv,
+      },
     });
     liveChildren.add(child);
     child.once('exit', () => liveChildren.delete(child));

@@ -281,7 +281,12 @@ export class InvariantRules {
       for (const v of views) {
         const parent = v.path.slice(0, v.path.lastIndexOf('/'));
         if (dirs.includes(parent)) continue;
-        report(`outside:${v.uid}`, 'outside', [v], `${describePv(v)} is not an entry of a discovery directory (${dirs.join(', ')})`);
+        report(
+          `outside:${v.uid}`,
+          'outside',
+          [v],
+          `${describePv(v)} is not an entry of a discovery directory (${dirs.join(', ')})`,
+        );
       }
     }
 

@@ -1202,7 +1202,10 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
       kubelet.kill('SIGKILL');
       await new Promise<void>((resolve) => {
         if (exited(kubelet)) resolve();
-        else kubelet.once('exit', () => resolve());
+        else
+          kubelet.once('exit', () => {
+            resolve();
+          });
       });
       await between?.();
       const spawned = Date.now();

@@ -8,7 +8,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 
 /** How bytes pass: as they come, held for a delay each, or not at all. */
-export type ProxyMode = { readonly kind: 'pass' } | { readonly kind: 'slow'; readonly delayMs: number } | { readonly kind: 'blackhole' };
+export type ProxyMode =
+  { readonly kind: 'pass' } | { readonly kind: 'slow'; readonly delayMs: number } | { readonly kind: 'blackhole' };
 
 export class TcpProxy {
   private server: Server | undefined;

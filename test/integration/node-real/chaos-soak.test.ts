@@ -37,7 +37,8 @@ describe('chaos soak on the real node (CI size)', { skip: skipUnlessKubeletNodeP
       },
     });
     t.diagnostic(describeSoak(report));
-    for (const kind of FAULT_KINDS) assert.ok((report.faults[kind] ?? 0) > 0, `${kind} injected: ${describeSoak(report)}`);
+    for (const kind of FAULT_KINDS)
+      assert.ok((report.faults[kind] ?? 0) > 0, `${kind} injected: ${describeSoak(report)}`);
     assert.deepEqual(report.violations, [], describeSoak(report));
     assert.deepEqual(report.stepErrors, [], describeSoak(report));
     assert.ok(report.counts.claims > 0 && report.counts.republished > 0, describeSoak(report));

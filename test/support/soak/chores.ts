@@ -54,7 +54,10 @@ async function tenantRestartChore(ctx: SoakContext): Promise<string> {
 }
 
 /** A valid edit of the model, waited for until applied. */
-async function editChore(ctx: SoakContext, change: (m: SoakContext['world']['model']) => SoakContext['world']['model']): Promise<string> {
+async function editChore(
+  ctx: SoakContext,
+  change: (m: SoakContext['world']['model']) => SoakContext['world']['model'],
+): Promise<string> {
   const model = change(ctx.world.model);
   const hash = await writeModel(ctx, model);
   if (hash === undefined) throw new Error(`the soak wrote an invalid config: ${JSON.stringify(model)}`);
@@ -68,11 +71,19 @@ export async function releaseMidCleanup(ctx: SoakContext): Promise<{ tenant: Ten
   if (tenant === undefined) return undefined;
   const hold = join(ctx.world.dirs.blk, CLEANER_HOLD);
   writeFileSync(hold, '');
-  const unhold = (): void => rmSync(hold, { force: true });
+  const unhold = (): void => {
+    rmSync(hold, { force: true });
+  };
   try {
     const record = await release(ctx, tenant);
     await eventually(
-      () => (ctx.world.cleanerLog().slice(record.logOffset).includes(`start ${record.device ?? '?'}\n`) ? true : undefined),
+      () =>
+        ctx.world
+          .cleanerLog()
+          .slice(record.logOffset)
+          .includes(`start ${record.device ?? '?'}\n`)
+          ? true
+          : undefined,
       `the cleanup of ${tenant.pvName} started`,
       120_000,
       100,
@@ -97,7 +108,11 @@ async function classChore(ctx: SoakContext): Promise<string> {
   await writeModel(ctx, removed === 'spare-disks' ? { ...kept, spareClass: false } : { ...kept, extraClass: false });
   await env.leaseWhen(`the removal of ${removed} refused`, (a) => a[`${STATE}last-result`] === 'refused', 120_000);
   const after = (await env.statusLease())[`${STATE}applied-hash`];
-  if (after !== before) ctx.world.violate('refused-edit', `a refused edit changed the applied config: ${String(before)} → ${String(after)}`);
+  if (after !== before)
+    ctx.world.violate(
+      'refused-edit',
+      `a refused edit changed the applied config: ${String(before)} → ${String(after)}`,
+    );
   const note = await editChore(ctx, () => ({ ...kept, labelsRevision: kept.labelsRevision + 1 }));
   return `removing ${removed} refused by the reload guard; then ${note}`;
 }
@@ -123,7 +138,8 @@ async function badChore(ctx: SoakContext): Promise<string> {
     await env.leaseWhen('the broken edit rejected', (a) => a[`${STATE}last-result`] === 'rejected', 120_000);
   else await delay(3000);
   const after = (await env.statusLease())[`${STATE}applied-hash`];
-  if (after !== before) ctx.world.violate('bad-edit', `a broken edit changed the applied config: ${String(before)} → ${String(after)}`);
+  if (after !== before)
+    ctx.world.violate('bad-edit', `a broken edit changed the applied config: ${String(before)} → ${String(after)}`);
   const hash = await writeModel(ctx, { ...good, labelsRevision: good.labelsRevision + 1 });
   if (hash !== undefined) await expectApplied(ctx, hash, 'the edit after a broken one');
   return `broken edit kept ${String(before)}; fixed`;
@@ -140,7 +156,10 @@ async function unmountBoundChore(ctx: SoakContext): Promise<string> {
     await delay(between(ctx, 3000, 8000));
     const pv = await ctx.world.env.core.readPersistentVolume({ name: tenant.pvName });
     if (pv.metadata?.uid !== tenant.pvUid || pv.status?.phase !== 'Bound')
-      ctx.world.violate('bound-kept', `${tenant.pvName} changed while its disk was unmounted: ${pv.status?.phase ?? '?'}`);
+      ctx.world.violate(
+        'bound-kept',
+        `${tenant.pvName} changed while its disk was unmounted: ${pv.status?.phase ?? '?'}`,
+      );
   } finally {
     run('mount', [disk.loop.path, tenant.path]);
     tenant.paused = false;
@@ -162,7 +181,10 @@ async function unmountReleasedChore(ctx: SoakContext): Promise<string> {
     record.heldUntil = Number.MAX_SAFE_INTEGER;
     await delay(between(ctx, 4000, 10_000));
     if (!existsSync(sentinel))
-      ctx.world.violate('wiped-wrong-disk', `the directory under ${tenant.path} (no disk mounted) was emptied after ${tenant.pvName} was released`);
+      ctx.world.violate(
+        'wiped-wrong-disk',
+        `the directory under ${tenant.path} (no disk mounted) was emptied after ${tenant.pvName} was released`,
+      );
     record.heldUntil = Date.now();
   } finally {
     rmSync(sentinel, { force: true });
@@ -202,7 +224,10 @@ export const CHORES: Readonly<Record<ChoreKind, (ctx: SoakContext) => Promise<st
   'tenant-restart': tenantRestartChore,
   release: releaseChore,
   'edit-fstype': (ctx) =>
-    editChore(ctx, (m) => ({ ...m, fsType: (['ext4', 'ext3', 'xfs'] as const).filter((f) => f !== m.fsType)[between(ctx, 0, 1)] ?? 'ext4' })),
+    editChore(ctx, (m) => ({
+      ...m,
+      fsType: (['ext4', 'ext3', 'xfs'] as const).filter((f) => f !== m.fsType)[between(ctx, 0, 1)] ?? 'ext4',
+    })),
   'edit-labels': (ctx) => editChore(ctx, (m) => ({ ...m, labelsRevision: m.labelsRevision + 1 })),
   'edit-cleaner': cleanerChore,
   'edit-class': classChore,

@@ -1,8 +1,6 @@
 // What every soak step works with, and the moves steps share: disks added to the node, a claim run
 // through a StatefulSet and released, a config written and waited for, the agent's container
 // killed, and the recovery check after a fault (the agent publishes a disk added after it).
-// Lint: client-node's models are plain data classes; object literals are what its API takes.
-/* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
 import { realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
@@ -130,7 +128,10 @@ export async function claim(ctx: SoakContext, cls: 'fs' | 'blk'): Promise<Tenant
   const pv = await env.core.readPersistentVolume({ name: pvc.spec?.volumeName ?? '' });
   const path = pv.spec?.local?.path ?? '';
   if (!fresh.test(log.split('\n')[0] ?? ''))
-    world.violate('new-claim-empty', `${set} got ${pv.metadata?.name ?? '?'} (${path}) with data on it: ${log.split('\n')[0] ?? ''}`);
+    world.violate(
+      'new-claim-empty',
+      `${set} got ${pv.metadata?.name ?? '?'} (${path}) with data on it: ${log.split('\n')[0] ?? ''}`,
+    );
   const tenant: Tenant = {
     set,
     cls,
@@ -169,7 +170,8 @@ export async function restartTenant(ctx: SoakContext, tenant: Tenant): Promise<v
   const log = await logMatches(env.core, CHART_NS, `${tenant.set}-0`, done, CLAIM_MS);
   const first = log.split('\n')[0] ?? '';
   const kept = tenant.cls === 'fs' ? first === 'ls /data: token' : first === `peek /dev/xvda: ${hex(tenant.token)}`;
-  if (!kept) ctx.world.violate('tenant-data', `${tenant.set} restarted and found ${JSON.stringify(first)}, not its own data`);
+  if (!kept)
+    ctx.world.violate('tenant-data', `${tenant.set} restarted and found ${JSON.stringify(first)}, not its own data`);
   ctx.world.counts.tenantRestarts += 1;
 }
 
@@ -216,7 +218,11 @@ export async function writeModel(ctx: SoakContext, model: ConfigModel): Promise<
 export async function expectApplied(ctx: SoakContext, hash: string, what: string): Promise<number> {
   const t0 = Date.now();
   try {
-    await ctx.world.env.leaseWhen(`${what}: ${hash} applied`, (a) => a[`${STATE}applied-hash`] === hash, RECOVERY_BOUND_MS);
+    await ctx.world.env.leaseWhen(
+      `${what}: ${hash} applied`,
+      (a) => a[`${STATE}applied-hash`] === hash,
+      RECOVERY_BOUND_MS,
+    );
   } catch {
     ctx.world.violate('config-applied', `${what}: ${hash} written but not applied within ${RECOVERY_BOUND_MS} ms`);
   }
@@ -242,7 +248,10 @@ export async function recover(ctx: SoakContext, kind: FaultKind, healedAt: numbe
     const disk = addDisk(ctx, 'fs', 'tmpfs');
     await world.env.pvAt(disk.path, 'published after the fault', () => true, RECOVERY_BOUND_MS);
   } catch (error) {
-    world.violate('recovery', `after ${kind} the agent did not publish a new disk within ${RECOVERY_BOUND_MS} ms: ${String(error)}`);
+    world.violate(
+      'recovery',
+      `after ${kind} the agent did not publish a new disk within ${RECOVERY_BOUND_MS} ms: ${String(error)}`,
+    );
   }
   const ms = Date.now() - healedAt;
   ctx.recoveries.set(kind, [...(ctx.recoveries.get(kind) ?? []), ms]);

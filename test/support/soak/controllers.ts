@@ -97,7 +97,10 @@ export class ControllerReplicas {
       (child) =>
         new Promise<void>((resolve) => {
           if (child.exitCode !== null || child.signalCode !== null) resolve();
-          else child.once('exit', () => resolve());
+          else
+            child.once('exit', () => {
+              resolve();
+            });
           child.kill('SIGTERM');
           setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
         }),

@@ -99,7 +99,11 @@ async function kubeletFault(ctx: SoakContext, kind: 'kubelet-restart' | 'node-re
   const deleteNode = async (): Promise<void> => {
     await env.core.deleteNode({ name: env.node.name });
     await eventually(
-      () => env.core.readNode({ name: env.node.name }).then(() => undefined, (e: unknown) => (apiStatusCode(e) === 404 ? true : undefined)),
+      () =>
+        env.core.readNode({ name: env.node.name }).then(
+          () => undefined,
+          (e: unknown) => (apiStatusCode(e) === 404 ? true : undefined),
+        ),
       'the Node deleted',
       60_000,
       100,
@@ -118,15 +122,24 @@ async function kubeletFault(ctx: SoakContext, kind: 'kubelet-restart' | 'node-re
   return `${kind}: kubelet Ready ${String(readyMs)} ms after its start; agent serving ${String(ms)} ms after`;
 }
 
-async function controllerFault(ctx: SoakContext, kind: 'rollout-controller-kill' | 'node-cleanup-kill'): Promise<string> {
+async function controllerFault(
+  ctx: SoakContext,
+  kind: 'rollout-controller-kill' | 'node-cleanup-kill',
+): Promise<string> {
   const replicas: ControllerReplicas = kind === 'rollout-controller-kill' ? ctx.rollout : ctx.nodeCleanup;
   const killedAt = Date.now();
   const killed = await replicas.killLeader();
   if (killed === undefined) throw new Error(`${kind}: no leader holds the Lease`);
-  const ok = await expectEventually(ctx, 'leader', `${kind}: a live leader again`, async () => {
-    const now = await replicas.leader();
-    return now !== undefined && now.identity !== killed && now.renewMs > killedAt;
-  }, 60_000);
+  const ok = await expectEventually(
+    ctx,
+    'leader',
+    `${kind}: a live leader again`,
+    async () => {
+      const now = await replicas.leader();
+      return now !== undefined && now.identity !== killed && now.renewMs > killedAt;
+    },
+    60_000,
+  );
   const ms = Date.now() - killedAt;
   ctx.recoveries.set(kind, [...(ctx.recoveries.get(kind) ?? []), ms]);
   if (ok && kind === 'rollout-controller-kill' && ctx.world.source === 'staged') {

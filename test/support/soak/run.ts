@@ -4,6 +4,8 @@
 // Halfway the chart is upgraded to staged rollout: edits then reach the agent through the
 // rollout controller and the API instead of the kubelet's projection. The report carries the seed,
 // what ran, every violation, recovery times by fault kind and the agent's memory curve.
+// Lint: client-node's models are plain data classes; object literals are what its API takes.
+/* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -55,7 +57,14 @@ function chartValues(dirs: SoakDirs): Record<string, unknown> {
     labelsForPV: { 'soak-revision': '0' },
     classes: [
       { name: 'fs-disks', hostDir: dirs.fs, volumeMode: 'Filesystem', fsType: 'ext4', storageClass: true },
-      { name: 'blk-disks', hostDir: dirs.blk, volumeMode: 'Block', namePattern: 'blk*', blockCleanerCommand: blockCleaner(dirs), storageClass: true },
+      {
+        name: 'blk-disks',
+        hostDir: dirs.blk,
+        volumeMode: 'Block',
+        namePattern: 'blk*',
+        blockCleanerCommand: blockCleaner(dirs),
+        storageClass: true,
+      },
       { name: 'extra-disks', hostDir: dirs.extra, volumeMode: 'Filesystem', storageClass: true },
     ],
   };
@@ -68,7 +77,12 @@ async function setUp(options: SoakOptions, started: number): Promise<SoakContext
     prefix: 'lvp-soak-',
     // a killed agent is started again within 2 s, not after the default doubling back-off: the
     // recovery figures are the agent's, the back-off is the kubelet's (docs/operations.md)
-    kubelet: { kubeletConfig: { featureGates: { KubeletCrashLoopBackOffMax: true }, crashLoopBackOff: { maxContainerRestartPeriod: '2s' } } },
+    kubelet: {
+      kubeletConfig: {
+        featureGates: { KubeletCrashLoopBackOffMax: true },
+        crashLoopBackOff: { maxContainerRestartPeriod: '2s' },
+      },
+    },
   });
   const dirs: SoakDirs = {
     fs: join(env.base, 'fs'),
@@ -76,28 +90,61 @@ async function setUp(options: SoakOptions, started: number): Promise<SoakContext
     extra: join(env.base, 'extra'),
     spare: join(env.base, 'spare'),
   };
-  for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
+  const allDirs = [dirs.fs, dirs.blk, dirs.extra, dirs.spare];
+  for (const dir of allDirs) mkdirSync(dir, { recursive: true });
   const checker = startInvariantChecker({
     listPersistentVolumes: async () => (await env.core.listPersistentVolume()).items,
     node: env.node.name,
-    discoveryDirs: () => Object.values(dirs),
-    onViolation: (v) => log(`data-safety invariant violated: ${v.message}`),
+    discoveryDirs: () => allDirs,
+    onViolation: (v) => {
+      log(`data-safety invariant violated: ${v.message}`);
+    },
   });
   const world = new SoakWorld(env, dirs, checker, started, INITIAL_MODEL);
-  const controllerArgs = { namespace: CHART_NS, kubeconfig: env.plane.kubeconfigPath, logDir: env.base, leases: env.leases };
+  const controllerArgs = {
+    namespace: CHART_NS,
+    kubeconfig: env.plane.kubeconfigPath,
+    logDir: env.base,
+    leases: env.leases,
+  };
   const rollout = new ControllerReplicas({
     ...controllerArgs,
     leaseName: `${CHART_FULLNAME}-rollout-controller`,
-    args: ['rollout', 'controller', `--config-map=${CHART_FULLNAME}-config`, `--namespace=${CHART_NS}`, `--status-name=${CHART_FULLNAME}`, '--canary-count=1', '--waves=100%', '--bake-time=0s', '--progress-deadline=2m', '--on-halt=revert', '--listen-address='],
+    args: [
+      'rollout',
+      'controller',
+      `--config-map=${CHART_FULLNAME}-config`,
+      `--namespace=${CHART_NS}`,
+      `--status-name=${CHART_FULLNAME}`,
+      '--canary-count=1',
+      '--waves=100%',
+      '--bake-time=0s',
+      '--progress-deadline=2m',
+      '--on-halt=revert',
+      '--listen-address=',
+    ],
   });
   const nodeCleanup = new ControllerReplicas({
     ...controllerArgs,
     leaseName: `${CHART_FULLNAME}-node-cleanup`,
-    args: ['node-cleanup', '--storageclass-names=fs-disks,blk-disks,extra-disks', '--pvc-deletion-delay=60s', '--stale-pv-discovery-interval=10s', '--listen-address='],
+    args: [
+      'node-cleanup',
+      '--storageclass-names=fs-disks,blk-disks,extra-disks',
+      '--pvc-deletion-delay=60s',
+      '--stale-pv-discovery-interval=10s',
+      '--listen-address=',
+    ],
   });
   const ctx: SoakContext = {
-    world, cleanup: options.cleanup, random: seededRandom(options.seed ^ 0x5eed), seed: options.seed,
-    rollout, nodeCleanup, baseData: {}, recoveries: new Map(), log,
+    world,
+    cleanup: options.cleanup,
+    random: seededRandom(options.seed ^ 0x5eed),
+    seed: options.seed,
+    rollout,
+    nodeCleanup,
+    baseData: {},
+    recoveries: new Map(),
+    log,
   };
   return ctx;
 }
@@ -114,7 +161,10 @@ async function install(ctx: SoakContext): Promise<SoakContext> {
   // The directory of the class the soak's edits add (not in the chart's classes): mounted as the
   // chart mounts a class's, through additionalVolumes.
   const list = (key: string): unknown[] => (Array.isArray(values[key]) ? (values[key] as unknown[]) : []);
-  values['additionalVolumes'] = [...list('additionalVolumes'), { name: 'spare-disks', hostPath: { path: world.dirs.spare } }];
+  values['additionalVolumes'] = [
+    ...list('additionalVolumes'),
+    { name: 'spare-disks', hostPath: { path: world.dirs.spare } },
+  ];
   values['additionalVolumeMounts'] = [
     ...list('additionalVolumeMounts'),
     { name: 'spare-disks', mountPath: world.dirs.spare, mountPropagation: 'HostToContainer' },
@@ -158,7 +208,9 @@ async function runStep(ctx: SoakContext, kind: StepKind, errors: string[]): Prom
   ctx.world.step = kind;
   try {
     const note = isFault(kind) ? await FAULTS[kind](ctx) : await CHORES[kind](ctx);
-    ctx.log(`[${String(Math.round((Date.now() - ctx.world.started) / 1000))}s] ${kind} (${String(Date.now() - t0)} ms): ${note}`);
+    ctx.log(
+      `[${String(Math.round((Date.now() - ctx.world.started) / 1000))}s] ${kind} (${String(Date.now() - t0)} ms): ${note}`,
+    );
   } catch (error) {
     const message = `${kind}: ${error instanceof Error ? error.message : String(error)}`;
     errors.push(message);
@@ -229,7 +281,12 @@ async function finish(ctx: SoakContext, tally: Tally): Promise<SoakReport> {
   const checker = await world.checker.stop();
   const violations = [
     ...world.violations,
-    ...checker.violations.map((v) => ({ rule: `checker:${v.rule}`, message: v.message, at: Date.now() - tally.started, step: 'checker' })),
+    ...checker.violations.map((v) => ({
+      rule: `checker:${v.rule}`,
+      message: v.message,
+      at: Date.now() - tally.started,
+      step: 'checker',
+    })),
   ];
   return {
     seed: ctx.seed,
@@ -248,8 +305,8 @@ async function finish(ctx: SoakContext, tally: Tally): Promise<SoakReport> {
   };
 }
 
-
-const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+const median = (values: readonly number[]): number =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
 /** The report as text: the seed first (it replays the run), then what ran and what was found. */
 export function describeSoak(report: SoakReport): string {

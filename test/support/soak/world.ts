@@ -143,7 +143,10 @@ export class SoakWorld {
       if (back === undefined) {
         const late = now - release.at > REPUBLISH_BOUND_MS && (release.heldUntil ?? 0) < now - REPUBLISH_BOUND_MS;
         if (late) {
-          this.violate('republish', `${tenant.pvName} (${tenant.path}) not republished ${REPUBLISH_BOUND_MS} ms after its release`);
+          this.violate(
+            'republish',
+            `${tenant.pvName} (${tenant.path}) not republished ${REPUBLISH_BOUND_MS} ms after its release`,
+          );
           this.releases.splice(this.releases.indexOf(release), 1);
         }
         continue;

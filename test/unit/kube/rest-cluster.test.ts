@@ -703,7 +703,11 @@ void describe('RestCluster over HTTP (local fake server)', () => {
       const events: string[] = [];
       await assert.rejects(
         (async () => {
-          for await (const event of c.nodes.watch({ resourceVersion: '1', allowBookmarks: true, signal: controller.signal }))
+          for await (const event of c.nodes.watch({
+            resourceVersion: '1',
+            allowBookmarks: true,
+            signal: controller.signal,
+          }))
             events.push(event.type);
         })(),
         /nothing received for 150 ms/,
@@ -724,33 +728,40 @@ void describe('RestCluster over HTTP (local fake server)', () => {
   });
 
   // The timeout detects a watch left waiting for its own one-minute idle limit (the defect).
-  void it('a request with no answer closes every connection: a silent watch starts over at once', { timeout: 20_000 }, async () => {
-    let watching = 0;
-    handler = (req, _body, res) => {
-      if (req.url?.includes('watch=1') === true) {
-        watching += 1;
-        res.writeHead(200, { 'Content-Type': 'application/json' });
-        res.write(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'a', resourceVersion: '2' } } })}\n`);
+  void it(
+    'a request with no answer closes every connection: a silent watch starts over at once',
+    { timeout: 20_000 },
+    async () => {
+      let watching = 0;
+      handler = (req, _body, res) => {
+        if (req.url?.includes('watch=1') === true) {
+          watching += 1;
+          res.writeHead(200, { 'Content-Type': 'application/json' });
+          res.write(
+            `${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'a', resourceVersion: '2' } } })}\n`,
+          );
+        }
+        // a GET gets no answer at all
+      };
+      // the watch alone would wait a minute: what ends it here is the GET's timeout
+      const c = cluster({ requestTimeoutMs: 100, watchIdleTimeoutMs: 60_000 });
+      const controller = new AbortController();
+      try {
+        const events: string[] = [];
+        const watched = (async () => {
+          for await (const event of c.nodes.watch({ resourceVersion: '1', signal: controller.signal }))
+            events.push(event.type);
+        })();
+        await waitUntil(() => events.length === 1);
+        await assert.rejects(c.nodes.get('x'), /nothing received for 100 ms/);
+        await assert.rejects(watched);
+        assert.deepEqual([events, watching], [['ADDED'], 1]);
+      } finally {
+        controller.abort();
+        c.close();
       }
-      // a GET gets no answer at all
-    };
-    // the watch alone would wait a minute: what ends it here is the GET's timeout
-    const c = cluster({ requestTimeoutMs: 100, watchIdleTimeoutMs: 60_000 });
-    const controller = new AbortController();
-    try {
-      const events: string[] = [];
-      const watched = (async () => {
-        for await (const event of c.nodes.watch({ resourceVersion: '1', signal: controller.signal })) events.push(event.type);
-      })();
-      await waitUntil(() => events.length === 1);
-      await assert.rejects(c.nodes.get('x'), /nothing received for 100 ms/);
-      await assert.rejects(watched);
-      assert.deepEqual([events, watching], [['ADDED'], 1]);
-    } finally {
-      controller.abort();
-      c.close();
-    }
-  });
+    },
+  );
 
   void it('ends a watch quietly when the signal aborts mid-stream, releasing the listener', async () => {
     handler = (_req, _body, res) => {

@@ -15,13 +15,15 @@ let proxy: TcpProxy;
 let received = 0;
 
 /** Connects through the proxy; resolves with the socket and a reader of the next data (or its end). */
-async function client(): Promise<{ socket: Socket; next: (ms: number) => Promise<string | 'timeout' | 'closed'> }> {
+async function client(): Promise<{ socket: Socket; next: (ms: number) => Promise<string> }> {
   const socket = connect(proxy.port, '127.0.0.1');
   socket.on('error', () => undefined);
   await once(socket, 'connect');
-  const next = (ms: number): Promise<string | 'timeout' | 'closed'> =>
+  const next = (ms: number): Promise<string> =>
     new Promise((resolve) => {
-      const timer = setTimeout(() => resolve('timeout'), ms);
+      const timer = setTimeout(() => {
+        resolve('timeout');
+      }, ms);
       socket.once('data', (d: Buffer) => {
         clearTimeout(timer);
         resolve(d.toString());
