@@ -1,10 +1,11 @@
 // What every soak step works with, and the moves steps share: disks added to the node, a claim run
 // through a StatefulSet and released, a config written and waited for, the agent's container
 // killed, and the recovery check after a fault (the agent publishes a disk added after it).
-import { realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { realpathSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 
+import { isRecord } from '../../../src/core/unknown-values.js';
 import { CHART_NS, STATE, box } from '../chart-node.js';
 import { apiStatusCode } from '../cluster.js';
 import { eventually } from '../eventually.js';
@@ -60,6 +61,11 @@ export function addDisk(ctx: SoakContext, cls: Disk['cls'], kind: Disk['kind']):
   if (kind === 'block') {
     const path = join(dir, world.next('blk'));
     symlinkSync(loop.path, path);
+    // runs before the detach: the loop devices a kubelet stacked on this one (it holds a Block
+    // volume's device so) and left when it was stopped with a pod still using it
+    cleanup.defer(`detach loop devices stacked on ${loop.path}`, () => {
+      detachStackedLoops(loop.path);
+    });
     const disk: Disk = { path, cls, kind, loop };
     world.disks.set(path, disk);
     return disk;
@@ -76,6 +82,18 @@ export function addDisk(ctx: SoakContext, cls: Disk['cls'], kind: Disk['kind']):
   const disk: Disk = { path, cls, kind, loop };
   world.disks.set(path, disk);
   return disk;
+}
+
+/** Detaches the loop devices whose backing file is the device node `device` (`/dev/loopN`). */
+function detachStackedLoops(device: string): void {
+  const node = statSync(device);
+  const listed: unknown = JSON.parse(run('losetup', ['--json', '--list', '--output', 'NAME,BACK-INO,BACK-MAJ:MIN']));
+  const devices = isRecord(listed) && Array.isArray(listed['loopdevices']) ? listed['loopdevices'] : [];
+  const dev = `${String(Math.floor(node.dev / 256))}:${String(node.dev % 256)}`;
+  for (const entry of devices) {
+    if (!isRecord(entry) || String(entry['back-ino']) !== String(node.ino) || entry['back-maj:min'] !== dev) continue;
+    run('losetup', ['-d', String(entry['name'])]);
+  }
 }
 
 const inUse = (world: SoakWorld, path: string): boolean =>
