@@ -666,6 +666,34 @@ async function startAttempt(
   };
 }
 
+/**
+ * ControlPlane.restart over the plane's current processes: one restart at a time; `settled` waits
+ * for the one in flight (stop() does, so it stops the process that runs then).
+ */
+function restarter(
+  current: Record<RestartableComponent, ChildProcess>,
+  respawn: Attempt['respawn'],
+  stopping: () => boolean,
+): { restart: ControlPlane['restart']; settled: () => Promise<unknown> } {
+  let restarting: Promise<unknown> = Promise.resolve();
+  const restart = (component: RestartableComponent, downMs = 0): Promise<RestartTimings> => {
+    const next = restarting.then(async () => {
+      if (stopping()) throw new Error(`the control plane is stopping: ${component} not restarted`);
+      const killed = Date.now();
+      current[component].kill('SIGKILL');
+      await waitForExit(current[component], KILL_WAIT_MS);
+      liveChildren.delete(current[component]);
+      if (downMs > 0) await delay(downMs);
+      const spawned = Date.now();
+      current[component] = await respawn[component](spawned + RESTART_READY_MS);
+      return { downMs: spawned - killed, healthyMs: Date.now() - spawned };
+    });
+    restarting = next.catch(() => undefined);
+    return next;
+  };
+  return { restart, settled: () => restarting };
+}
+
 /** Starts etcd and kube-apiserver from `binDir` and resolves once the apiserver answers /readyz. */
 export async function startControlPlane(options: StartControlPlaneOptions): Promise<ControlPlane> {
   const { binDir, signal } = options;
@@ -763,7 +791,7 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
       stopping ??= (async () => {
         if (scheduler !== undefined) await terminate(scheduler);
         if (controllerManager !== undefined) await terminate(controllerManager);
-        await restarting;
+        await settled();
         await terminate(current['kube-apiserver']);
         await terminate(current.etcd);
         await rm(dir, { recursive: true, force: true });
@@ -771,22 +799,7 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
       })();
       return stopping;
     };
-    let restarting: Promise<unknown> = Promise.resolve();
-    const restart = (component: RestartableComponent, downMs = 0): Promise<RestartTimings> => {
-      const next = restarting.then(async () => {
-        if (stopping !== undefined) throw new Error(`the control plane is stopping: ${component} not restarted`);
-        const killed = Date.now();
-        current[component].kill('SIGKILL');
-        await waitForExit(current[component], KILL_WAIT_MS);
-        liveChildren.delete(current[component]);
-        if (downMs > 0) await delay(downMs);
-        const spawned = Date.now();
-        current[component] = await respawn[component](spawned + RESTART_READY_MS);
-        return { downMs: spawned - killed, healthyMs: Date.now() - spawned };
-      });
-      restarting = next.catch(() => undefined);
-      return next;
-    };
+    const { restart, settled } = restarter(current, respawn, () => stopping !== undefined);
     return {
       server,
       caFile,
