@@ -229,6 +229,8 @@ export async function writeModel(ctx: SoakContext, model: ConfigModel): Promise<
   await ctx.world.env.writeConfig(data);
   ctx.world.model = model;
   ctx.world.counts.configWrites += 1;
+  // under staged rollout every new content is a rollout (a broken one ends `invalid`)
+  if (ctx.world.source === 'staged') ctx.world.counts.rollouts += 1;
   return hash;
 }
 

@@ -200,7 +200,6 @@ async function switchToStaged(ctx: SoakContext): Promise<void> {
   await env.agentPod('the agent on staged rollout', (p) => isReady(p) && p.metadata?.uid !== before);
   await env.leaseWhen('the staged source', (a) => (a[`${STATE}source`] ?? '').endsWith('(staged)'), 120_000);
   ctx.world.source = 'staged';
-  ctx.world.counts.rollouts += 1;
 }
 
 async function runStep(ctx: SoakContext, kind: StepKind, errors: string[]): Promise<void> {
