@@ -2,8 +2,8 @@
 // a fixed seed, every fault kind at least once (the agent SIGKILLed mid-cleanup, mid-reload and
 // mid-publish; kube-apiserver and etcd killed and restarted; the agent's apiserver black-holed and
 // slowed; the kubelet restarted; the rollout and node-cleanup controllers' leaders killed; the Node
-// deleted and registered again) between claims, releases, config edits through the kubelet and then
-// through staged rollouts, and disks unmounted and swapped. Every invariant holds throughout: no
+// deleted and registered again) and every chore kind at least once (claims, releases, config edits
+// through the kubelet and then through staged rollouts, disks unmounted and swapped). Every invariant holds throughout: no
 // violation, and no step that failed its own expectation. The long soak is bench/chaos-soak.ts.
 import assert from 'node:assert/strict';
 import { appendFileSync } from 'node:fs';
@@ -12,7 +12,7 @@ import { after, describe, it } from 'node:test';
 import { skipUnlessKubeletNodePossible } from '../../support/kubelet-node.js';
 import { Cleanup } from '../../support/real-node.js';
 import { describeSoak, runSoak } from '../../support/soak/run.js';
-import { FAULT_KINDS } from '../../support/soak/plan.js';
+import { CHORE_KINDS, FAULT_KINDS } from '../../support/soak/plan.js';
 
 const SEED = 33;
 const LIVE_LOG = process.env['LVP_SOAK_LOG'];

@@ -1,7 +1,8 @@
 // The chaos soak's schedule: which step comes next, from a seed alone, so a report's seed replays
-// the same run. Pure: a seed and a length in, the steps out. Every fault kind comes at least once
-// in the first `faults.length` fault slots (shuffled by the seed), then faults are drawn by weight;
-// between two faults come workload, config and disk steps.
+// the same run. Pure: a seed in, the steps out. Every fault kind comes once in the first
+// FAULT_KINDS.length fault slots and every chore kind once in the first CHORE_KINDS.length chore
+// slots (each in an order of the seed); after that faults are drawn evenly and chores by weight.
+// Between two faults come workload, config and disk chores.
 
 /** A fault injected into the node or the control plane; each is followed by a recovery check. */
 export const FAULT_KINDS = [
@@ -91,16 +92,14 @@ export interface SoakPlanOptions {
   readonly choresPerFault: number;
 }
 
-/**
- * An endless schedule: steps come one at a time (a run stops when its time is up). The first
- * FAULT_KINDS.length faults cover every kind once, in an order of the seed.
- */
+/** An endless schedule: steps come one at a time (a run stops when its time is up). */
 export function* soakSchedule(options: SoakPlanOptions): Generator<StepKind, never> {
   const random = seededRandom(options.seed);
   const firstRound = shuffled(random, FAULT_KINDS);
+  const firstChores = shuffled(random, CHORE_KINDS);
   for (let n = 0; ; n++) {
     const chores = 1 + Math.floor(random() * (options.choresPerFault * 2 - 1));
-    for (let i = 0; i < chores; i++) yield pickWeighted(random, CHORE_WEIGHTS);
+    for (let i = 0; i < chores; i++) yield firstChores.shift() ?? pickWeighted(random, CHORE_WEIGHTS);
     yield firstRound[n] ?? (FAULT_KINDS[Math.floor(random() * FAULT_KINDS.length)] as FaultKind);
   }
 }

@@ -1,5 +1,5 @@
 // The chaos soak's schedule (test/support/soak/plan.ts): a seed replays the same run, the first
-// round of faults covers every kind once, and chores come between faults.
+// round of faults and of chores covers every kind once, and chores come between faults.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
@@ -26,6 +26,17 @@ describe('the chaos soak schedule', () => {
       fc.property(fc.integer({ min: 0, max: 2 ** 31 - 1 }), fc.integer({ min: 1, max: 5 }), (seed, chores) => {
         const faults = take(seed, 400, chores).filter(isFault).slice(0, FAULT_KINDS.length);
         assert.deepEqual([...faults].sort(), [...FAULT_KINDS].sort());
+      }),
+    );
+  });
+
+  it('has every chore kind once in its first chores, whatever the seed', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 2 ** 31 - 1 }), fc.integer({ min: 1, max: 5 }), (seed, chores) => {
+        const first = take(seed, 400, chores)
+          .filter((k) => !isFault(k))
+          .slice(0, CHORE_KINDS.length);
+        assert.deepEqual([...first].sort(), [...CHORE_KINDS].sort());
       }),
     );
   });
