@@ -31,6 +31,7 @@ import { nodeDirectoryFs, readSourceBytes } from '../src/core/config/source/dire
 import type { DirectoryFs } from '../src/core/config/source/directory-read.js';
 import { ConfigSourceError } from '../src/core/errors.js';
 import { kubeletUpdate, writeConfigMapVolume } from '../test/support/configmap-volume.js';
+import { seededRandom } from '../test/support/soak/plan.js';
 import { IMAGE_NODE_OPTIONS, REPO_ROOT, rssBytesOf } from './support.js';
 
 function argument(name: string, fallback: string): string {
@@ -48,18 +49,8 @@ const LAST_WINS_TIMEOUT_MS = 30_000;
 
 type Data = Readonly<Record<string, string>>;
 
-/** A small seeded generator (mulberry32): the same swaps and pauses for the same seed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-const random = seeded(SEED);
+// the same swaps and pauses for the same seed
+const random = seededRandom(SEED);
 const between = (least: number, most: number): number => least + Math.floor(random() * (most - least + 1));
 
 const work = await mkdtemp(join(tmpdir(), 'lvp-swap-soak-'));

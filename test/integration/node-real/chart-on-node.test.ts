@@ -11,15 +11,10 @@
 // (from the node's start to the last step) and checks, at each republish after a claim, that the
 // tenant's token is no longer on the volume; its findings fail the last test.
 //
-// How the pod reaches the apiserver: the test apiserver listens on 127.0.0.1 only and there is no
-// kube-proxy, so the `kubernetes` Service's ClusterIP leads nowhere. A TCP proxy of the test listens on
-// the node IP (TLS passes through), and the agent gets a kubeconfig (the chart's `kubeConfigEnv`, a
-// ConfigMap through `additionalVolumes`) that names that address, the serving certificate's name
-// `kubernetes.default.svc`, and the pod's own projected token and CA files. The DaemonSet is the
-// chart's, on the pod network; nothing else in it is changed for the test.
-//
-// Lint: client-node's models are plain data classes; object literals are what its API takes.
-/* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
+// The plane, the node, the image, the proxy the agent reaches the apiserver through and the
+// namespace are test/support/chart-node.ts' (it says why the proxy). The DaemonSet is the chart's,
+// on the pod network; nothing else in it is changed for the test.
+
 import assert from 'node:assert/strict';
 import {
   closeSync,
@@ -38,7 +33,6 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 import {
   AppsV1Api,
   BatchV1Api,
-  CoordinationV1Api,
   CoreV1Api,
   Log,
   Watch,
@@ -50,7 +44,7 @@ import {
 } from '@kubernetes/client-node';
 
 import { apiStatusCode } from '../../support/cluster.js';
-import { startControlPlane, type ControlPlane } from '../../support/control-plane.js';
+import { box, CHART_FULLNAME, CHART_NS, CHART_RELEASE, ChartNode, STATE } from '../../support/chart-node.js';
 import {
   describeReport,
   startInvariantChecker,
@@ -59,43 +53,17 @@ import {
 } from '../../support/data-safety-invariants.js';
 import { eventually } from '../../support/eventually.js';
 import { CHART_DIR, runHelm } from '../../support/helm.js';
-import { builtImage } from '../../support/image.js';
-import {
-  KUBELET_ADDRESS_FLAG,
-  type ExtraControllerManager,
-  type KubeletNode,
-  planeKubeConfig,
-  skipUnlessKubeletNodePossible,
-  startExtraControllerManager,
-  startKubeletNode,
-} from '../../support/kubelet-node.js';
+import { type KubeletNode, skipUnlessKubeletNodePossible } from '../../support/kubelet-node.js';
 import { execIn, isReady, isRunning, logMatches, podGone, podWhen } from '../../support/node-pods.js';
-import {
-  attachLoopDevice,
-  bindMount,
-  Cleanup,
-  makeTempDir,
-  mountTmpfs,
-  run,
-  type LoopDevice,
-} from '../../support/real-node.js';
-import { TcpProxy } from '../../support/tcp-proxy.js';
-import { kubeBinDir } from '../../support/test-cluster.js';
+import { attachLoopDevice, Cleanup, mountTmpfs, run, type LoopDevice } from '../../support/real-node.js';
 
-const NS = 'lvp';
-const RELEASE = 'lvp';
-/** fullnameOverride: the ConfigMap is lvp-config, the status Lease lvp-<node>. */
-const FULLNAME = 'lvp';
+const NS = CHART_NS;
+const RELEASE = CHART_RELEASE;
+const FULLNAME = CHART_FULLNAME;
 const SLOW = 120_000;
 const MiB = 1024 * 1024;
-const STATE = 'local-static-provisioner/';
-const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 /** The slow in-process block cleaner of the pod-deletion test: it logs to the discovery dir. */
 const CLEANER_LOG = 'cleaner.log';
-
-/** testbox arguments: each step a space-separated string (`'write /data/x hi', 'sleep'`). */
-const box = (...steps: readonly string[]): string[] =>
-  steps.flatMap((step, i) => [...(i > 0 ? ['--'] : []), ...step.split(' ')]);
 
 const median = (values: readonly number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -104,15 +72,12 @@ const median = (values: readonly number[]): number => {
 
 describe('the chart and the image on a real kubelet node', { skip: skipUnlessKubeletNodePossible() }, () => {
   const cleanup = new Cleanup();
-  let plane: ControlPlane | undefined;
-  let extraControllers: ExtraControllerManager | undefined;
+  let env: ChartNode | undefined;
   let node: KubeletNode | undefined;
-  let proxy: TcpProxy | undefined;
   let kc: KubeConfig;
   let core: CoreV1Api;
   let apps: AppsV1Api;
   let batch: BatchV1Api;
-  let leases: CoordinationV1Api;
   let image = '';
   let base = '';
   let valuesFile = '';
@@ -144,47 +109,16 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     }
   }
 
+  const theEnv = (): ChartNode => {
+    assert.ok(env, 'the plane and the node did not start');
+    return env;
+  };
   /** What the namespace's pods and events say, for a failure message. */
-  async function namespaceReport(): Promise<string> {
-    const pods = await core.listNamespacedPod({ namespace: NS }).catch(() => undefined);
-    const events = await core.listNamespacedEvent({ namespace: NS }).catch(() => undefined);
-    const podLines = (pods?.items ?? []).map(
-      (p) =>
-        `pod ${p.metadata?.name ?? '?'} ${p.status?.phase ?? '?'} ` +
-        JSON.stringify((p.status?.containerStatuses ?? []).map((c) => ({ ready: c.ready, state: c.state }))),
-    );
-    const eventLines = (events?.items ?? [])
-      .filter((e) => e.type === 'Warning')
-      .slice(-15)
-      .map(
-        (e) =>
-          `event ${e.involvedObject.kind ?? ''}/${e.involvedObject.name ?? ''} ${e.reason ?? ''}: ${e.message ?? ''}`,
-      );
-    const logs: string[] = [];
-    for (const p of pods?.items ?? []) {
-      if (p.metadata?.labels?.['app.kubernetes.io/instance'] !== RELEASE) continue;
-      const text = await core
-        .readNamespacedPodLog({ name: p.metadata.name ?? '', namespace: NS, tailLines: 40 })
-        .catch((e: unknown) => `<${String(e)}>`);
-      logs.push(`log of ${p.metadata.name ?? ''}:\n${text}`);
-    }
-    return [...podLines, ...eventLines, ...logs].join('\n');
-  }
+  const namespaceReport = (): Promise<string> => theEnv().namespaceReport();
 
   async function agentPod(what = 'an agent pod Ready', check: (p: V1Pod) => boolean = isReady): Promise<V1Pod> {
     try {
-      return await eventually(
-        async () => {
-          const pods = await core.listNamespacedPod({
-            namespace: NS,
-            labelSelector: `app.kubernetes.io/instance=${RELEASE},app.kubernetes.io/name=local-static-provisioner`,
-          });
-          return pods.items.find((p) => p.metadata?.deletionTimestamp === undefined && check(p));
-        },
-        what,
-        SLOW,
-        200,
-      );
+      return await theEnv().agentPod(what, check, SLOW);
     } catch (error) {
       throw new Error(`${String(error)}\n${await namespaceReport()}`, { cause: error });
     }
@@ -194,24 +128,13 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
 
   async function pvAt(path: string, what: string, check: (pv: V1PersistentVolume) => boolean = () => true) {
     try {
-      return await eventually(
-        async () => {
-          const pvs = await core.listPersistentVolume();
-          return pvs.items.find((pv) => pv.spec?.local?.path === path && check(pv));
-        },
-        `PV of ${path}: ${what}`,
-        SLOW,
-        100,
-      );
+      return await theEnv().pvAt(path, what, check, SLOW);
     } catch (error) {
       throw new Error(`${String(error)}\n${await namespaceReport()}`, { cause: error });
     }
   }
 
-  async function statusLease(): Promise<Record<string, string>> {
-    const lease = await leases.readNamespacedLease({ name: `${FULLNAME}-${theNode().name}`, namespace: NS });
-    return lease.metadata?.annotations ?? {};
-  }
+  const statusLease = (): Promise<Record<string, string>> => theEnv().statusLease();
 
   async function leaseWhen(
     what: string,
@@ -285,50 +208,12 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     return Date.now() - t0;
   }
 
-  function statefulSet(
+  const statefulSet = (
     name: string,
     className: string,
     mode: 'Filesystem' | 'Block',
     args: readonly string[],
-  ): V1StatefulSet {
-    const volume = mode === 'Block' ? { volumeDevices: [{ name: 'data', devicePath: '/dev/xvda' }] } : {};
-    const mount = mode === 'Filesystem' ? { volumeMounts: [{ name: 'data', mountPath: '/data' }] } : {};
-    return {
-      metadata: { name },
-      spec: {
-        serviceName: name,
-        replicas: 1,
-        selector: { matchLabels: { app: name } },
-        template: {
-          metadata: { labels: { app: name } },
-          spec: {
-            terminationGracePeriodSeconds: 1,
-            containers: [
-              {
-                name: 'box',
-                image: theNode().images.testbox,
-                imagePullPolicy: 'Never',
-                args: [...args],
-                ...volume,
-                ...mount,
-              },
-            ],
-          },
-        },
-        volumeClaimTemplates: [
-          {
-            metadata: { name: 'data' },
-            spec: {
-              accessModes: ['ReadWriteOnce'],
-              storageClassName: className,
-              volumeMode: mode,
-              resources: { requests: { storage: '1Mi' } },
-            },
-          },
-        ],
-      },
-    };
-  }
+  ): V1StatefulSet => theEnv().statefulSet(name, className, mode, args);
 
   /** Runs a StatefulSet until its pod logs `until`; returns the bound PV and the log. */
   async function runClaim(set: V1StatefulSet, until: RegExp): Promise<{ pv: V1PersistentVolume; log: string }> {
@@ -342,13 +227,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
   }
 
   /** Deletes the StatefulSet, then (once its pod is gone) its claim: the PV is released. Returns when. */
-  async function releaseClaim(name: string): Promise<number> {
-    await apps.deleteNamespacedStatefulSet({ name, namespace: NS });
-    await podGone(core, NS, `${name}-0`, SLOW);
-    const t = Date.now();
-    await core.deleteNamespacedPersistentVolumeClaim({ name: `data-${name}-0`, namespace: NS });
-    return t;
-  }
+  const releaseClaim = (name: string): Promise<number> => theEnv().releaseClaim(name, SLOW);
 
   /**
    * Asks the invariant checker to look at the volume of `pv` (about to be released) when it sees it
@@ -393,14 +272,9 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
   }
 
   before(async () => {
-    const built = builtImage();
-    const binDir = kubeBinDir();
-    // Discovery dirs on a shared mount: the kubelet bind-mounts each hostDir into the agent's
-    // container `rslave` (HostToContainer), which only carries mounts made later on the host when
-    // the source is shared. This host's / is private (a systemd host's is shared).
-    base = makeTempDir(cleanup, 'lvp-chart-node-');
-    bindMount(cleanup, base, base);
-    run('mount', ['--make-rshared', base]);
+    // Discovery dirs under the shared mount ChartNode makes (propagation into the agent's container)
+    env = await ChartNode.start({ cleanup, prefix: 'lvp-chart-node-' });
+    ({ node, kc, core, apps, batch, image, base } = env);
     for (const key of ['fast', 'claim', 'block'] as const) {
       dirs[key] = join(base, key);
       run('mkdir', ['-p', dirs[key]]);
@@ -408,102 +282,34 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     // one disk before the pod starts (pod start → first PV), one claimable disk
     mountTmpfs(cleanup, join(dirs.fast, 'vol0'), 16 * MiB);
     mountTmpfs(cleanup, join(dirs.claim, 'c0'), 16 * MiB);
-
-    plane = await startControlPlane({
-      binDir,
-      controllers: true,
-      serviceAccountAdmission: true,
-      extraApiserverArgs: [KUBELET_ADDRESS_FLAG],
-    });
-    kc = planeKubeConfig(plane);
-    core = kc.makeApiClient(CoreV1Api);
-    apps = kc.makeApiClient(AppsV1Api);
-    batch = kc.makeApiClient(BatchV1Api);
-    leases = kc.makeApiClient(CoordinationV1Api);
-    extraControllers = await startExtraControllerManager({
-      plane,
-      binDir,
-      controllers: [
-        'daemonset-controller',
-        // what a pod with ServiceAccount admission needs: the `default` ServiceAccount and the
-        // kube-root-ca.crt ConfigMap of its namespace
-        'serviceaccount-controller',
-        'root-ca-certificate-publisher-controller',
-      ],
-      dir: plane.dir,
-      extraArgs: [`--root-ca-file=${plane.caFile}`],
-    });
-    node = await startKubeletNode({ plane, binDir, labels: { 'lvp-test/real-node': 'true' } });
+    const nodeName = node.name;
     invariants = startInvariantChecker({
       listPersistentVolumes: async () => (await core.listPersistentVolume()).items,
-      node: node.name,
+      node: nodeName,
       onViolation: (v) => process.stderr.write(`chart-on-node: data-safety invariant violated: ${v.message}\n`),
-    });
-    const refs = node.importImage(built.archive, built.image);
-    assert.ok(refs.includes(built.image), `${built.image} imported: ${refs.join(', ')}`);
-    image = built.image;
-    proxy = await TcpProxy.start(plane.server, node.nodeIP);
-
-    await core.createNamespace({ body: { metadata: { name: NS } } });
-    await eventually(
-      async () => {
-        const sa = await core.readNamespacedServiceAccount({ name: 'default', namespace: NS }).catch(() => undefined);
-        const ca = await core
-          .readNamespacedConfigMap({ name: 'kube-root-ca.crt', namespace: NS })
-          .catch(() => undefined);
-        return sa !== undefined && ca !== undefined ? true : undefined;
-      },
-      `namespace ${NS}: the default ServiceAccount and kube-root-ca.crt`,
-      SLOW,
-      200,
-    );
-    const agentKubeconfig = {
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [
-        {
-          name: 'test-plane',
-          cluster: {
-            server: proxy.url,
-            'certificate-authority': `${SA_DIR}/ca.crt`,
-            'tls-server-name': 'kubernetes.default.svc',
-          },
-        },
-      ],
-      users: [{ name: 'pod-service-account', user: { tokenFile: `${SA_DIR}/token` } }],
-      contexts: [{ name: 'in-pod', context: { cluster: 'test-plane', user: 'pod-service-account', namespace: NS } }],
-      'current-context': 'in-pod',
-    };
-    await core.createNamespacedConfigMap({
-      namespace: NS,
-      body: { metadata: { name: 'agent-kubeconfig' }, data: { kubeconfig: JSON.stringify(agentKubeconfig) } },
     });
     valuesFile = join(base, 'values.yaml');
     writeFileSync(
       valuesFile,
-      JSON.stringify({
-        fullnameOverride: FULLNAME,
-        image,
-        imagePullPolicy: 'Never',
-        kubeConfigEnv: '/etc/agent-kubeconfig/kubeconfig',
-        additionalVolumes: [{ name: 'agent-kubeconfig', configMap: { name: 'agent-kubeconfig' } }],
-        additionalVolumeMounts: [{ name: 'agent-kubeconfig', mountPath: '/etc/agent-kubeconfig', readOnly: true }],
-        discoveryPeriod: '2s',
-        logFormat: 'text',
-        useJobForCleaning: true,
-        classes: [
-          { name: 'fast-disks', hostDir: dirs.fast, volumeMode: 'Filesystem', fsType: 'ext4', storageClass: true },
-          { name: 'claim-disks', hostDir: dirs.claim, volumeMode: 'Filesystem', storageClass: true },
-          {
-            name: 'block-disks',
-            hostDir: dirs.block,
-            volumeMode: 'Block',
-            namePattern: 'blk*',
-            blockCleanerCommand: ['/scripts/shred.sh', '1'],
-            storageClass: true,
-          },
-        ],
-      }),
+      JSON.stringify(
+        env.valuesWith({
+          discoveryPeriod: '2s',
+          logFormat: 'text',
+          useJobForCleaning: true,
+          classes: [
+            { name: 'fast-disks', hostDir: dirs.fast, volumeMode: 'Filesystem', fsType: 'ext4', storageClass: true },
+            { name: 'claim-disks', hostDir: dirs.claim, volumeMode: 'Filesystem', storageClass: true },
+            {
+              name: 'block-disks',
+              hostDir: dirs.block,
+              volumeMode: 'Block',
+              namePattern: 'blk*',
+              blockCleanerCommand: ['/scripts/shred.sh', '1'],
+              storageClass: true,
+            },
+          ],
+        }),
+      ),
     );
   });
 
@@ -513,10 +319,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
       async () => {
         await invariants?.stop();
       },
-      () => proxy?.close(),
-      () => node?.stop(),
-      () => extraControllers?.stop(),
-      () => plane?.stop(),
+      () => env?.stop(),
       () => {
         cleanup.run();
       },
@@ -546,7 +349,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     'helm install: the DaemonSet pod runs the image and publishes the disk that was there (pod start → first PV)',
     { timeout: SLOW * 2 },
     async (t) => {
-      assert.ok(plane);
+      const plane = theEnv().plane;
       const t0 = Date.now();
       const install = runHelm([
         'install',
@@ -897,7 +700,7 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
     "the chart's API config source: helm upgrade, then an edit is applied without the kubelet",
     SLOW * 2,
     async (t) => {
-      assert.ok(plane);
+      const plane = theEnv().plane;
       const before = await agentPod();
       const upgrade = runHelm([
         'upgrade',
