@@ -3,6 +3,7 @@
 // answer is still on the way, and another write landing between the release's read and its write.
 import type { LeaseCluster, ResourceClient } from '../../src/core/kube/cluster.js';
 import type { Lease } from '../../src/core/kube/objects.js';
+import { eventually } from './eventually.js';
 
 /** A request or a reply held back until deliver(). */
 export interface Held {
@@ -118,4 +119,36 @@ export function withLeases<C extends LeaseCluster>(cluster: C, leases: ResourceC
   const view = Object.create(cluster) as C;
   Object.defineProperty(view, 'leases', { value: leases });
   return view;
+}
+
+/**
+ * A leader-elected service stopped while its renew's answer is on its way (the write moved the
+ * resourceVersion already; the answer comes 300 ms later, or before the next request): what the
+ * Lease's holder is once stop() resolved. Both controllers' services stop through
+ * LeaderElector.release; each runs this.
+ */
+export async function holderAfterStopWithRenewInFlight(
+  cluster: LeaseCluster,
+  faults: LeaseFaults,
+  lease: string,
+  identity: string,
+  service: { stop(): Promise<void> },
+): Promise<string | undefined> {
+  let stopping: Promise<void> | undefined;
+  try {
+    await eventually(
+      async () =>
+        (await cluster.leases.get(lease).catch(() => undefined))?.spec?.holderIdentity === identity ? true : undefined,
+      `${identity} leads`,
+    );
+    const renew = faults.holdNextReply('deliver or a later request');
+    await renew.reached;
+    stopping = service.stop();
+    setTimeout(() => {
+      renew.deliver();
+    }, 300);
+  } finally {
+    await (stopping ?? service.stop());
+  }
+  return (await cluster.leases.get(lease)).spec?.holderIdentity;
 }

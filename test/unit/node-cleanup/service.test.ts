@@ -5,7 +5,7 @@ import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { startNodeCleanup } from '../../../src/core/node-cleanup/service.js';
 import { eventually } from '../../support/eventually.js';
-import { leaseFaults, withLeases } from '../../support/lease-faults.js';
+import { holderAfterStopWithRenewInFlight, leaseFaults, withLeases } from '../../support/lease-faults.js';
 
 const SETTINGS = {
   storageClassNames: new Set(['local-storage']),
@@ -74,25 +74,7 @@ describe('node cleanup service: metrics server and leader lease', () => {
       },
       { cluster: withLeases(cluster, faults.client), clock: systemClock, logger: silentLogger },
     );
-    let stopping: Promise<void> | undefined;
-    try {
-      await eventually(
-        async () =>
-          (await cluster.leases.get('node-cleanup').catch(() => undefined))?.spec?.holderIdentity === 'replica-a'
-            ? true
-            : undefined,
-        'replica-a leads',
-      );
-      // The answer comes in 300 ms, or before the next request (the old release's stale write).
-      const renew = faults.holdNextReply('deliver or a later request');
-      await renew.reached;
-      stopping = service.stop();
-      setTimeout(() => {
-        renew.deliver();
-      }, 300);
-    } finally {
-      await (stopping ?? service.stop());
-    }
-    assert.equal((await cluster.leases.get('node-cleanup')).spec?.holderIdentity, '', 'released on stop');
+    const holder = await holderAfterStopWithRenewInFlight(cluster, faults, 'node-cleanup', 'replica-a', service);
+    assert.equal(holder, '', 'released on stop');
   });
 });

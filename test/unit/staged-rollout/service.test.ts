@@ -6,7 +6,7 @@ import { silentLogger } from '../../../src/core/log.js';
 import { policyFromFlags } from '../../../src/core/staged-rollout/policy.js';
 import { startRolloutController } from '../../../src/core/staged-rollout/service.js';
 import { eventually } from '../../support/eventually.js';
-import { leaseFaults, withLeases } from '../../support/lease-faults.js';
+import { holderAfterStopWithRenewInFlight, leaseFaults, withLeases } from '../../support/lease-faults.js';
 
 const SETTINGS = {
   namespace: 'default',
@@ -92,25 +92,7 @@ describe('staged rollout controller service: metrics server and leader lease', (
       },
       { cluster: withLeases(cluster, faults.client), clock: systemClock, logger: silentLogger },
     );
-    let stopping: Promise<void> | undefined;
-    try {
-      await eventually(
-        async () =>
-          (await cluster.leases.get('rollout-controller').catch(() => undefined))?.spec?.holderIdentity === 'replica-a'
-            ? true
-            : undefined,
-        'replica-a leads',
-      );
-      // The answer comes in 300 ms, or before the next request (the old release's stale write).
-      const renew = faults.holdNextReply('deliver or a later request');
-      await renew.reached;
-      stopping = service.stop();
-      setTimeout(() => {
-        renew.deliver();
-      }, 300);
-    } finally {
-      await (stopping ?? service.stop());
-    }
-    assert.equal((await cluster.leases.get('rollout-controller')).spec?.holderIdentity, '', 'released on stop');
+    const holder = await holderAfterStopWithRenewInFlight(cluster, faults, 'rollout-controller', 'replica-a', service);
+    assert.equal(holder, '', 'released on stop');
   });
 });
