@@ -37,6 +37,8 @@ export interface EventRecorderOptions {
 }
 
 const DROP_LOG_INTERVAL_MS = 60_000;
+/** How long an identical event is suppressed by default. */
+const DEFAULT_REPEAT_AFTER_MS = 10 * 60_000;
 
 export class EventRecorder implements EventSink {
   private readonly lastSent = new Map<string, number>();
@@ -61,16 +63,12 @@ export class EventRecorder implements EventSink {
     const { clock } = this.options;
     const key = `${object.kind ?? ''}/${object.namespace ?? ''}/${object.name ?? ''}/${object.uid ?? ''}/${reason}/${message}`;
     const now = clock.now();
+    const repeatAfter = this.options.repeatAfterMs ?? DEFAULT_REPEAT_AFTER_MS;
     const last = this.lastSent.get(key);
-    if (last !== undefined && now - last < (this.options.repeatAfterMs ?? 10 * 60_000)) return;
+    if (last !== undefined && now - last < repeatAfter) return;
     this.lastSent.delete(key);
     this.lastSent.set(key, now);
-    const max = this.options.maxTracked ?? 2000;
-    while (this.lastSent.size > max) {
-      const oldest = this.lastSent.keys().next().value;
-      if (oldest === undefined) break;
-      this.lastSent.delete(oldest);
-    }
+    this.forgetOld(now - repeatAfter);
     const namespace = object.namespace ?? 'default';
     const time = new Date(now).toISOString();
     // client-go's `<object>.<unix nanoseconds in hex>`: the nanoseconds of a millisecond count the
@@ -94,6 +92,25 @@ export class EventRecorder implements EventSink {
     const excess = this.queued - bound;
     if (excess > 0) this.drop(this.queue.splice(0, excess), 'the event queue is full');
     this.writer ??= this.write();
+  }
+
+  /**
+   * Keeps lastSent to the keys that still suppress a repeat (sent since `before`), and at most
+   * maxTracked. Every reload's event is new (its message names the generation), so without the
+   * expiry the map would hold maxTracked keys of ~300 bytes under reload churn.
+   */
+  private forgetOld(before: number): void {
+    const max = this.options.maxTracked ?? 2000;
+    // Insertion order is send order (a resend is deleted and set again): the oldest come first.
+    for (const [key, at] of this.lastSent) {
+      if (at >= before && this.lastSent.size <= max) break;
+      this.lastSent.delete(key);
+    }
+  }
+
+  /** Keys that suppress a repeat now (tests). */
+  get tracked(): number {
+    return this.lastSent.size;
   }
 
   private async write(): Promise<void> {

@@ -66,6 +66,34 @@ describe('EventRecorder with an apiserver that hangs on event writes', () => {
     assert.ok(written.every((e) => /^node-a\.[0-9a-f]+$/u.test(e.metadata.name)));
   });
 
+  it('forgets the repeat key of an event once its window is over: unique events (one per reload) stay bounded', async () => {
+    const memory = new MemoryCluster();
+    const clock = new ManualClock(1_000_000);
+    const recorder = new EventRecorder({
+      cluster: memory,
+      clock,
+      logger: new MemoryLogger(),
+      component: 'test',
+      host: 'node-a',
+      repeatAfterMs: 60_000,
+    });
+    // A reload a second for an hour: each ConfigApplied message names its generation.
+    for (let generation = 1; generation <= 3600; generation++) {
+      recorder.record(node, 'Normal', 'ConfigApplied', `generation ${String(generation)} applies config x`);
+      await clock.advance(1000);
+    }
+    assert.ok(recorder.tracked <= 61, `${String(recorder.tracked)} repeat keys kept`);
+    // A repeat within the window is still suppressed, and sent again after it.
+    recorder.record(node, 'Warning', 'DiscoveryFailed', 'same');
+    await clock.advance(30_000);
+    recorder.record(node, 'Warning', 'DiscoveryFailed', 'same');
+    await clock.advance(31_000);
+    recorder.record(node, 'Warning', 'DiscoveryFailed', 'same');
+    await recorder.flush();
+    const sent = (await memory.events.list({ namespace: 'default' })).items.filter((e) => e.message === 'same');
+    assert.equal(sent.length, 2);
+  });
+
   it('keeps at most maxQueued events, drops and counts the oldest, warns once a minute', async () => {
     const clock = new ManualClock(1_000_000);
     const server = hangingEvents();
