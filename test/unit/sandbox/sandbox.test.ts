@@ -12,7 +12,14 @@ import type { ProvisionerConfig } from '../../../src/core/config/model.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 import { readConfigSnapshot } from '../../../src/core/config/source/load.js';
 import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
-import { openSandbox, SANDBOX_NODE, type SandboxAgent } from '../../../src/core/sandbox/sandbox.js';
+import { KubeApiError } from '../../../src/core/kube/cluster.js';
+import {
+  openSandbox,
+  SANDBOX_EVENT_LIMIT,
+  SANDBOX_HISTORY_LIMIT,
+  SANDBOX_NODE,
+  type SandboxAgent,
+} from '../../../src/core/sandbox/sandbox.js';
 
 const roots: string[] = [];
 after(() => {
@@ -179,5 +186,39 @@ describe('openSandbox', () => {
 
     detach();
     assert.equal(agent.listeners.size, 0);
+  });
+
+  it('keeps the newest Events and a bounded change history: the cluster lives in the agent process', async () => {
+    const sandbox = await openSandbox({
+      dir: tempDir(),
+      configPath: undefined,
+      adminSocket: undefined,
+      nodeName: '',
+      node: new LinuxVolumes(),
+    });
+    const start = sandbox.cluster.resourceVersion;
+    // More Events than it keeps (each applied reload records one on the Node), and more changes
+    // than its history holds.
+    for (let i = 0; i < SANDBOX_HISTORY_LIMIT; i++) {
+      await sandbox.cluster.events.create(
+        {
+          metadata: { name: `ev-${String(i)}`, namespace: 'default' },
+          involvedObject: { kind: 'Node', name: SANDBOX_NODE },
+          reason: 'ConfigApplied',
+          message: `generation ${String(i)}`,
+          type: 'Normal',
+        },
+        { namespace: 'default' },
+      );
+    }
+    const events = await sandbox.cluster.events.list({ namespace: 'default' });
+    assert.equal(events.items.length, SANDBOX_EVENT_LIMIT);
+    assert.equal(events.items[0]?.metadata.name, `ev-${String(SANDBOX_HISTORY_LIMIT - SANDBOX_EVENT_LIMIT)}`);
+    // The changes of the start are compacted away: a watch from there relists (410), as after etcd compaction.
+    const watch = sandbox.cluster.events.watch({ resourceVersion: start, signal: AbortSignal.timeout(1000) });
+    await assert.rejects(
+      watch[Symbol.asyncIterator]().next(),
+      (err: unknown) => err instanceof KubeApiError && err.status === 410,
+    );
   });
 });

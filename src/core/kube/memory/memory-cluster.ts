@@ -37,6 +37,12 @@ export interface MemoryClusterOptions {
   readonly historyLimit?: number;
   /** Namespaces that exist (default: default, kube-system, kube-public, kube-node-lease). */
   readonly namespaces?: readonly string[];
+  /**
+   * Keep at most this many Events, deleting the oldest (default: no limit). A real apiserver
+   * expires Events after --event-ttl (1 h); a long-lived in-memory cluster in the agent's own
+   * process (the sandbox) would otherwise keep every reload's Event in the agent's heap.
+   */
+  readonly eventLimit?: number;
 }
 
 const DEFAULT_HISTORY_LIMIT = 10_000;
@@ -198,6 +204,7 @@ function decodeContinue(token: string): { rv: number; after: string } {
 export class MemoryCluster extends ClusterClients {
   private readonly clock: Clock;
   private readonly historyLimit: number;
+  private readonly eventLimit: number;
   private readonly namespaceSet: Set<string>;
   private readonly stores = new Map<KindStrategy, Map<string, JsonObject>>();
   private history: Change[] = [];
@@ -210,6 +217,7 @@ export class MemoryCluster extends ClusterClients {
     super();
     this.clock = options.clock ?? systemClock;
     this.historyLimit = Math.max(0, options.historyLimit ?? DEFAULT_HISTORY_LIMIT);
+    this.eventLimit = Math.max(0, options.eventLimit ?? Infinity);
     this.namespaceSet = new Set(options.namespaces ?? DEFAULT_NAMESPACES);
   }
 
@@ -456,7 +464,20 @@ export class MemoryCluster extends ClusterClients {
       if (last !== undefined) this.compactedRv = Math.max(this.compactedRv, last.rv);
     }
     for (const watcher of this.watchers) this.deliver(watcher, change);
+    if (type === 'ADDED' && strategy.kind === 'Event') this.expireEvents(strategy);
     return stored;
+  }
+
+  /** Deletes the oldest Events beyond eventLimit (watchers see them DELETED, as after their TTL). */
+  private expireEvents(strategy: KindStrategy): void {
+    const events = this.store(strategy);
+    // A Map keeps insertion order, and an update keeps an entry's place: the oldest come first.
+    for (const [key, object] of events) {
+      if (events.size <= this.eventLimit) return;
+      const namespace = stringAt(metadataOf(object), 'namespace');
+      const name = stringAt(metadataOf(object), 'name') ?? key;
+      this.commit(strategy, namespace, name, 'DELETED', object, object);
+    }
   }
 
   /** Turns a change into what a watcher with a label selector sees (like the watch cache). */

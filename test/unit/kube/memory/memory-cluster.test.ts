@@ -134,6 +134,35 @@ void describe('MemoryCluster (memory-only behaviour)', () => {
     );
   });
 
+  void it('keeps at most eventLimit Events, the newest; a watch sees the oldest deleted', async () => {
+    const cluster = new MemoryCluster({ eventLimit: 3 });
+    const event = (name: string) => ({
+      metadata: { name, namespace: 'default' },
+      involvedObject: { kind: 'Node', name: 'node-a' },
+      reason: 'ConfigApplied',
+      message: name,
+      type: 'Normal' as const,
+    });
+    const start = cluster.resourceVersion;
+    for (const name of ['e1', 'e2', 'e3', 'e4', 'e5'])
+      await cluster.events.create(event(name), { namespace: 'default' });
+    const kept = await cluster.events.list({ namespace: 'default' });
+    assert.deepEqual(
+      kept.items.map((e) => e.metadata.name),
+      ['e3', 'e4', 'e5'],
+    );
+    const controller = new AbortController();
+    const seen = await collect(cluster.events.watch({ resourceVersion: start, signal: controller.signal }), 7);
+    controller.abort();
+    assert.deepEqual(
+      seen.map((e) => (e.type === 'BOOKMARK' ? '' : `${e.type} ${e.object.metadata.name}`)),
+      ['ADDED e1', 'ADDED e2', 'ADDED e3', 'ADDED e4', 'DELETED e1', 'ADDED e5', 'DELETED e2'],
+    );
+    // Other kinds are not limited.
+    for (const name of ['a', 'b', 'c', 'd']) await cluster.persistentVolumes.create(pv(name));
+    assert.equal((await cluster.persistentVolumes.list()).items.length, 4);
+  });
+
   void it('ends watches on abort without leaking abort listeners or watchers', async () => {
     const cluster = new MemoryCluster();
     const controller = new AbortController();
