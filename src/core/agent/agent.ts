@@ -16,6 +16,7 @@ import { InvalidConfigError, StartupError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import type { Cluster } from '../kube/cluster.js';
 import { EventRecorder } from '../kube/events.js';
+import { countWatches, WatchCount } from '../kube/watch-count.js';
 import type { Node } from '../kube/objects.js';
 import type { Logger } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
@@ -164,14 +165,28 @@ export class Agent implements AdminTarget {
   private readonly missingSince = new Map<string, number>();
   adopted = 0;
 
+  private readonly deps: AgentDeps;
+  /** The API watches open: constant across reloads (a generation's reflectors stop with it). */
+  private readonly watchCount = new WatchCount();
+
   private constructor(
     private readonly options: AgentOptions,
-    private readonly deps: AgentDeps,
+    given: AgentDeps,
   ) {
+    const deps = { ...given, cluster: countWatches(given.cluster, this.watchCount) };
+    this.deps = deps;
     this.logger = new TeeLogger(deps.logger, this.stream, deps.clock);
     this.host = deps.host ?? nodeProcessHost;
     this.metrics = deps.metrics ?? createAgentMetrics(undefined, { host: this.host });
     this.reloadMetrics = createReloadMetrics(this.metrics.registry);
+    this.metrics.registry.gauge(
+      'local_volume_provisioner_api_watches',
+      'API watches open now (the reflectors of the serving generation and the ConfigMap source).',
+      [],
+      (g) => {
+        g.set({}, this.watchCount.open);
+      },
+    );
     this.source = deps.configSource ?? this.defaultSource();
     this.cleanups = new CleanupTable({
       cleaner: deps.cleaner,
@@ -437,6 +452,11 @@ export class Agent implements AdminTarget {
 
   get generation(): Generation {
     return this.current;
+  }
+
+  /** API watches open now (tests, the api_watches metric). */
+  get apiWatches(): number {
+    return this.watchCount.open;
   }
 
   readiness(): { ok: boolean; reason: string } {
