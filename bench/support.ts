@@ -44,8 +44,9 @@ export function rssBytesOf(pid: number): number {
 }
 
 /** The image's NODE_OPTIONS (its Dockerfile's `ENV NODE_OPTIONS=`), so every agent runs as the image runs it. */
-export const IMAGE_NODE_OPTIONS =
-  /^ENV NODE_OPTIONS=(.*)$/mu.exec(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? '';
+export const IMAGE_NODE_OPTIONS = (
+  /^ENV NODE_OPTIONS=(.*)$/mu.exec(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? ''
+).replace(/^"(.*)"$/u, '$1');
 
 export const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);

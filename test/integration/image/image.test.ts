@@ -251,7 +251,10 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     assert.deepEqual(config.Cmd, ['run']);
     assert.equal(config.WorkingDir, WORKDIR);
     assert.ok(config.Env.includes('NODE_ENV=production'), config.Env.join(' '));
-    assert.ok(config.Env.includes('NODE_OPTIONS=--max-semi-space-size=2'), config.Env.join(' '));
+    assert.ok(
+      config.Env.includes('NODE_OPTIONS=--max-semi-space-size=2 --max-old-space-size=256'),
+      config.Env.join(' '),
+    );
     assert.ok(!config.Env.some((e) => e.startsWith('NODE_PATH=')), 'no NODE_PATH');
     assert.ok(
       config.User === undefined || config.User === '' || config.User === 'root',
