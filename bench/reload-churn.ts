@@ -32,7 +32,7 @@ import { AdminClient } from '../src/core/agent/admin-client.js';
 import type { AgentStatusJson } from '../src/core/agent/reload-types.js';
 import { kubeletUpdate, writeConfigMapVolume } from '../test/support/configmap-volume.js';
 import { diffHeapSnapshots, newObjectHolders, summarizeTraceGc } from './heap-diff.js';
-import { IMAGE_NODE_OPTIONS, REPO_ROOT, rssBytesOf } from './support.js';
+import { cpuSeconds, IMAGE_NODE_OPTIONS, REPO_ROOT, rssBytesOf } from './support.js';
 
 function flag(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -122,6 +122,8 @@ interface StatusSample {
   readonly heapUsed: number;
   readonly resources: Readonly<Record<string, number>>;
   readonly watches: number;
+  /** The agent's CPU seconds so far (utime + stime). */
+  readonly cpu: number;
 }
 
 async function statusSample(admin: AdminClient, pid: number): Promise<StatusSample> {
@@ -134,6 +136,7 @@ async function statusSample(admin: AdminClient, pid: number): Promise<StatusSamp
     heapUsed: status.diagnostics?.heapUsedBytes ?? NaN,
     resources: status.diagnostics?.activeResources ?? {},
     watches: watches === undefined ? NaN : Number(watches),
+    cpu: cpuSeconds(pid),
   };
 }
 
@@ -236,6 +239,11 @@ function report(idle: StatusSample, end: StatusSample, run: { seconds: number; s
     `RSS, median of the first and last tenth after ${String(BASELINE)} reloads`,
     `${mib(early)} → ${mib(late)} MiB (${late >= early ? '+' : ''}${mib(late - early)} MiB)`,
   );
+  const cpu = end.cpu - idle.cpu;
+  row(
+    'agent CPU during the churn',
+    `${cpu.toFixed(1)} s, ${((cpu / Math.max(1, seen.applied)) * 1000).toFixed(1)} ms a reload`,
+  );
   row('heap in use, idle → end', `${mib(idle.heapUsed)} → ${mib(end.heapUsed)} MiB`);
   row('active handles and requests, idle', handles(idle));
   row('active handles and requests, end', handles(end));
@@ -244,8 +252,12 @@ function report(idle: StatusSample, end: StatusSample, run: { seconds: number; s
     'active resources in all samples (min–max)',
     `${String(Math.min(...allResources))}–${String(Math.max(...allResources))}`,
   );
+  // Sampled mid-reload, a count can be lower: the old generation's watches ended, the new one's not open yet.
   const watches = statusSamples.map((s) => s.watches);
-  row('open API watches in all samples (min–max)', `${String(Math.min(...watches))}–${String(Math.max(...watches))}`);
+  row(
+    'open API watches: idle, end (all samples min–max)',
+    `${String(idle.watches)}, ${String(end.watches)} (${String(Math.min(...watches))}–${String(Math.max(...watches))})`,
+  );
   for (const line of seen.errors.slice(0, 5)) console.log(`  agent error: ${line}`);
 }
 

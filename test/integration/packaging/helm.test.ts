@@ -196,6 +196,8 @@ describe('Helm chart helm/provisioner', () => {
       assert.deepEqual(c.ports, [{ name: 'metrics', containerPort: 8080, protocol: 'TCP' }]);
       assert.deepEqual(c.livenessProbe?.httpGet, { path: '/healthz', port: 'metrics' });
       assert.deepEqual(c.readinessProbe?.httpGet, { path: '/ready', port: 'metrics' });
+      // From the measured peak under reload churn (docs/benchmarks.md, "Reload churn"), with its margin.
+      assert.deepEqual(c.resources, { requests: { cpu: '10m', memory: '128Mi' }, limits: { memory: '256Mi' } });
 
       const volumes = new Map((pod.volumes ?? []).map((v) => [v.name, v]));
       const mounts = new Map((c.volumeMounts ?? []).map((m) => [m.mountPath, m]));
