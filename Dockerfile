@@ -34,8 +34,8 @@ ENV NODE_ENV=production
 # configs) the agent's RSS peaked at idle + 52 MiB with Node's default (16 MiB semi-spaces) and at
 # idle + 19 MiB with 2 MiB; idle RSS and CPU are about the same (docs/benchmarks.md).
 # A small old-generation limit: V8 lets the old generation grow to up to 4× what the last full GC
-# kept when the limit is large (the default is a quarter of the host's memory), 1.3× when it is at
-# most 256 MiB. Under reload churn with 1,000 PVs (bench/reload-churn.ts) the peak RSS went from
+# kept when its limit is the default (sized from the host's memory), and to about 1.3× when the
+# limit is small (V8's heap-controller.cc, MaxGrowingFactor). Under reload churn with 1,000 PVs (bench/reload-churn.ts) the peak RSS went from
 # idle + 59 MiB to idle + 22 MiB, at the same CPU per reload; the agent's heap in use is 13-40 MiB.
 ENV NODE_OPTIONS="--max-semi-space-size=2 --max-old-space-size=256"
 # No node_modules: esbuild bundled every dependency into dist/src/cli (commands.js and its lazily
