@@ -24,9 +24,9 @@ export interface SandboxLayout {
 }
 
 /** The newest Events the sandbox's cluster keeps (`kubectl get events` of a sandbox has no more). */
-export const SANDBOX_EVENT_LIMIT = 1000;
+export const SANDBOX_EVENT_LIMIT = 100;
 /** Changes its watch history keeps: a watch from an older resourceVersion relists (410 Gone). */
-export const SANDBOX_HISTORY_LIMIT = 2000;
+export const SANDBOX_HISTORY_LIMIT = 500;
 
 /** The Node of a sandbox started without a node name. */
 export const SANDBOX_NODE = 'sandbox-node';
@@ -112,7 +112,8 @@ function sandboxConfigCheck(disksDir: string): (loaded: LoadedConfig) => ConfigI
 async function sandboxCluster(nodeName: string): Promise<MemoryCluster> {
   // It lives in the agent's process: bounded as a real apiserver bounds what it keeps (Events
   // expire after an hour, etcd compacts its history), or every reload's Event and change would
-  // stay in the agent's heap (docs/benchmarks.md, "Reload churn").
+  // stay in the agent's heap. Small bounds, full within the first few hundred reloads: the agent's
+  // RSS then stays flat (docs/benchmarks.md, "Reload churn").
   const cluster = new MemoryCluster({ eventLimit: SANDBOX_EVENT_LIMIT, historyLimit: SANDBOX_HISTORY_LIMIT });
   await cluster.nodes.create({ metadata: { name: nodeName, labels: { 'kubernetes.io/hostname': nodeName } } });
   return cluster;
