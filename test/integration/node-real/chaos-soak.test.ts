@@ -39,6 +39,7 @@ describe('chaos soak on the real node (CI size)', { skip: skipUnlessKubeletNodeP
     t.diagnostic(describeSoak(report));
     for (const kind of FAULT_KINDS)
       assert.ok((report.faults[kind] ?? 0) > 0, `${kind} injected: ${describeSoak(report)}`);
+    for (const kind of CHORE_KINDS) assert.ok((report.chores[kind] ?? 0) > 0, `${kind} done: ${describeSoak(report)}`);
     assert.deepEqual(report.violations, [], describeSoak(report));
     assert.deepEqual(report.stepErrors, [], describeSoak(report));
     assert.ok(report.counts.claims > 0 && report.counts.republished > 0, describeSoak(report));
