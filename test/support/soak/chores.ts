@@ -5,7 +5,8 @@ import { existsSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { basename, dirname, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 
-import { STATE } from '../chart-node.js';
+import { isRecord } from '../../../src/core/unknown-values.js';
+import { CHART_FULLNAME, CHART_NS, STATE } from '../chart-node.js';
 import { eventually } from '../eventually.js';
 import { run } from '../real-node.js';
 import { CLEANER_HOLD } from './config-model.js';
@@ -105,16 +106,50 @@ async function classChore(ctx: SoakContext): Promise<string> {
   const { env } = ctx.world;
   const before = (await env.statusLease())[`${STATE}applied-hash`];
   const removed = ctx.random() < 0.5 ? 'spare-disks' : 'extra-disks';
-  await writeModel(ctx, removed === 'spare-disks' ? { ...kept, spareClass: false } : { ...kept, extraClass: false });
-  await env.leaseWhen(`the removal of ${removed} refused`, (a) => a[`${STATE}last-result`] === 'refused', 120_000);
-  const after = (await env.statusLease())[`${STATE}applied-hash`];
-  if (after !== before)
-    ctx.world.violate(
-      'refused-edit',
-      `a refused edit changed the applied config: ${String(before)} → ${String(after)}`,
+  try {
+    const hash = await writeModel(
+      ctx,
+      removed === 'spare-disks' ? { ...kept, spareClass: false } : { ...kept, extraClass: false },
     );
+    await expectRefused(ctx, hash, `the removal of ${removed} refused`);
+    const after = (await env.statusLease())[`${STATE}applied-hash`];
+    if (after !== before)
+      ctx.world.violate(
+        'refused-edit',
+        `a refused edit changed the applied config: ${String(before)} → ${String(after)}`,
+      );
+  } finally {
+    // whatever happened, the soak goes on from a config that keeps both classes
+    ctx.world.model = kept;
+  }
   const note = await editChore(ctx, () => ({ ...kept, labelsRevision: kept.labelsRevision + 1 }));
   return `removing ${removed} refused by the reload guard; then ${note}`;
+}
+
+/**
+ * A refused config: the agent's status Lease says so (file source); under staged rollout the agent
+ * refuses the candidate and goes back to stable at once (the Lease may never show it), and the
+ * controller halts the rollout of that hash, which its state on the candidate copy says.
+ */
+async function expectRefused(ctx: SoakContext, hash: string | undefined, what: string): Promise<void> {
+  const { env } = ctx.world;
+  if (ctx.world.source === 'file') {
+    await env.leaseWhen(what, (a) => a[`${STATE}last-result`] === 'refused', 120_000);
+    return;
+  }
+  await eventually(
+    async () => {
+      const copy = await env.core
+        .readNamespacedConfigMap({ name: `${CHART_FULLNAME}-config-candidate`, namespace: CHART_NS })
+        .catch(() => undefined);
+      const state: unknown = JSON.parse(copy?.metadata?.annotations?.[`${STATE}rollout-state`] ?? 'null');
+      const candidate = isRecord(state) && isRecord(state['candidate']) ? state['candidate']['hash'] : undefined;
+      return isRecord(state) && state['phase'] === 'halted' && candidate === hash ? true : undefined;
+    },
+    `${what} (the rollout of ${String(hash)} halted)`,
+    120_000,
+    200,
+  );
 }
 
 /** The seed's table: the cleaner switched (in-process ↔ Job) while a cleanup runs. */
