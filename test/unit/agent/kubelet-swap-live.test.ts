@@ -26,6 +26,7 @@ import { MemoryLogger } from '../../../src/core/log.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { kubeletUpdate, writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { waitFor } from '../../support/eventually.js';
+import { seededRandom } from '../../support/soak/plan.js';
 
 type Data = Readonly<Record<string, string>>;
 
@@ -68,18 +69,6 @@ function whole(data: Data): { readonly hash: string; readonly classes: number } 
   const files = Object.entries(data).map(([name, text]) => ({ name, text }));
   const loaded = parseConfigSnapshot(snapshotFromDirectoryFiles('/config', files));
   return { hash: loaded.hash, classes: Object.keys(loaded.config.storageClassMap).length };
-}
-
-/** A small seeded generator (mulberry32): the same delays on every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 /**
@@ -152,7 +141,7 @@ describe('a live agent under bursts of kubelet ConfigMap swaps', () => {
         volumes.addDirectory(`/mnt/${name}`);
         volumes.addMount(`/mnt/${name}/disk1`);
       }
-      const random = seeded(20_260_101);
+      const random = seededRandom(20_260_101); // the same delays on every run
       /** 0 half of the time, else 0 to `max` - 1 ms. */
       const pause = (max: number) => (): number => (random() < 0.5 ? 0 : Math.floor(random() * max));
       // The reader held up to 9 ms after a resolve of ..data, kubelet up to 3 ms before each removal
