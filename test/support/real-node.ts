@@ -38,6 +38,7 @@ import {
   readSync,
   realpathSync,
   rmSync,
+  statSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
@@ -286,6 +287,36 @@ function sleepSync(ms: number): void {
 const DETACH_TIMEOUT_MS = 10_000;
 
 /**
+ * Loop devices backed by the device node of loop `name` itself: the kubelet stacks one on every
+ * Block volume it maps into a pod, and a kubelet stopped by force leaves it there, holding the
+ * device open. Matched by the node's inode and filesystem (sysfs shows only a path, often "/").
+ */
+function loopsStackedOn(name: string): string[] {
+  let node: { ino: number; dev: number };
+  try {
+    node = statSync(`/dev/${name}`);
+  } catch {
+    return [];
+  }
+  const dev = `${String(Math.floor(node.dev / 256) & 0xfff)}:${String((node.dev & 0xff) | ((node.dev >> 12) & 0xfff00))}`;
+  const listed = JSON.parse(run('losetup', ['--json', '--list', '--output', 'NAME,BACK-INO,BACK-MAJ:MIN']) || '{}') as {
+    loopdevices?: { name: string; 'back-ino'?: number | string; 'back-maj:min'?: string }[];
+  };
+  return (listed.loopdevices ?? [])
+    .filter((l) => Number(l['back-ino']) === node.ino && (l['back-maj:min'] ?? '').trim() === dev)
+    .map((l) => l.name.replace(/^\/dev\//, ''));
+}
+
+/** Detaches the loops stacked on loop `name` (and theirs), waiting until each let go. */
+function detachStackedOn(name: string): void {
+  for (const stacked of loopsStackedOn(name)) {
+    detachStackedOn(stacked);
+    const backing = loopBackingFile(stacked);
+    if (backing !== undefined) detachIfBackedBy(stacked, backing.replace(/ \(deleted\)$/, ''));
+  }
+}
+
+/**
  * Detaches loop device `name` if it is backed by path (or a file under it), and waits until the
  * kernel has really let go. `losetup -d` on a device that something else holds open (udev,
  * blkid, or another `losetup --find` scanning devices) only marks it auto-clear: the detach
@@ -294,6 +325,7 @@ const DETACH_TIMEOUT_MS = 10_000;
  */
 function detachIfBackedBy(name: string, path: string): void {
   if (!loopDevicesBackedBy(path).includes(name)) return;
+  detachStackedOn(name);
   try {
     run('losetup', ['-d', `/dev/${name}`]);
   } catch (error) {

@@ -10,7 +10,7 @@ import { appendFileSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 
 import { skipUnlessKubeletNodePossible } from '../../support/kubelet-node.js';
-import { Cleanup, run } from '../../support/real-node.js';
+import { Cleanup } from '../../support/real-node.js';
 import { describeSoak, runSoak } from '../../support/soak/run.js';
 import { CHORE_KINDS, FAULT_KINDS } from '../../support/soak/plan.js';
 
@@ -19,17 +19,7 @@ const LIVE_LOG = process.env['LVP_SOAK_LOG'];
 
 describe('chaos soak on the real node (CI size)', { skip: skipUnlessKubeletNodePossible() }, () => {
   const cleanup = new Cleanup();
-  // The node is stopped by then; a loop device its kubelet stacked on one of the soak's Block
-  // devices (backed by a device node, not a file) may still hold it: detached first.
   after(() => {
-    const listed = JSON.parse(run('losetup', ['--json', '--list', '--output', 'NAME,BACK-FILE,BACK-MAJ:MIN'])) as {
-      loopdevices?: { name: string; 'back-file'?: string; 'back-maj:min'?: string }[];
-    };
-    for (const loop of listed.loopdevices ?? []) {
-      const file = loop['back-file'] ?? '';
-      if (loop['back-maj:min'] === '0:6' && (file === '/' || file.startsWith('/dev/loop')))
-        run('losetup', ['-d', loop.name]);
-    }
     cleanup.run();
   });
 

@@ -475,4 +475,32 @@ describe('LinuxVolumes on a real node', { skip }, () => {
     assert.throws(() => statSync(scratch), { code: 'ENOENT' });
     assert.equal(local.pending, 0);
   });
+
+  it('detaches a loop device the kubelet stacked on a test loop device (through a bind mount since gone) first', () => {
+    const local = new Cleanup();
+    const scratch = makeTempDir(local);
+    const loop = attachLoopDevice(local, join(scratch, 'backing'), DEVICE_BYTES);
+    // what kubelet does for a Block volume: bind the device node to a file, loop it, and (stopped
+    // by force) leave the loop behind with its bind mount gone: sysfs then shows only "/"
+    const bound = join(scratch, 'device-bind');
+    writeFileSync(bound, '');
+    run('mount', ['--bind', loop.path, bound]);
+    let stacked: string;
+    try {
+      stacked = run('losetup', ['--find', '--show', bound])
+        .trim()
+        .replace(/^\/dev\//, '');
+    } finally {
+      run('umount', ['-l', bound]);
+    }
+    const backing = loopBackingFile(stacked);
+    try {
+      assert.notEqual(backing, undefined);
+      local.run();
+      assert.deepEqual(loopDevicesBackedBy(scratch), []);
+      assert.equal(loopBackingFile(stacked), undefined, `${stacked} (stacked on ${loop.path}) detached too`);
+    } finally {
+      if (loopBackingFile(stacked) === backing && backing !== undefined) run('losetup', ['-d', `/dev/${stacked}`]);
+    }
+  });
 });
