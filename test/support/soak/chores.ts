@@ -9,13 +9,14 @@ import { isRecord } from '../../../src/core/unknown-values.js';
 import { CHART_FULLNAME, CHART_NS, STATE } from '../chart-node.js';
 import { eventually } from '../eventually.js';
 import { run } from '../real-node.js';
-import { CLEANER_HOLD } from './config-model.js';
+import { CLEANER_HOLD, configHash } from './config-model.js';
 import {
   addDisk,
   between,
   claim,
   expectApplied,
   pick,
+  RECOVERY_BOUND_MS,
   release,
   restartTenant,
   writeModel,
@@ -139,12 +140,9 @@ async function expectRefused(ctx: SoakContext, hash: string | undefined, what: s
   }
   await eventually(
     async () => {
-      const copy = await env.core
-        .readNamespacedConfigMap({ name: `${CHART_FULLNAME}-config-candidate`, namespace: CHART_NS })
-        .catch(() => undefined);
-      const state: unknown = JSON.parse(copy?.metadata?.annotations?.[`${STATE}rollout-state`] ?? 'null');
-      const candidate = isRecord(state) && isRecord(state['candidate']) ? state['candidate']['hash'] : undefined;
-      return isRecord(state) && state['phase'] === 'halted' && candidate === hash ? true : undefined;
+      const state = await rolloutState(ctx);
+      const candidate = isRecord(state?.['candidate']) ? state['candidate']['hash'] : undefined;
+      return state?.['phase'] === 'halted' && candidate === hash ? true : undefined;
     },
     `${what} (the rollout of ${String(hash)} halted)`,
     120_000,
@@ -163,17 +161,51 @@ async function cleanerChore(ctx: SoakContext): Promise<string> {
   }
 }
 
-/** A broken edit: rejected by the agent (file source) or never rolled out (staged); then undone. */
+/** The rollout state on the candidate copy (staged source), or undefined. */
+async function rolloutState(ctx: SoakContext): Promise<Record<string, unknown> | undefined> {
+  const copy = await ctx.world.env.core
+    .readNamespacedConfigMap({ name: `${CHART_FULLNAME}-config-candidate`, namespace: CHART_NS })
+    .catch(() => undefined);
+  const state: unknown = JSON.parse(copy?.metadata?.annotations?.[`${STATE}rollout-state`] ?? 'null');
+  return isRecord(state) ? state : undefined;
+}
+
+/** The hash of the stable copy (staged source): what every node runs while the rollout is `invalid`. */
+async function stableHash(ctx: SoakContext): Promise<string | undefined> {
+  const copy = await ctx.world.env.core
+    .readNamespacedConfigMap({ name: `${CHART_FULLNAME}-config-stable`, namespace: CHART_NS })
+    .catch(() => undefined);
+  return copy?.data === undefined ? undefined : configHash(copy.data);
+}
+
+/**
+ * A broken edit: rejected by the agent (file source), or the rollout `invalid` (staged); then
+ * undone. The applied config stays, except that under staged rollout a candidate the broken edit
+ * superseded before it completed goes back to stable (docs/staged-rollout.md "A new apply
+ * mid-rollout"): the stable copy is then what the node must run.
+ */
 async function badChore(ctx: SoakContext): Promise<string> {
   const { env } = ctx.world;
   const before = (await env.statusLease())[`${STATE}applied-hash`];
   const good = ctx.world.model;
   await writeModel(ctx, { ...good, broken: true });
-  if (ctx.world.source === 'file')
+  let allowed = [before];
+  if (ctx.world.source === 'file') {
     await env.leaseWhen('the broken edit rejected', (a) => a[`${STATE}last-result`] === 'rejected', 120_000);
-  else await delay(3000);
+  } else {
+    await eventually(
+      async () => ((await rolloutState(ctx))?.['phase'] === 'invalid' ? true : undefined),
+      'the rollout of the broken edit invalid',
+      120_000,
+      200,
+    );
+    const stable = await stableHash(ctx);
+    allowed = [before, stable];
+    if (stable !== undefined && stable !== before)
+      await env.leaseWhen('back on stable', (a) => a[`${STATE}applied-hash`] === stable, RECOVERY_BOUND_MS);
+  }
   const after = (await env.statusLease())[`${STATE}applied-hash`];
-  if (after !== before)
+  if (!allowed.includes(after))
     ctx.world.violate('bad-edit', `a broken edit changed the applied config: ${String(before)} → ${String(after)}`);
   const hash = await writeModel(ctx, { ...good, labelsRevision: good.labelsRevision + 1 });
   if (hash !== undefined) await expectApplied(ctx, hash, 'the edit after a broken one');

@@ -3,9 +3,9 @@
 // monitors here run beside the steps, every second or faster:
 //   - tenants: each Bound tenant's token (a file on a filesystem volume, the first bytes of a block
 //     one) is read on the host; anything else there is data changed by someone but its pod;
-//   - releases: each released PV must come back as a new Available object within a bound, with the
-//     tenant's token gone (the data-safety checker's probe) and, for a block disk, the cleaner having
-//     finished exactly once on its device since the release;
+//   - releases: each released PV must come back as a new object (Available, or already claimed
+//     again) within a bound, with the tenant's token gone (the data-safety checker's probe) and, for
+//     a block disk, the cleaner having finished exactly once on its device since the release;
 //   - the status Lease: every applied hash it shows must be the hash of a config written whole;
 //   - the agent's memory, from its /metrics.
 import { existsSync, readFileSync } from 'node:fs';
@@ -135,10 +135,8 @@ export class SoakWorld {
     const pvs = (await this.env.core.listPersistentVolume()).items;
     for (const release of [...this.releases]) {
       const { tenant } = release;
-      const back = pvs.find(
-        (pv) =>
-          pv.metadata?.name === tenant.pvName && pv.metadata.uid !== tenant.pvUid && pv.status?.phase === 'Available',
-      );
+      // a new object of that name, whatever its phase: a claim may bind it before the next round
+      const back = pvs.find((pv) => pv.metadata?.name === tenant.pvName && pv.metadata.uid !== tenant.pvUid);
       const now = Date.now();
       if (back === undefined) {
         const late = now - release.at > REPUBLISH_BOUND_MS && (release.heldUntil ?? 0) < now - REPUBLISH_BOUND_MS;
