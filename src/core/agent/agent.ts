@@ -27,6 +27,7 @@ import { createReloadMetrics } from '../metrics/reload-metrics.js';
 import type { ReloadMetrics } from '../metrics/reload-metrics.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import type { VolumeCleaner } from '../cleanup/cleaner.js';
+import type { JobsForbidden } from '../cleanup/job-lookup.js';
 import { CleanupTable } from '../cleanup/table.js';
 import type { BackoffPolicy } from '../cleanup/table.js';
 import { reportCleanupFailures } from '../cleanup/reclaim.js';
@@ -163,6 +164,7 @@ export class Agent implements AdminTarget {
   readonly cleanups: CleanupTable;
   /** Since when each PV's disk has been missing (volume health): the process's, across reloads. */
   private readonly missingSince = new Map<string, number>();
+  private readonly jobsForbidden: JobsForbidden = { since: undefined, logged: false };
   adopted = 0;
 
   private readonly deps: AgentDeps;
@@ -399,6 +401,7 @@ export class Agent implements AdminTarget {
         events: this.errorEvents,
         table: this.cleanups,
         missingSince: this.missingSince,
+        jobsForbidden: this.jobsForbidden,
         host: this.host,
         onPass: (generation, pass) => {
           this.stream.emit(passEvent(generation, pass, this.errors.count));

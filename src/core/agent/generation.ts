@@ -9,7 +9,7 @@ import { disksElsewhere, reportIdentityConflict } from '../discovery/conflicts.j
 import { NameVerdicts, planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
 import type { ClassProblem, DiscoveryPlan, SkippedEntry, SkipReason } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
-import type { Node, PersistentVolume, StorageClass } from '../kube/objects.js';
+import type { Job, Node, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
@@ -18,10 +18,9 @@ import { adoptNodeVolume } from './adoption.js';
 import { Reclaimer } from '../cleanup/reclaim.js';
 import { VolumeHealth } from '../health/volume-health.js';
 import type { HealthSummary } from '../health/volume-health.js';
-import type { JobLookup, ReclaimDeps, ReclaimSummary } from '../cleanup/reclaim.js';
+import type { ReclaimDeps, ReclaimSummary } from '../cleanup/reclaim.js';
 import { HOSTNAME_LABEL } from '../pv/naming.js';
-import { isNotFound, KubeApiError } from '../kube/cluster.js';
-import type { Job } from '../kube/objects.js';
+import { jobLookup, type JobsForbidden } from '../cleanup/job-lookup.js';
 import { nodeProcessHost } from '../process-host.js';
 import type { ProcessHost } from '../process-host.js';
 import { errorMessage } from '../unknown-values.js';
@@ -36,6 +35,8 @@ export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
   readonly host?: Pick<ProcessHost, 'cpuUsage'>;
   /** Since when each PV's disk has been missing (volume health), kept across generations by the agent. */
   readonly missingSince?: Map<string, number>;
+  /** Since when reading cleanup Jobs has been forbidden (403), kept across generations by the agent. */
+  readonly jobsForbidden?: JobsForbidden;
 }
 
 export interface GenerationSettings {
@@ -102,7 +103,6 @@ export class Generation {
   readonly jobs: Reflector<Job> | undefined;
   private readonly reclaimer: Reclaimer;
   private readonly health: VolumeHealth;
-  private jobsForbiddenLogged = false;
   private readonly abort = new AbortController();
   /** Entry names already judged by an earlier pass of this generation (same config, same node). */
   private readonly nameVerdicts = new NameVerdicts();
@@ -163,7 +163,17 @@ export class Generation {
       : undefined;
     this.reclaimer = new Reclaimer(
       { config, node, namespace: settings.namespace, jobImage: settings.jobImage },
-      { ...deps, jobs: this.jobLookup() },
+      {
+        ...deps,
+        jobs: jobLookup({
+          cluster: deps.cluster,
+          namespace: settings.namespace,
+          clock: deps.clock,
+          logger: deps.logger,
+          ...(this.jobs !== undefined ? { watched: this.jobs } : {}),
+          forbidden: deps.jobsForbidden ?? { since: undefined, logged: false },
+        }),
+      },
     );
     this.health = new VolumeHealth({ config, node }, deps);
     this.storageClasses = new Reflector<StorageClass>({
@@ -180,30 +190,6 @@ export class Generation {
     this.whenSynced = new Promise((resolve) => {
       this.syncedResolve = resolve;
     });
-  }
-
-  /** Jobs from the watch when job cleaning is on; otherwise one GET (Jobs left by an earlier config). */
-  private jobLookup(): JobLookup {
-    return {
-      get: async (name) => {
-        if (this.jobs) return this.jobs.get(name);
-        try {
-          return await this.deps.cluster.jobs.get(name, { namespace: this.settings.namespace });
-        } catch (err) {
-          if (isNotFound(err)) return undefined;
-          if (err instanceof KubeApiError && err.status === 403) {
-            if (!this.jobsForbiddenLogged) {
-              this.jobsForbiddenLogged = true;
-              this.deps.logger.log('warn', 'no permission to read cleanup Jobs; assuming none exist', {
-                error: err.message,
-              });
-            }
-            return undefined;
-          }
-          throw err;
-        }
-      },
-    };
   }
 
   get signal(): AbortSignal {

@@ -42,8 +42,13 @@ import type { CleanupEntry, CleanupMethod, CleanupSpec, CleanupTable } from './t
 import { errorMessage } from '../unknown-values.js';
 
 export interface JobLookup {
-  /** The cleanup Job of this name in the agent's namespace, if any. */
+  /** The cleanup Job of this name in the agent's namespace, if any (a watch's cache: it may lag). */
   get(name: string): Promise<Job | undefined>;
+  /**
+   * The same, read from the apiserver: undefined only when it answers 404 Not Found; throws when it
+   * cannot say (unreachable, or answering 403 while it starts and its authorizer is not ready).
+   */
+  read(name: string): Promise<Job | undefined>;
 }
 
 export interface ReclaimDeps {
@@ -466,7 +471,10 @@ export class Reclaimer {
     if (entry?.state === 'queued') return 'waiting';
     if (entry?.state !== 'running') return entry;
     if (entry.method === 'process') return 'waiting';
-    const job = await this.deps.jobs.get(cleanupJobName(name));
+    let job = await this.deps.jobs.get(cleanupJobName(name));
+    // A cache that has not seen the Job yet, or an answer that says nothing (a 403 from an apiserver
+    // starting up), must not end a running Job: ended, it is deleted and the volume cleaned twice.
+    if (job?.metadata.labels?.['pvuuid'] !== uid) job = await this.deps.jobs.read(cleanupJobName(name));
     if (job?.metadata.labels?.['pvuuid'] !== uid) {
       table.finishJob(name, { ok: false, error: `cleanup Job ${cleanupJobName(name)} disappeared before it finished` });
       return 'waiting';

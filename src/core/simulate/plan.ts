@@ -418,6 +418,14 @@ export async function planPass(loaded: LoadedConfig, ctx: PlanContext): Promise<
         throw err;
       }
     },
+    read: async (name) => {
+      try {
+        return withUid(await cluster.jobs.get(name, { namespace: ctx.namespace }), ctx.uids);
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    },
   };
   const reclaimer = new Reclaimer(
     { config, node: ctx.node, namespace: ctx.namespace, jobImage: ctx.jobImage },

@@ -9,6 +9,8 @@
 //   I2  no two PVs of the node were published for one disk;
 //   I3  a PV the agent deleted (to republish its path) was on a disk no tenant's data is left on;
 //   and no disk holding a tenant's data is ever published (offered to a new claim);
+//   I6  a PV is never cleaned by two cleanups at once (a Job taken for gone while it runs, then
+//       redone in-process or by a new Job: the soak's "cleaned twice");
 // and the integration tests' checker (test/support/data-safety-invariants.ts) finds nothing in the
 // PVs after each step.
 // I4 (a Filesystem path that is not a mount point is never emptied: it opens the root disk) and I5
@@ -18,13 +20,14 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { CleanOptions, FilesystemCleanResult, VolumeCleaner } from '../../../src/core/cleanup/cleaner.js';
+import { jobLookup, type JobsForbidden } from '../../../src/core/cleanup/job-lookup.js';
 import { Reclaimer } from '../../../src/core/cleanup/reclaim.js';
 import { CleanupTable } from '../../../src/core/cleanup/table.js';
 import { systemClock } from '../../../src/core/clock.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import { planDiscovery } from '../../../src/core/discovery/plan.js';
-import { isNotFound } from '../../../src/core/kube/cluster.js';
+import { KubeApiError, type Cluster } from '../../../src/core/kube/cluster.js';
 import { EventRecorder } from '../../../src/core/kube/events.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { Job, PersistentVolume } from '../../../src/core/kube/objects.js';
@@ -52,7 +55,9 @@ type Op =
   | { readonly op: 'recreate'; readonly disk: number }
   | { readonly op: 'bind' | 'release'; readonly pv: number }
   | { readonly op: 'pass' | 'restart' | 'slow' | 'finish' | 'jobStart' | 'jobFinish' }
-  | { readonly op: 'jobs'; readonly on: boolean };
+  | { readonly op: 'jobs'; readonly on: boolean }
+  /** How Jobs are seen: a watch cache that has not caught up; an apiserver starting up (403 to every read). */
+  | { readonly op: 'lookup'; readonly mode: 'fresh' | 'lagging' | 'starting' };
 
 /** A physical disk: what is written on it, by which tenant (PV uid) last. */
 interface Disk {
@@ -91,10 +96,16 @@ class World {
    */
   readonly rules = new InvariantRules({ republishKeepsDisk: false });
   private jobsOn = false;
+  private lookupMode: 'fresh' | 'lagging' | 'starting' = 'fresh';
+  /** The Job watch's cache: what the cluster had at the last pass, unless the watch lags. */
+  private jobCache = new Map<string, Job>();
+  private forbidden: JobsForbidden = { since: undefined, logged: false };
+  /** Cleanups running now per PV name: in-process ones, and Jobs whose pod has not ended. */
+  private readonly cleaning = new Map<string, number>();
   private slow = false;
   private gate: { promise: Promise<void>; open: () => void } = openGate();
-  /** Jobs started and not finished: Job name → the device they were given. */
-  private readonly runningJobs = new Map<string, string>();
+  /** Jobs whose pod runs: Job uid → the device they were given, and the end of their I6 count. */
+  private readonly runningJobs = new Map<string, { readonly device: string; readonly ends: () => void }>();
   private blocked = 0;
   /** Device nodes held open by a cleanup (in-process, or a Job's guard): their loop cannot be re-bound. */
   private readonly held = new Set<string>();
@@ -117,6 +128,7 @@ class World {
 
   /** An agent process: a new cleanup table (in-process cleanups of the last one were killed) and reclaimer. */
   start(): void {
+    this.forbidden = { since: undefined, logged: false };
     this.table = new CleanupTable({
       cleaner: this.cleaner(),
       volumes: this.volumes,
@@ -130,7 +142,14 @@ class World {
 
   configure(): void {
     const config = parseConfigSnapshot(snapshotFromFileText('c.yaml', CLASSES(this.jobsOn))).config;
-    const jobs = { get: (name: string) => this.job(name) };
+    const jobs = jobLookup({
+      cluster: { jobs: this.jobsAsSeen() },
+      namespace: 'default',
+      clock: systemClock,
+      logger: this.logger,
+      ...(this.jobsOn ? { watched: { get: (name: string) => this.jobCache.get(name) } } : {}),
+      forbidden: this.forbidden,
+    });
     this.reclaimer = new Reclaimer(
       { config, node: NODE, namespace: 'default', jobImage: 'img' },
       {
@@ -146,11 +165,29 @@ class World {
     );
   }
 
-  async job(name: string): Promise<Job | undefined> {
-    return this.cluster.jobs.get(name, { namespace: 'default' }).catch((err: unknown) => {
-      if (isNotFound(err)) return undefined;
-      throw err;
+  /** The cluster's Jobs as the agent's reads see them: a 403 for each while the apiserver starts. */
+  private jobsAsSeen(): Cluster['jobs'] {
+    const real = this.cluster.jobs;
+    return Object.assign(Object.create(real) as Cluster['jobs'], {
+      get: (name: string, options: { namespace: string }) =>
+        this.lookupMode === 'starting'
+          ? Promise.reject(new KubeApiError(403, 'Forbidden', 'jobs.batch is forbidden (the authorizer is starting)'))
+          : real.get(name, options),
     });
+  }
+
+  /** I6: a cleanup of pvName starts (ended by the function returned). */
+  private cleanupStarts(pvName: string | undefined, by: string): () => void {
+    const name = pvName ?? '?';
+    const now = (this.cleaning.get(name) ?? 0) + 1;
+    this.cleaning.set(name, now);
+    if (now > 1) this.violations.push(`I6: a ${by} cleanup of ${name} started while another one runs`);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.cleaning.set(name, (this.cleaning.get(name) ?? 1) - 1);
+    };
   }
 
   /** The physical disk a path leads to now: a mount's filesystem, a device node's disk; the root disk for a bare directory. */
@@ -187,6 +224,7 @@ class World {
       const disk = await this.diskAt(path);
       if (disk === undefined) throw new Error(`${path}: nothing there`);
       const held = by === 'block' && options.beforeWipe !== undefined ? await this.hold(path) : undefined;
+      const ends = this.cleanupStarts(options.pv, 'in-process');
       try {
         await options.beforeWipe?.();
         await this.opened(disk, options.pv, by);
@@ -204,6 +242,7 @@ class World {
         await this.opened(again, options.pv, by);
         again.tenantData = undefined;
       } finally {
+        ends();
         if (held !== undefined) this.held.delete(held);
       }
     };
@@ -251,6 +290,9 @@ class World {
       case 'jobs':
         this.jobsOn = op.on;
         this.configure();
+        return;
+      case 'lookup':
+        this.lookupMode = op.mode;
         return;
       case 'jobStart':
       case 'jobFinish':
@@ -384,6 +426,10 @@ class World {
   /** One sync-loop pass, as the generation runs it: reclaim, then discovery (publish as planned). */
   async pass(): Promise<void> {
     const before = new Set((await this.live()).map((pv) => pv.metadata.uid ?? ''));
+    if (this.lookupMode !== 'lagging')
+      this.jobCache = new Map(
+        (await this.cluster.jobs.list({ namespace: 'default' })).items.map((j) => [j.metadata.name, j]),
+      );
     await this.reclaimer.pass(await this.list());
     await this.settle();
     const listed = await this.list();
@@ -424,11 +470,23 @@ class World {
     }
   }
 
-  /** Runs the cleanup Jobs as a node would: the guard (`provisioner clean-block`) when the Job has it. */
+  /**
+   * Runs the cleanup Jobs as a node would: the guard (`provisioner clean-block`) when the Job has it.
+   * A Job deleted while its pod runs ends at the next finish (the pod is killed, not at once).
+   */
   private async runJobs(step: 'start' | 'finish'): Promise<void> {
-    for (const job of (await this.cluster.jobs.list({ namespace: 'default' })).items) {
+    const listed = (await this.cluster.jobs.list({ namespace: 'default' })).items;
+    if (step === 'finish')
+      for (const [uid, running] of this.runningJobs)
+        if (!listed.some((j) => j.metadata.uid === uid)) {
+          this.runningJobs.delete(uid);
+          running.ends();
+          const real = (await this.volumes.entryInfo(running.device)).realPath;
+          if (real !== undefined) this.held.delete(real);
+        }
+    for (const job of listed) {
       if ((job.status?.succeeded ?? 0) > 0 || (job.status?.conditions ?? []).length > 0) continue;
-      const name = job.metadata.name;
+      const uid = job.metadata.uid ?? '';
       const command = job.spec?.template.spec.containers[0]?.command ?? [];
       const env = job.spec?.template.spec.containers[0]?.env ?? [];
       const device = env.find((e) => e.name === 'LOCAL_PV_BLKDEVICE')?.value ?? '';
@@ -438,7 +496,8 @@ class World {
           (i) => i?.id ?? 'none',
           () => 'unreadable',
         );
-      if (step === 'start' && !this.runningJobs.has(name)) {
+      const running = this.runningJobs.get(uid);
+      if (step === 'start' && running === undefined) {
         if (expected !== undefined && (await identityNow()) !== expected) {
           await this.markJob(job, false);
           continue;
@@ -446,11 +505,13 @@ class World {
         const disk = await this.diskAt(device);
         if (disk === undefined) continue;
         if (expected !== undefined) await this.hold(device);
+        const ends = this.cleanupStarts(job.metadata.labels?.['pv'], 'Job');
         await this.opened(disk, job.metadata.labels?.['pv'], 'Job');
         disk.tenantData = undefined;
-        this.runningJobs.set(name, device);
-      } else if (step === 'finish' && this.runningJobs.has(name)) {
-        this.runningJobs.delete(name);
+        this.runningJobs.set(uid, { device, ends });
+      } else if (step === 'finish' && running !== undefined) {
+        this.runningJobs.delete(uid);
+        running.ends();
         const disk = await this.diskAt(device);
         if (disk !== undefined) {
           await this.opened(disk, job.metadata.labels?.['pv'], 'Job');
@@ -531,6 +592,13 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
   { arbitrary: fc.record({ op: fc.constantFrom('jobStart' as const, 'jobFinish' as const) }), weight: 2 },
   { arbitrary: fc.record({ op: fc.constant('jobs' as const), on: fc.boolean() }), weight: 1 },
+  {
+    arbitrary: fc.record({
+      op: fc.constant('lookup' as const),
+      mode: fc.constantFrom('fresh' as const, 'lagging' as const, 'starting' as const),
+    }),
+    weight: 1,
+  },
 );
 
 async function run(ops: readonly Op[]): Promise<readonly string[]> {
@@ -548,7 +616,7 @@ async function run(ops: readonly Op[]): Promise<readonly string[]> {
 }
 
 describe('data safety invariants under random disk operations and claims (model-based)', () => {
-  it('I1–I5 hold after every step of any sequence', async () => {
+  it('I1–I6 hold after every step of any sequence', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 5, maxLength: 40 }), async (ops) => {
         assert.deepEqual(await run(ops), []);
@@ -624,6 +692,42 @@ describe('data safety invariants under random disk operations and claims (model-
         { op: 'bind', pv: 0 },
         { op: 'release', pv: 0 },
         { op: 'recreate', disk: 0 },
+        p,
+        p,
+      ],
+      'a running Job read as 403 by an apiserver starting up, cleaning switched to in-process (I6)': [
+        { op: 'jobs', on: true },
+        { op: 'add', kind: 'blk', entry: 0 },
+        p,
+        { op: 'bind', pv: 0 },
+        { op: 'release', pv: 0 },
+        p,
+        { op: 'jobStart' },
+        { op: 'jobs', on: false },
+        { op: 'lookup', mode: 'starting' },
+        p,
+        p,
+        { op: 'lookup', mode: 'fresh' },
+        p,
+        p,
+        { op: 'jobFinish' },
+        p,
+        p,
+      ],
+      'a Job the watch has not seen yet (I6)': [
+        { op: 'jobs', on: true },
+        { op: 'add', kind: 'blk', entry: 0 },
+        p,
+        { op: 'bind', pv: 0 },
+        { op: 'release', pv: 0 },
+        { op: 'lookup', mode: 'lagging' },
+        p,
+        { op: 'jobStart' },
+        p,
+        p,
+        { op: 'jobFinish' },
+        { op: 'jobStart' },
+        { op: 'lookup', mode: 'fresh' },
         p,
         p,
       ],

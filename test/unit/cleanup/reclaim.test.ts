@@ -11,7 +11,7 @@ import { systemClock } from '../../../src/core/clock.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
-import { isNotFound } from '../../../src/core/kube/cluster.js';
+import { isNotFound, KubeApiError } from '../../../src/core/kube/cluster.js';
 import { EventRecorder } from '../../../src/core/kube/events.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { Job, PersistentVolume } from '../../../src/core/kube/objects.js';
@@ -50,15 +50,22 @@ function world() {
     backoff: { initialMs: 30, maxMs: 60 },
     onChange: reportCleanupFailures({ events, metrics }),
   });
+  const readJob = async (name: string): Promise<Job | undefined> => {
+    try {
+      return await cluster.jobs.get(name, { namespace: 'default' });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+  /** How the lookup answers: a watch cache that has not seen the Jobs yet; an apiserver starting up (403). */
+  const lookup = { cacheLags: false, forbidden: false };
+  const forbidden = (): KubeApiError =>
+    new KubeApiError(403, 'Forbidden', 'jobs.batch is forbidden: the authorizer is not ready');
   const jobs: JobLookup = {
-    get: async (name) => {
-      try {
-        return await cluster.jobs.get(name, { namespace: 'default' });
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }
-    },
+    // as the agent's lookup without a Job watch: a 403 means none (a chart without Job permissions)
+    get: (name) => (lookup.forbidden || lookup.cacheLags ? Promise.resolve(undefined) : readJob(name)),
+    read: (name) => (lookup.forbidden ? Promise.reject(forbidden()) : readJob(name)),
   };
   const reclaimer = (text: string, jobImage: string | null = 'provisioner:test'): Reclaimer =>
     new Reclaimer(
@@ -115,7 +122,21 @@ function world() {
           };
     await cluster.jobs.updateStatus({ ...job, status }, { namespace: 'default' });
   }
-  return { cluster, volumes, cleaner, logger, metrics, events, table, reclaimer, released, list, gone, markJob };
+  return {
+    cluster,
+    volumes,
+    cleaner,
+    logger,
+    metrics,
+    events,
+    table,
+    reclaimer,
+    released,
+    list,
+    gone,
+    markJob,
+    lookup,
+  };
 }
 
 describe('reclaiming released PVs', () => {
@@ -406,7 +427,12 @@ describe('a cleanup counts for the disk it cleaned (I3)', () => {
     });
     const r = new Reclaimer(
       { config: config(PROCESS), node: NODE, namespace: 'default', jobImage: undefined },
-      { ...w, clock: systemClock, table, jobs: { get: () => Promise.resolve(undefined) } },
+      {
+        ...w,
+        clock: systemClock,
+        table,
+        jobs: { get: () => Promise.resolve(undefined), read: () => Promise.resolve(undefined) },
+      },
     );
     let finish = (): void => undefined;
     w.cleaner.hold('/dev/loop9', new Promise((resolve) => (finish = resolve)));
@@ -513,6 +539,36 @@ describe("the seed's four cleanup transitions across a reload: each volume clean
     await restarted.pass(await w.list());
     assert.equal(await w.gone('pv-raw'), true);
   });
+
+  for (const [how, set] of [
+    ['a watch cache that has not seen the new Job yet', (w: ReturnType<typeof world>) => (w.lookup.cacheLags = true)],
+    [
+      'an apiserver starting up that answers 403 (its authorizer not ready) and the agent switched to in-process',
+      (w: ReturnType<typeof world>) => (w.lookup.forbidden = true),
+    ],
+  ] as const) {
+    it(`a running Job is not taken as gone on ${how}: followed to its end, the volume cleaned once`, async () => {
+      const w = world();
+      await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
+      await w.reclaimer(JOBS).pass(await w.list());
+      const uid = (await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' })).metadata.uid;
+      set(w);
+      const next = w.reclaimer(w.lookup.forbidden ? PROCESS : JOBS);
+      for (let i = 0; i < 3; i += 1) await next.pass(await w.list());
+      assert.equal(w.table.get('pv-raw')?.state, 'running', 'still following the Job');
+      assert.equal(
+        (await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' })).metadata.uid,
+        uid,
+        'the Job kept, not deleted and started again',
+      );
+      w.lookup.cacheLags = false;
+      w.lookup.forbidden = false;
+      await w.markJob('cleanup-pv-raw', 'succeeded');
+      await next.pass(await w.list());
+      assert.equal(await w.gone('pv-raw'), true);
+      assert.deepEqual(w.cleaner.calls, [], 'never cleaned in-process besides the Job');
+    });
+  }
 
   describe('disk identity', () => {
     const UUID_A = '0b1e8c52-0d9c-4c5e-9d65-2f6d3c1f0a01';
