@@ -28,6 +28,7 @@ import type { ReloadMetrics } from '../metrics/reload-metrics.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import type { VolumeCleaner } from '../cleanup/cleaner.js';
 import type { JobsForbidden } from '../cleanup/job-lookup.js';
+import { DeviceRulesState, type DeviceInventory, type DiscoveryLinkWriter } from '../disk-rules/service.js';
 import { CleanupTable } from '../cleanup/table.js';
 import type { BackoffPolicy } from '../cleanup/table.js';
 import { reportCleanupFailures } from '../cleanup/reclaim.js';
@@ -120,6 +121,11 @@ export interface AgentDeps {
   readonly configSource?: ConfigSource;
   /** The process (pid, CPU and memory, umask, kill); default the real one. */
   readonly host?: ProcessHost;
+  /** Disks by rule: the node's block devices and the link writer; without them rules are not run. */
+  readonly devices?: {
+    readonly inventory: DeviceInventory & { changeStamp?(): Promise<string> };
+    readonly links: DiscoveryLinkWriter;
+  };
 }
 
 async function fetchNode(cluster: Cluster, clock: Clock, logger: Logger, name: string): Promise<Node> {
@@ -165,6 +171,7 @@ export class Agent implements AdminTarget {
   /** Since when each PV's disk has been missing (volume health): the process's, across reloads. */
   private readonly missingSince = new Map<string, number>();
   private readonly jobsForbidden: JobsForbidden = { since: undefined, logged: false };
+  private readonly deviceRulesState = new DeviceRulesState();
   adopted = 0;
 
   private readonly deps: AgentDeps;
@@ -402,6 +409,9 @@ export class Agent implements AdminTarget {
         table: this.cleanups,
         missingSince: this.missingSince,
         jobsForbidden: this.jobsForbidden,
+        ...(this.deps.devices !== undefined
+          ? { deviceRules: { ...this.deps.devices, state: this.deviceRulesState } }
+          : {}),
         host: this.host,
         onPass: (generation, pass) => {
           this.stream.emit(passEvent(generation, pass, this.errors.count));

@@ -21,6 +21,14 @@ import type { HealthSummary } from '../health/volume-health.js';
 import type { ReclaimDeps, ReclaimSummary } from '../cleanup/reclaim.js';
 import { HOSTNAME_LABEL } from '../pv/naming.js';
 import { jobLookup, type JobsForbidden } from '../cleanup/job-lookup.js';
+import {
+  DeviceRules,
+  ruleClasses,
+  type DeviceInventory,
+  type DeviceRulesResult,
+  type DeviceRulesState,
+  type DiscoveryLinkWriter,
+} from '../disk-rules/service.js';
 import { nodeProcessHost } from '../process-host.js';
 import type { ProcessHost } from '../process-host.js';
 import { errorMessage } from '../unknown-values.js';
@@ -37,7 +45,16 @@ export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
   readonly missingSince?: Map<string, number>;
   /** Since when reading cleanup Jobs has been forbidden (403), kept across generations by the agent. */
   readonly jobsForbidden?: JobsForbidden;
+  /** Disks by rule: the node's block devices, the link writer, and the state kept across generations. */
+  readonly deviceRules?: {
+    readonly inventory: DeviceInventory & { changeStamp?(): Promise<string> };
+    readonly links: DiscoveryLinkWriter;
+    readonly state: DeviceRulesState;
+  };
 }
+
+/** How often the block devices are checked for a change (a cheap sysfs read) while rules exist. */
+export const DEVICE_POLL_MS = 5_000;
 
 export interface GenerationSettings {
   readonly discoveryPeriodMs: number;
@@ -67,6 +84,8 @@ export interface PassSummary extends Pick<DiscoveryPlan, 'entries' | 'skipped' |
   readonly reclaim: ReclaimSummary;
   /** The volume health check of this node's Available and Bound PVs. */
   readonly health: HealthSummary;
+  /** Disks by rule: each selected device's verdict, and the links made; absent without rules. */
+  readonly devices?: DeviceRulesResult;
 }
 
 export interface GenerationStatus {
@@ -123,6 +142,9 @@ export class Generation {
   private readonly reported = new Set<string>();
   /** Skips within their grace period (key → first seen), not reported yet. */
   private readonly pendingSince = new Map<string, number>();
+  private readonly deviceRules: DeviceRules | undefined;
+  /** A device settling is due then: a pass runs. */
+  private deviceWakeAt: number | undefined;
 
   constructor(
     readonly number: number,
@@ -161,6 +183,10 @@ export class Generation {
           },
         })
       : undefined;
+    this.deviceRules =
+      deps.deviceRules !== undefined && ruleClasses(config).length > 0
+        ? new DeviceRules(config, node, { ...deps, ...deps.deviceRules, volumes: deps.volumes })
+        : undefined;
     this.reclaimer = new Reclaimer(
       { config, node, namespace: settings.namespace, jobImage: settings.jobImage },
       {
@@ -201,6 +227,7 @@ export class Generation {
     this.tasks.push(this.persistentVolumes.run(signal), this.storageClasses.run(signal), this.loop(signal));
     if (this.jobs) this.tasks.push(this.jobs.run(signal));
     if (this.settings.changePollMs > 0) this.tasks.push(this.watchForChanges(signal));
+    if (this.deviceRules !== undefined) this.tasks.push(this.watchDevices(signal));
   }
 
   /** Stops everything this generation started and waits for it to finish. */
@@ -243,6 +270,7 @@ export class Generation {
   private nextWaitMs(): number {
     let wait = this.settings.discoveryPeriodMs;
     const now = this.deps.clock.now();
+    if (this.deviceWakeAt !== undefined) wait = Math.min(wait, Math.max(0, this.deviceWakeAt - now));
     for (const since of this.pendingSince.values())
       wait = Math.min(wait, Math.max(0, since + this.settings.mountGraceMs - now));
     return wait;
@@ -319,6 +347,8 @@ export class Generation {
     const cpuStart = host.cpuUsage();
     // Upstream's order: reclaim released volumes, then discover.
     const reclaim = await this.reclaimer.pass(this.persistentVolumes.list());
+    // Then disks by rule: the links made now are discovered by this very pass.
+    const devices = await this.devicePass();
     const plan = await planDiscovery({
       config: this.config,
       node: this.node,
@@ -366,6 +396,7 @@ export class Generation {
       classProblems: plan.classProblems,
       reclaim,
       health,
+      ...(devices !== undefined ? { devices } : {}),
     };
     // Reported before the pass is told: its listeners see the Events the pass recorded.
     this.report(plan.skipped, plan.classProblems);
@@ -441,6 +472,39 @@ export class Generation {
     this.reported.clear();
     for (const k of current) this.reported.add(k);
     for (const k of this.pendingSince.keys()) if (!pending.has(k)) this.pendingSince.delete(k);
+  }
+
+  /** Disks by rule for this pass; a failure is logged and the pass goes on (discovery is independent). */
+  private async devicePass(): Promise<DeviceRulesResult | undefined> {
+    if (this.deviceRules === undefined) return undefined;
+    try {
+      const result = await this.deviceRules.pass(this.persistentVolumes.list());
+      this.deviceWakeAt = result?.wakeAt;
+      return result;
+    } catch (err) {
+      this.deps.logger.log('error', 'device rules pass failed', { error: errorMessage(err) });
+      return undefined;
+    }
+  }
+
+  /** While rules exist: a pass when the node's block devices change (arrive, go, resize). */
+  private async watchDevices(signal: AbortSignal): Promise<void> {
+    const inventory = this.deps.deviceRules?.inventory;
+    if (this.deviceRules === undefined || inventory?.changeStamp === undefined) return;
+    let previous: string | undefined;
+    while (!signal.aborted) {
+      const stamp = await inventory.changeStamp().catch((err: unknown) => {
+        this.deps.logger.log('debug', 'block device change check failed', { error: errorMessage(err) });
+        return previous;
+      });
+      if (previous !== undefined && stamp !== previous && this.synced) this.trigger();
+      previous = stamp;
+      try {
+        await this.deps.clock.sleep(DEVICE_POLL_MS, signal);
+      } catch {
+        return;
+      }
+    }
   }
 
   /**

@@ -1,6 +1,7 @@
 // The normalized, immutable provisioner configuration and its field catalogue.
 // Field names and defaults follow upstream's ProvisionerConfiguration / MountConfig
 // (sig-storage-local-static-provisioner pkg/common/common.go).
+import type { DeviceRule } from '../disk-rules/model.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
 
@@ -41,6 +42,8 @@ export interface ClassConfig {
    * (`0s` or not written), so configs without it keep their hash.
    */
   readonly deleteMissingAfter?: string;
+  /** Disks by rule: the raw devices this class takes (docs/disk-rules.md). Absent when not written. */
+  readonly deviceRules?: readonly DeviceRule[];
 }
 
 export interface ProvisionerConfig {
