@@ -22,6 +22,7 @@ import type { ReclaimDeps, ReclaimSummary } from '../cleanup/reclaim.js';
 import { HOSTNAME_LABEL } from '../pv/naming.js';
 import { jobLookup, type JobsForbidden } from '../cleanup/job-lookup.js';
 import {
+  countVerdicts,
   DeviceRules,
   ruleClasses,
   type DeviceInventory,
@@ -185,7 +186,18 @@ export class Generation {
       : undefined;
     this.deviceRules =
       deps.deviceRules !== undefined && ruleClasses(config).length > 0
-        ? new DeviceRules(config, node, { ...deps, ...deps.deviceRules, volumes: deps.volumes })
+        ? new DeviceRules(config, node, {
+            ...deps,
+            ...deps.deviceRules,
+            volumes: deps.volumes,
+            onVerdicts: (verdicts) => {
+              deps.metrics.ruleDevices.reset();
+              for (const [key, n] of countVerdicts(verdicts)) {
+                const [storageclass = '', state = ''] = key.split('\0');
+                deps.metrics.ruleDevices.set({ storageclass, state }, n);
+              }
+            },
+          })
         : undefined;
     this.reclaimer = new Reclaimer(
       { config, node, namespace: settings.namespace, jobImage: settings.jobImage },

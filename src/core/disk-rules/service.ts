@@ -251,6 +251,24 @@ export function describeVerdict(
   }
 }
 
+/** Verdicts by `class\0state`: linked, carved, link, carve, planned, carve-planned, or the skip reason. */
+export function countVerdicts(verdicts: readonly DeviceVerdict[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const v of verdicts) {
+    const state =
+      v.kind === 'skip'
+        ? v.reason
+        : (v.kind === 'link' || v.kind === 'carve') && !v.apply
+          ? v.kind === 'link'
+            ? 'planned'
+            : 'carve-planned'
+          : v.kind;
+    const key = `${v.className}\0${state}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return counts;
+}
+
 /** The next time a settling device is due. */
 function wakeFor(
   verdicts: readonly DeviceVerdict[],

@@ -27,6 +27,8 @@ export interface AgentMetrics {
   readonly deleteFailed: Counter;
   /** 1 per PV held back because the disk at its path is not the one it was published for. */
   readonly quarantinedVolumes: Gauge;
+  /** Disks by rule: the devices a rule selects, by class and state (linked, planned, skipped reason). */
+  readonly ruleDevices: Gauge;
   /** 1 per Available or Bound PV whose volume is not healthy, by reason (volume health). */
   readonly abnormalVolumes: Gauge;
   /** Available PVs deleted by the missing-disk policy (`deleteMissingAfter`), by class and reason. */
@@ -159,6 +161,11 @@ export function createAgentMetrics(
       'mode',
       'type',
     ]),
+    ruleDevices: registry.gauge(
+      `${P}_rule_devices`,
+      'Block devices a device rule selects, by storage class and state: linked, carved, link and carve (apply, this pass), planned (plan mode), or the reason one is skipped (docs/disk-rules.md).',
+      ['storageclass', 'state'],
+    ),
     quarantinedVolumes: registry.gauge(
       `${P}_persistentvolume_quarantined`,
       'PVs not cleaned, deleted or republished because the disk at their path is not the one they were published for (docs/disk-identity.md).',
