@@ -41,6 +41,10 @@ export interface NodeRolloutJson {
   readonly volumesQuarantined?: number;
   /** Discovery entries of the node not published: their disk is a PV's or at two entries (absent: none). */
   readonly volumesConflicting?: number;
+  /** Disks by rule: devices linked, skipped with a reason, and planned (plan mode) at the last pass (absent: none). */
+  readonly devicesLinked?: number;
+  readonly devicesSkipped?: number;
+  readonly devicesPlanned?: number;
   /** Staged rollout: the config the node should run now, and its wave (absent: in none). */
   readonly expects?: 'candidate' | 'stable';
   readonly wave?: string;
@@ -122,6 +126,9 @@ function nodeJson(n: NodeRollout, now: number): NodeRolloutJson {
     ...(p.volumesAbnormal !== undefined ? { volumesAbnormal: p.volumesAbnormal } : {}),
     ...(p.volumesQuarantined !== undefined ? { volumesQuarantined: p.volumesQuarantined } : {}),
     ...(p.volumesConflicting !== undefined ? { volumesConflicting: p.volumesConflicting } : {}),
+    ...(p.devicesLinked !== undefined ? { devicesLinked: p.devicesLinked } : {}),
+    ...(p.devicesSkipped !== undefined ? { devicesSkipped: p.devicesSkipped } : {}),
+    ...(p.devicesPlanned !== undefined ? { devicesPlanned: p.devicesPlanned } : {}),
     ...stagedNodeJson(n),
   };
 }
@@ -253,6 +260,8 @@ function volumesDetail(n: NodeRollout): string {
   if (p?.volumesQuarantined !== undefined) parts.push(`${plural(p.volumesQuarantined, 'PV')} quarantined`);
   if (p?.volumesConflicting !== undefined)
     parts.push(`${plural(p.volumesConflicting, 'entry', 'entries')} of a disk already used`);
+  if (p?.devicesSkipped !== undefined) parts.push(`${plural(p.devicesSkipped, 'device')} a rule skips`);
+  if (p?.devicesPlanned !== undefined) parts.push(`${plural(p.devicesPlanned, 'device')} planned`);
   return parts.join(', ');
 }
 

@@ -1,5 +1,6 @@
 // Types shared by the reload state machine, the admin endpoint, `provisioner reload`,
 // `diff-config` (the running agent as --from) and the dashboard. JSON-serializable throughout.
+import type { DeviceVerdict } from '../disk-rules/decide.js';
 import type { ConfigIssue } from '../errors.js';
 import type { ProvisionerConfig } from '../config/model.js';
 import type { ConfigSourceStatus } from '../config/source/port.js';
@@ -135,7 +136,11 @@ export interface AgentStatusJson {
     readonly quarantined: number;
     /** Discovery entries not published: their disk is already a PV's, or is at two entries (absent: an older agent). */
     readonly conflicting?: number;
+    /** Disks by rule (absent without rules): devices linked, skipped (settling not counted), planned. */
+    readonly devices?: { readonly linked: number; readonly skipped: number; readonly planned: number };
   };
+  /** Disks by rule: every device a rule selects and its verdict, at the last pass (absent without rules). */
+  readonly devices?: readonly DeviceVerdict[];
   /** Process health for leak checks: open handles by type (timers, sockets, fs watchers…), memory. */
   readonly diagnostics?: {
     readonly activeResources: Readonly<Record<string, number>>;

@@ -1,6 +1,7 @@
 // The agent as its observers see it: the live event stream (GET /v1/events of the admin endpoint,
 // the dashboard) and the JSON of GET /v1/status and /v1/config, built from what the supervisor and
 // the reload machine hold. Nothing here changes the agent.
+import type { DeviceVerdict } from '../disk-rules/decide.js';
 import type { Clock } from '../clock.js';
 import type { ConfigSourceStatus } from '../config/source/port.js';
 import { sourceLabel } from '../config/source/port.js';
@@ -121,10 +122,24 @@ export function statusJson(s: StatusInputs): AgentStatusJson {
             abnormal: lastPass.health.abnormal.length,
             quarantined: lastPass.reclaim.quarantined.length,
             conflicting: lastPass.skipped.filter((s) => s.reason === 'identity-conflict').length,
+            ...(lastPass.devices !== undefined ? { devices: deviceCounts(lastPass.devices.verdicts) } : {}),
           },
+          ...(lastPass.devices !== undefined ? { devices: lastPass.devices.verdicts } : {}),
         }
       : {}),
     diagnostics: diagnostics(s.host),
+  };
+}
+
+/** Devices linked (now or before), skipped for a reason (settling is not one), and planned (plan mode). */
+function deviceCounts(verdicts: readonly DeviceVerdict[]): { linked: number; skipped: number; planned: number } {
+  const count = (test: (v: DeviceVerdict) => boolean): number => verdicts.filter(test).length;
+  return {
+    linked: count(
+      (v) => v.kind === 'linked' || v.kind === 'carved' || ((v.kind === 'link' || v.kind === 'carve') && v.apply),
+    ),
+    skipped: count((v) => v.kind === 'skip' && v.reason !== 'settling'),
+    planned: count((v) => (v.kind === 'link' || v.kind === 'carve') && !v.apply),
   };
 }
 

@@ -35,6 +35,10 @@ export interface AppliedState {
   readonly volumesQuarantined?: number;
   /** Discovery entries not published because their disk is a PV's or at two entries (last pass); absent: none. */
   readonly volumesConflicting?: number;
+  /** Disks by rule (last pass): devices linked, skipped with a reason, planned (plan mode); absent: none. */
+  readonly devicesLinked?: number;
+  readonly devicesSkipped?: number;
+  readonly devicesPlanned?: number;
   /**
    * Warning Events of discovery or cleanup failures the agent recorded since it applied the config
    * serving now (a staged rollout halts on them); absent: none.
@@ -72,6 +76,9 @@ const A = {
   volumesQuarantined: `${STATE_PREFIX}volumes-quarantined`,
   volumesConflicting: `${STATE_PREFIX}volumes-conflicting`,
   errorsSinceApply: `${STATE_PREFIX}errors-since-apply`,
+  devicesLinked: `${STATE_PREFIX}devices-linked`,
+  devicesSkipped: `${STATE_PREFIX}devices-skipped`,
+  devicesPlanned: `${STATE_PREFIX}devices-planned`,
 } as const;
 
 /** A reason longer than this is cut: annotations are bounded, a Lease is read by every status call. */
@@ -152,6 +159,9 @@ export function appliedStateFromStatus(status: AgentStatusJson): AppliedState {
     ...(status.lastPass?.conflicting !== undefined && status.lastPass.conflicting > 0
       ? { volumesConflicting: status.lastPass.conflicting }
       : {}),
+    ...positive('devicesLinked', status.lastPass?.devices?.linked),
+    ...positive('devicesSkipped', status.lastPass?.devices?.skipped),
+    ...positive('devicesPlanned', status.lastPass?.devices?.planned),
     ...(status.errorsSinceApply !== undefined && status.errorsSinceApply > 0
       ? { errorsSinceApply: Math.min(status.errorsSinceApply, MAX_ERRORS_SINCE_APPLY) }
       : {}),
@@ -171,7 +181,10 @@ export function sameState(a: AppliedState, b: AppliedState): boolean {
     a.volumesAbnormal === b.volumesAbnormal &&
     a.volumesQuarantined === b.volumesQuarantined &&
     a.volumesConflicting === b.volumesConflicting &&
-    a.errorsSinceApply === b.errorsSinceApply
+    a.errorsSinceApply === b.errorsSinceApply &&
+    a.devicesLinked === b.devicesLinked &&
+    a.devicesSkipped === b.devicesSkipped &&
+    a.devicesPlanned === b.devicesPlanned
   );
 }
 
@@ -191,7 +204,15 @@ export function stateAnnotations(state: AppliedState): Record<string, string> {
     ...(state.volumesQuarantined !== undefined ? { [A.volumesQuarantined]: String(state.volumesQuarantined) } : {}),
     ...(state.volumesConflicting !== undefined ? { [A.volumesConflicting]: String(state.volumesConflicting) } : {}),
     ...(state.errorsSinceApply !== undefined ? { [A.errorsSinceApply]: String(state.errorsSinceApply) } : {}),
+    ...(state.devicesLinked !== undefined ? { [A.devicesLinked]: String(state.devicesLinked) } : {}),
+    ...(state.devicesSkipped !== undefined ? { [A.devicesSkipped]: String(state.devicesSkipped) } : {}),
+    ...(state.devicesPlanned !== undefined ? { [A.devicesPlanned]: String(state.devicesPlanned) } : {}),
   };
+}
+
+/** `{ key: n }` when n is a positive count, else nothing (a zero is not published). */
+function positive<K extends string>(key: K, n: number | undefined): Partial<Record<K, number>> {
+  return n === undefined || n <= 0 ? {} : ({ [key]: n } as Partial<Record<K, number>>);
 }
 
 function optionalCount<K extends string>(key: K, n: number | undefined): Partial<Record<K, number>> {
@@ -283,6 +304,9 @@ export function stateFromLease(lease: Lease): PublishedState | undefined {
     ...optionalCount('volumesAbnormal', countOf(a[A.volumesAbnormal])),
     ...optionalCount('volumesQuarantined', countOf(a[A.volumesQuarantined])),
     ...optionalCount('volumesConflicting', countOf(a[A.volumesConflicting])),
+    ...optionalCount('devicesLinked', countOf(a[A.devicesLinked])),
+    ...optionalCount('devicesSkipped', countOf(a[A.devicesSkipped])),
+    ...optionalCount('devicesPlanned', countOf(a[A.devicesPlanned])),
     ...optionalCount('errorsSinceApply', countOf(a[A.errorsSinceApply])),
     heartbeatAt: heartbeatAt === undefined || Number.isNaN(heartbeatAt) ? undefined : heartbeatAt,
     staleAfterMs: (lease.spec?.leaseDurationSeconds ?? 0) * 1000,
