@@ -28,7 +28,12 @@ import type { ReloadMetrics } from '../metrics/reload-metrics.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import type { VolumeCleaner } from '../cleanup/cleaner.js';
 import type { JobsForbidden } from '../cleanup/job-lookup.js';
-import { DeviceRulesState, type DeviceInventory, type DiscoveryLinkWriter } from '../disk-rules/service.js';
+import {
+  DeviceRulesState,
+  type DeviceCarver,
+  type DeviceInventory,
+  type DiscoveryLinkWriter,
+} from '../disk-rules/service.js';
 import { CleanupTable } from '../cleanup/table.js';
 import type { BackoffPolicy } from '../cleanup/table.js';
 import { reportCleanupFailures } from '../cleanup/reclaim.js';
@@ -125,6 +130,7 @@ export interface AgentDeps {
   readonly devices?: {
     readonly inventory: DeviceInventory & { changeStamp?(): Promise<string> };
     readonly links: DiscoveryLinkWriter;
+    readonly carver?: DeviceCarver;
   };
 }
 

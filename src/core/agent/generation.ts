@@ -25,6 +25,7 @@ import {
   countVerdicts,
   DeviceRules,
   ruleClasses,
+  type DeviceCarver,
   type DeviceInventory,
   type DeviceRulesResult,
   type DeviceRulesState,
@@ -50,6 +51,7 @@ export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
   readonly deviceRules?: {
     readonly inventory: DeviceInventory & { changeStamp?(): Promise<string> };
     readonly links: DiscoveryLinkWriter;
+    readonly carver?: DeviceCarver;
     readonly state: DeviceRulesState;
   };
 }

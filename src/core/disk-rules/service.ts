@@ -25,6 +25,14 @@ export interface DiscoveryLinkWriter {
   createLink(path: string, target: string): Promise<void>;
 }
 
+/** Writes a GPT of N equal partitions on a blank disk (src/core/node/carve.ts); refuses a busy or written one. */
+export interface DeviceCarver {
+  carve(
+    devicePath: string,
+    partitions: number,
+  ): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }>;
+}
+
 /** What the step keeps across passes and generations (the agent owns one). */
 export class DeviceRulesState {
   /** Kernel name → size seen, and since when. */
@@ -39,6 +47,8 @@ export interface DeviceRulesDeps {
   readonly inventory: DeviceInventory;
   readonly volumes: Pick<NodeVolumes, 'listDirectory' | 'entryInfo' | 'volumeIdentity'>;
   readonly links: DiscoveryLinkWriter;
+  /** Absent where the node cannot be carved (then a carve verdict fails, said once). */
+  readonly carver?: DeviceCarver;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly events: EventSink;
@@ -51,6 +61,8 @@ export interface DeviceRulesResult {
   readonly verdicts: readonly DeviceVerdict[];
   /** Entries created this pass (class, path). */
   readonly linked: readonly { readonly className: string; readonly path: string }[];
+  /** Disks carved this pass: their partitions are linked by the next pass. */
+  readonly carved: readonly string[];
   readonly failed: readonly { readonly device: string; readonly error: string }[];
   /** When a settling device is due (the pass to run then); undefined: none waits. */
   readonly wakeAt?: number;
@@ -154,18 +166,26 @@ export class DeviceRules {
       links: await discoveryLinks(deps, this.config, devices),
       systemDevices: systemDevices(devices),
     });
-    const { linked, failed } = await this.link(verdicts);
+    const { linked, carved, failed } = await this.write(verdicts);
     state.last = verdicts;
     this.report(verdicts, failed);
     deps.onVerdicts?.(verdicts);
-    return { verdicts, linked, failed, ...wakeFor(verdicts, classes, state, now) };
+    return { verdicts, linked, carved, failed, ...wakeFor(verdicts, classes, state, now) };
   }
 
-  /** Creates the links of the `apply` verdicts; a failure is the device's, not the pass's. */
-  private async link(verdicts: readonly DeviceVerdict[]): Promise<Pick<DeviceRulesResult, 'linked' | 'failed'>> {
+  /** Creates the links and carves the disks of the `apply` verdicts; a failure is the device's, not the pass's. */
+  private async write(
+    verdicts: readonly DeviceVerdict[],
+  ): Promise<Pick<DeviceRulesResult, 'linked' | 'carved' | 'failed'>> {
     const linked: { className: string; path: string }[] = [];
+    const carved: string[] = [];
     const failed: { device: string; error: string }[] = [];
     for (const v of verdicts) {
+      if (v.kind === 'carve' && v.apply) {
+        const outcome = await this.carve(v.device, v.partitions);
+        if (outcome === undefined) carved.push(v.device);
+        else failed.push({ device: v.device, error: outcome });
+      }
       if (v.kind !== 'link' || !v.apply) continue;
       const mountDir = this.config.storageClassMap[v.className]?.mountDir;
       if (mountDir === undefined) continue;
@@ -177,7 +197,19 @@ export class DeviceRules {
         failed.push({ device: v.device, error: errorMessage(err) });
       }
     }
-    return { linked, failed };
+    return { linked, carved, failed };
+  }
+
+  /** undefined: carved; else why not. */
+  private async carve(device: string, partitions: number): Promise<string | undefined> {
+    const { carver } = this.deps;
+    if (carver === undefined) return 'carving is not available on this node';
+    try {
+      const outcome = await carver.carve(`/dev/${device}`, partitions);
+      return outcome.ok ? undefined : outcome.reason;
+    } catch (err) {
+      return errorMessage(err);
+    }
   }
 
   /** Each device's verdict said once (log and Node Event) while it stays the same. */
@@ -242,6 +274,13 @@ export function describeVerdict(
             message: `Device /dev/${v.device} would be linked as ${v.entry} → ${v.target} for ${cls} (rule in plan mode: nothing written)`,
           };
     case 'carve':
+      if (linkError !== undefined)
+        return {
+          key: 'carve-failed',
+          type: 'Warning',
+          reason: EVENT_REASONS.skipped,
+          message: `Device /dev/${v.device} could not be carved for ${cls}: ${linkError}; it is left as it was`,
+        };
       return {
         key: v.apply ? 'carve' : 'carve-planned',
         type: 'Normal',
