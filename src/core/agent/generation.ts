@@ -242,6 +242,8 @@ export class Generation {
     if (this.jobs) this.tasks.push(this.jobs.run(signal));
     if (this.settings.changePollMs > 0) this.tasks.push(this.watchForChanges(signal));
     if (this.deviceRules !== undefined) this.tasks.push(this.watchDevices(signal));
+    // a config without rules: no device is selected any more
+    else this.deps.metrics.ruleDevices.reset();
   }
 
   /** Stops everything this generation started and waits for it to finish. */
