@@ -1,5 +1,7 @@
 // Assembles the real dependency bag for `provisioner run` (the one place that does), starts the
 // agent and keeps the process alive until a shutdown signal, then stops it within a deadline.
+import { LinuxBlockDevices } from '../core/node/block-devices.js';
+import { fsDiscoveryLinks } from '../core/node/discovery-links.js';
 import { Agent } from '../core/agent/agent.js';
 import type { AgentOptions } from '../core/agent/agent.js';
 import { ProcessCleaner } from '../core/cleanup/cleaner.js';
@@ -84,6 +86,8 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
     const agent = await Agent.start(agentOptions, {
       cluster,
       volumes,
+      // disks by rule: the real node's block devices (a sandbox has directories only: no rules run there)
+      ...(sandbox === undefined ? { devices: { inventory: new LinuxBlockDevices(), links: fsDiscoveryLinks } } : {}),
       cleaner: new ProcessCleaner(options.environment, { host: nodeProcessHost }),
       clock: systemClock,
       logger,

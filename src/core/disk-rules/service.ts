@@ -12,7 +12,7 @@ import type { NodeVolumes } from '../node/volumes.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { recordedIdentity } from '../pv/identity.js';
 import { errorMessage } from '../unknown-values.js';
-import { decideDevices, type DeviceVerdict, type DiscoveryLink, type RuleClass } from './decide.js';
+import { decideDevices, selects, type DeviceVerdict, type DiscoveryLink, type RuleClass } from './decide.js';
 import type { DeviceFacts } from './model.js';
 
 /** The node's block devices (src/core/node/block-devices.ts, or an in-memory one). */
@@ -118,6 +118,18 @@ async function discoveryLinks(
   return links;
 }
 
+/** The devices some rule selects (and the partitions of those disks): the only ones whose identity is read. */
+function selectedDevices(
+  classes: readonly RuleClass[],
+  devices: readonly DeviceFacts[],
+  labels: Readonly<Record<string, string>>,
+): DeviceFacts[] {
+  const chosen = new Set(
+    devices.filter((d) => classes.some((c) => c.rules.some((r) => selects(r, d, labels)))).map((d) => d.name),
+  );
+  return devices.filter((d) => chosen.has(d.name) || (d.parent !== undefined && chosen.has(d.parent)));
+}
+
 /** Sizes seen: a device whose size changed starts its settle time again. */
 function trackSizes(state: DeviceRulesState, devices: readonly DeviceFacts[], now: number): void {
   const names = new Set(devices.map((d) => d.name));
@@ -152,25 +164,41 @@ export class DeviceRules {
     const { deps } = this;
     const { state } = deps;
     const now = deps.clock.now();
-    const devices = await deps.inventory.devices({ previous: state.previous });
-    state.previous = devices;
-    trackSizes(state, devices, now);
-    const verdicts = decideDevices({
-      now,
-      classes,
-      nodeLabels: this.node.labels,
-      devices,
-      sizeSince: new Map([...state.sizes].map(([name, s]) => [name, s.since])),
-      identities: await identities(deps, devices),
-      recorded: persistentVolumes.flatMap((pv) => recordedIdentity(pv) ?? []),
-      links: await discoveryLinks(deps, this.config, devices),
-      systemDevices: systemDevices(devices),
-    });
+    let verdicts = await this.decide(classes, persistentVolumes, now, state.previous);
+    // Signatures reused from the last pass miss a write since (an admin's mkfs): anything about to
+    // be written is decided again on devices read afresh, and only what that decision says is done.
+    if (verdicts.some(writes)) {
+      const fresh = await this.decide(classes, persistentVolumes, now, []);
+      verdicts = fresh;
+    }
     const { linked, carved, failed } = await this.write(verdicts);
     state.last = verdicts;
     this.report(verdicts, failed);
     deps.onVerdicts?.(verdicts);
     return { verdicts, linked, carved, failed, ...wakeFor(verdicts, classes, state, now) };
+  }
+
+  private async decide(
+    classes: readonly RuleClass[],
+    persistentVolumes: readonly PersistentVolume[],
+    now: number,
+    previous: readonly DeviceFacts[],
+  ): Promise<readonly DeviceVerdict[]> {
+    const { deps } = this;
+    const devices = await deps.inventory.devices({ previous });
+    deps.state.previous = devices;
+    trackSizes(deps.state, devices, now);
+    return decideDevices({
+      now,
+      classes,
+      nodeLabels: this.node.labels,
+      devices,
+      sizeSince: new Map([...deps.state.sizes].map(([name, s]) => [name, s.since])),
+      identities: await identities(deps, selectedDevices(classes, devices, this.node.labels)),
+      recorded: persistentVolumes.flatMap((pv) => recordedIdentity(pv) ?? []),
+      links: await discoveryLinks(deps, this.config, devices),
+      systemDevices: systemDevices(devices),
+    });
   }
 
   /** Creates the links and carves the disks of the `apply` verdicts; a failure is the device's, not the pass's. */
@@ -289,6 +317,9 @@ export function describeVerdict(
       };
   }
 }
+
+/** A verdict that writes (a link or a carve in apply mode). */
+const writes = (v: DeviceVerdict): boolean => (v.kind === 'link' || v.kind === 'carve') && v.apply;
 
 /** Verdicts by `class\0state`: linked, carved, link, carve, planned, carve-planned, or the skip reason. */
 export function countVerdicts(verdicts: readonly DeviceVerdict[]): Map<string, number> {
