@@ -123,7 +123,7 @@ describe('disks by rule: the pass step', () => {
     n.volumes.addDirectory('/mnt/fast/nvme-NVMe_S-nvme1n1');
     const result = await n.rules(config({})).pass([]);
     assert.equal(result?.linked.length, 0);
-    assert.equal(result?.failed.length, 1);
+    assert.equal(result.failed.length, 1);
     assert.equal((await n.volumes.entryInfo('/mnt/fast/nvme-NVMe_S-nvme1n1')).kind, 'directory');
     assert.match(n.events[0]?.message ?? '', /could not be linked/u);
   });

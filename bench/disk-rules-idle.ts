@@ -1,0 +1,91 @@
+// Disks by rule, what a node with many disks pays while nothing changes: the change check the
+// sync loop runs every 5 s while rules exist (LinuxBlockDevices.changeStamp: sysfs only, no device
+// opened), and a full rules pass over an unchanged node (the inventory reusing the last pass's
+// signatures, the decision, the discovery directory read; nothing to write). On a fake node of N
+// disks in a temp dir (test/support/fake-block-node.ts: a sysfs tree, sparse files as devices),
+// N = 64 by default. CPU per call from process.cpuUsage over many calls (this process does nothing
+// else meanwhile). No process is spawned: the inventory and the step import no child_process
+// (test/unit/disk-rules/no-spawn.test.ts).
+//
+// Usage: node dist/bench/disk-rules-idle.js [--disks 64] [--rounds 500]
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { systemClock } from '../src/core/clock.js';
+import type { ProvisionerConfig } from '../src/core/config/model.js';
+import { DeviceRules, DeviceRulesState } from '../src/core/disk-rules/service.js';
+import { MemoryLogger } from '../src/core/log.js';
+import { LinuxVolumes } from '../src/core/node/linux-volumes.js';
+import { Cleanup, makeTempDir } from '../test/support/real-node.js';
+import { FakeNode } from '../test/support/fake-block-node.js';
+import { numberFlag } from './support.js';
+
+const disks = numberFlag('--disks', 64);
+const rounds = numberFlag('--rounds', 500);
+const MiB = 2 ** 20;
+
+async function cpuMsPerCall(rounds_: number, call: () => Promise<unknown>): Promise<number> {
+  for (let i = 0; i < 20; i += 1) await call(); // warm-up
+  const start = process.cpuUsage();
+  for (let i = 0; i < rounds_; i += 1) await call();
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1000 / rounds_;
+}
+
+const cleanup = new Cleanup();
+try {
+  const node = new FakeNode(makeTempDir(cleanup, 'lvp-rules-bench-'));
+  for (let i = 0; i < disks; i += 1)
+    node.addDisk(`nvme${String(i)}n1`, {
+      majorMinor: `259:${String(i)}`,
+      sizeBytes: 64 * MiB,
+      device: { model: 'Bench NVMe\n', serial: `B${String(i)}\n` },
+    });
+  const inventory = node.inventory();
+  const mountDir = join(node.root, 'discovery');
+  mkdirSync(mountDir);
+  const config = {
+    storageClassMap: {
+      fast: {
+        hostDir: mountDir,
+        mountDir,
+        blockCleanerCommand: [],
+        volumeMode: 'Block',
+        accessMode: 'ReadWriteOnce',
+        fsType: '',
+        namePattern: '*',
+        selector: [],
+        // plan mode: the bench node's "devices" are files, nothing may be linked
+        deviceRules: [{ mode: 'plan', types: ['disk'], allowRemovable: false, settleMs: 0 }],
+      },
+    },
+  } as unknown as ProvisionerConfig;
+  const rules = new DeviceRules(
+    config,
+    { name: 'bench', uid: 'u', hostname: 'bench', labels: {} },
+    {
+      inventory,
+      volumes: new LinuxVolumes(),
+      links: { createLink: () => Promise.reject(new Error('the bench writes nothing')) },
+      clock: systemClock,
+      logger: new MemoryLogger(),
+      events: { record: () => undefined },
+      state: new DeviceRulesState(),
+    },
+  );
+  await rules.pass([]);
+  const stampMs = await cpuMsPerCall(rounds, () => inventory.changeStamp());
+  const passMs = await cpuMsPerCall(Math.max(20, Math.floor(rounds / 5)), () => rules.pass([]));
+  const freshMs = await cpuMsPerCall(20, () => inventory.devices());
+  process.stdout.write(
+    `${JSON.stringify({
+      disks,
+      changeStampCpuMs: Number(stampMs.toFixed(3)),
+      idlePassCpuMs: Number(passMs.toFixed(3)),
+      freshInventoryCpuMs: Number(freshMs.toFixed(3)),
+      node: process.version,
+    })}\n`,
+  );
+} finally {
+  cleanup.run();
+}
