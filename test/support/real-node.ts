@@ -344,12 +344,19 @@ function detachIfBackedBy(name: string, path: string): void {
 /**
  * Creates a sparse file of sizeBytes at backingFile (which must not exist) and attaches it to a
  * free loop device (`losetup --find --show`). Undo: detach, only while it is still backed by
- * that file. The file itself is left to the temp dir's removal.
+ * that file. The file itself is left to the temp dir's removal. `partscan`: the kernel lists the
+ * partitions of a table on it (`loop3p1`...); detaching drops them.
  */
-export function attachLoopDevice(cleanup: Cleanup, backingFile: string, sizeBytes: number): LoopDevice {
+export function attachLoopDevice(
+  cleanup: Cleanup,
+  backingFile: string,
+  sizeBytes: number,
+  options: { readonly partscan?: boolean } = {},
+): LoopDevice {
   writeFileSync(backingFile, '', { flag: 'wx' });
   run('truncate', ['-s', String(sizeBytes), backingFile]);
-  const path = run('losetup', ['--find', '--show', backingFile]).trim();
+  const scan = options.partscan === true ? ['--partscan'] : [];
+  const path = run('losetup', ['--find', '--show', ...scan, backingFile]).trim();
   const name = path.replace(/^\/dev\//, '');
   cleanup.defer(`detach ${path} (${backingFile})`, () => {
     detachIfBackedBy(name, backingFile);
