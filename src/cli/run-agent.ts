@@ -2,8 +2,10 @@
 // agent and keeps the process alive until a shutdown signal, then stops it within a deadline.
 import { LinuxBlockDevices } from '../core/node/block-devices.js';
 import { fsDiscoveryLinks } from '../core/node/discovery-links.js';
+import { linuxDeviceCarver } from '../core/node/carve.js';
+import { blankOnFreshRead } from '../core/disk-rules/service.js';
 import { Agent } from '../core/agent/agent.js';
-import type { AgentOptions } from '../core/agent/agent.js';
+import type { AgentDeps, AgentOptions } from '../core/agent/agent.js';
 import { ProcessCleaner } from '../core/cleanup/cleaner.js';
 import { systemClock, within } from '../core/clock.js';
 import type { Cluster, LeaseCluster } from '../core/kube/cluster.js';
@@ -36,6 +38,16 @@ export interface RunAgentProcessOptions {
   readonly logFormat: 'text' | 'json';
   /** Publish the applied state as a Lease `<name>-<node>` in the agent's namespace; undefined: off. */
   readonly statusLease: { readonly name: string; readonly heartbeatMs: number } | undefined;
+}
+
+/** Disks by rule on the real node: its block devices, the link writer, and the carver. */
+function realNodeDevices(): NonNullable<AgentDeps['devices']> {
+  const inventory = new LinuxBlockDevices();
+  return {
+    inventory,
+    links: fsDiscoveryLinks,
+    carver: linuxDeviceCarver({ expectBlank: blankOnFreshRead(inventory) }),
+  };
 }
 
 export async function runAgentProcess(options: RunAgentProcessOptions): Promise<void> {
@@ -87,7 +99,7 @@ export async function runAgentProcess(options: RunAgentProcessOptions): Promise<
       cluster,
       volumes,
       // disks by rule: the real node's block devices (a sandbox has directories only: no rules run there)
-      ...(sandbox === undefined ? { devices: { inventory: new LinuxBlockDevices(), links: fsDiscoveryLinks } } : {}),
+      ...(sandbox === undefined ? { devices: realNodeDevices() } : {}),
       cleaner: new ProcessCleaner(options.environment, { host: nodeProcessHost }),
       clock: systemClock,
       logger,

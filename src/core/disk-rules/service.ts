@@ -318,6 +318,25 @@ export function describeVerdict(
   }
 }
 
+/**
+ * The carver's last check, while it holds the disk exclusively: the device read afresh is still
+ * blank and unused (no signature, partition, holder, mount or swap, not read-only).
+ */
+export function blankOnFreshRead(inventory: DeviceInventory): (devicePath: string) => Promise<boolean> {
+  return async (devicePath) => {
+    const d = (await inventory.devices()).find((x) => x.devicePath === devicePath);
+    return (
+      d !== undefined &&
+      d.signatures.length === 0 &&
+      d.partitions.length === 0 &&
+      d.holders.length === 0 &&
+      d.mountPoints.length === 0 &&
+      !d.swapActive &&
+      !d.readOnly
+    );
+  };
+}
+
 /** A verdict that writes (a link or a carve in apply mode). */
 const writes = (v: DeviceVerdict): boolean => (v.kind === 'link' || v.kind === 'carve') && v.apply;
 
