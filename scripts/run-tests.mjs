@@ -66,7 +66,8 @@ if (mode === 'all') {
   const runsImage = (f) =>
     f.includes('/integration/image/') ||
     f.includes('/integration/node-real/chart-on-node') ||
-    f.includes('/integration/node-real/chaos-soak');
+    f.includes('/integration/node-real/chaos-soak') ||
+    f.includes('/integration/node-real/disk-rules-on-node');
   if (process.getuid?.() === 0 && files.some(runsImage)) {
     const image = spawnSync('bash', [join(root, 'scripts/build-image.sh')], {
       stdio: ['ignore', 'pipe', 'inherit'],
