@@ -70,8 +70,8 @@ describe('disks by rule through the chart on a real kubelet node', { skip: skipU
     t.diagnostic(`device attached → PV Available: ${String(Date.now() - appeared)} ms`);
     assert.equal(readlinkSync(path), loop.path, 'the link the agent made');
     assert.equal(pv.spec?.storageClassName, CLASS);
-    assert.equal(pv.spec?.volumeMode, 'Filesystem');
-    assert.equal(pv.spec?.local?.fsType, 'ext4');
+    assert.equal(pv.spec.volumeMode, 'Filesystem');
+    assert.equal(pv.spec.local?.fsType, 'ext4');
     assert.equal(signature(loop.path), '', 'blank until claimed');
 
     await env.apps.createNamespacedStatefulSet({
