@@ -67,7 +67,7 @@ void describe('control plane harness', () => {
     }
   });
 
-  void it('with controllers: kube-controller-manager and kube-scheduler run beside it, and stop() ends all four', async () => {
+  void it('with controllers: kube-controller-manager and kube-scheduler run beside it, a component that exits is started again, and stop() ends them all', async () => {
     const plane = await startControlPlane({ binDir: kubeBinDir(), controllers: true });
     let stopped = false;
     try {
@@ -95,9 +95,20 @@ void describe('control plane harness', () => {
         'the PV Available',
         60_000,
       );
+      // kube-scheduler exits on purpose at times (a corrupted cache, a lost lease): started again,
+      // as the kubelet of a static pod would
+      process.kill(scheduler, 'SIGKILL');
+      const respawned = await eventually(
+        () =>
+          processesUsing(plane.dir).find(
+            (pid) => pid !== scheduler && readCmdline(pid).some((arg) => arg.endsWith('/kube-scheduler')),
+          ),
+        'kube-scheduler started again',
+        30_000,
+      );
       await plane.stop();
       stopped = true;
-      for (const pid of all) assert.equal(alive(pid), false, `pid ${pid} is gone`);
+      for (const pid of [...all, respawned]) assert.equal(alive(pid), false, `pid ${pid} is gone`);
       assert.deepEqual(processesUsing(plane.dir), []);
       assert.equal(existsSync(plane.dir), false, 'temp dir removed');
     } finally {

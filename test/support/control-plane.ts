@@ -8,7 +8,16 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants as fsConstants, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
+import {
+  accessSync,
+  appendFileSync,
+  closeSync,
+  constants as fsConstants,
+  existsSync,
+  openSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -319,6 +328,41 @@ async function terminate(child: ChildProcess): Promise<void> {
   liveChildren.delete(child);
 }
 
+/** The log file of each process spawnLogged started (a supervisor starts it again with the same). */
+const logFiles = new WeakMap<ChildProcess, string>();
+
+/** How long a supervised component stays down before it is started again (a crash loop is bounded). */
+const RESPAWN_DELAY_MS = 1000;
+
+/**
+ * Starts `child`'s command again (same binary, arguments and log) each time it exits while
+ * `stopping()` is false, after RESPAWN_DELAY_MS; returns the process running now.
+ */
+function supervise(child: ChildProcess, stopping: () => boolean): () => ChildProcess {
+  let current = child;
+  const logFile = logFiles.get(child);
+  const watch = (proc: ChildProcess): void => {
+    proc.once('exit', (code, signal) => {
+      if (stopping() || logFile === undefined) return;
+      appendFileSync(
+        logFile,
+        `\nharness: exited (${String(code ?? signal)}); starting it again in ${String(RESPAWN_DELAY_MS)} ms\n`,
+      );
+      setTimeout(() => {
+        if (stopping()) return;
+        const args = proc.spawnargs.slice(1);
+        // spawnLogged wraps in setpriv: the real binary and its arguments follow `--`
+        const at = args.indexOf('--');
+        const [binary, ...rest] = at >= 0 ? args.slice(at + 1) : [proc.spawnfile, ...args];
+        current = spawnLogged(binary ?? proc.spawnfile, rest, logFile);
+        watch(current);
+      }, RESPAWN_DELAY_MS).unref();
+    });
+  };
+  watch(child);
+  return () => current;
+}
+
 /**
  * Spawns a test binary with its output appended to logFile, killed with this process (setpriv's
  * pdeathsig, and the exit handler for the children still alive).
@@ -343,6 +387,7 @@ export function spawnLogged(
       },
     });
     liveChildren.add(child);
+    logFiles.set(child, logFile);
     child.once('exit', () => liveChildren.delete(child));
     // spawn errors (ENOENT, EACCES) surface as an exit with no pid; keep them from crashing the process
     child.on('error', () => undefined);
@@ -787,10 +832,16 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
     await writeFile(kubeconfigPath, kubeconfigYaml(server, caFile, adminToken), { mode: 0o600 });
 
     let stopping: Promise<void> | undefined;
+    // A real control plane's supervisor (the kubelet of its static pods) starts these again when they
+    // exit: kube-scheduler exits on purpose when its cache is corrupted (a Node deleted and
+    // registered again under the same name) or when it loses its leader lease.
+    const schedulerNow = scheduler === undefined ? undefined : supervise(scheduler, () => stopping !== undefined);
+    const kcmNow =
+      controllerManager === undefined ? undefined : supervise(controllerManager, () => stopping !== undefined);
     const stop = (): Promise<void> => {
       stopping ??= (async () => {
-        if (scheduler !== undefined) await terminate(scheduler);
-        if (controllerManager !== undefined) await terminate(controllerManager);
+        if (schedulerNow !== undefined) await terminate(schedulerNow());
+        if (kcmNow !== undefined) await terminate(kcmNow());
         await settled();
         await terminate(current['kube-apiserver']);
         await terminate(current.etcd);
