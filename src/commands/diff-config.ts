@@ -2,6 +2,7 @@ import { Flags } from '@oclif/core';
 import { defaultConfigDir, ProvisionerCommand, useColor } from '../cli/base-command.js';
 import { ConfigSourceError, formatIssue, ProvisionerError, UsageError } from '../core/errors.js';
 import type { AgentConfigSide } from '../core/config/compare.js';
+import { IMPACT_CLASSES } from '../core/config/effects.js';
 import type { ImpactClass } from '../core/config/effects.js';
 import { adminSocketFlag, colorFlag, NODE_CONFIG_HELP, outputFlag } from './flags.js';
 
@@ -10,17 +11,19 @@ const AGENT_TIMEOUT_MS = 5000;
 
 /** --fail-on vocabulary: short aliases and the impact class names themselves. */
 const FAIL_ON: Readonly<Record<string, readonly ImpactClass[]>> = {
-  any: ['none', 'new-pvs-only', 'next-cleanup', 'needs-pod-change', 'orphans-pvs', 'ownership-change'],
+  any: IMPACT_CLASSES,
   orphans: ['orphans-pvs'],
   ownership: ['ownership-change'],
   pod: ['needs-pod-change'],
   cleanup: ['next-cleanup'],
   'new-pvs': ['new-pvs-only'],
+  devices: ['claims-devices'],
   'orphans-pvs': ['orphans-pvs'],
   'ownership-change': ['ownership-change'],
   'needs-pod-change': ['needs-pod-change'],
   'next-cleanup': ['next-cleanup'],
   'new-pvs-only': ['new-pvs-only'],
+  'claims-devices': ['claims-devices'],
 };
 
 export default class DiffConfig extends ProvisionerCommand {

@@ -74,7 +74,12 @@ function short(value: unknown): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
-const SEVERE: ReadonlySet<ImpactClass> = new Set(['orphans-pvs', 'ownership-change', 'needs-pod-change']);
+const SEVERE: ReadonlySet<ImpactClass> = new Set([
+  'orphans-pvs',
+  'ownership-change',
+  'needs-pod-change',
+  'claims-devices',
+]);
 
 function changeLine(ch: ConfigChange, color: boolean): string {
   const impact = `[${ch.effect.impact}]`;

@@ -1,6 +1,7 @@
 // Canonical forms of a normalized config: sorted-key JSON (hashed) and YAML (diffed).
 import { createHash } from 'node:crypto';
 import { stringify } from 'yaml';
+import { writtenClass } from './device-rules.js';
 import type { ProvisionerConfig } from './model.js';
 
 type Json = null | boolean | number | string | readonly Json[] | { readonly [k: string]: Json };
@@ -30,7 +31,13 @@ export function configHash(config: ProvisionerConfig): string {
   return `sha256:${createHash('sha256').update(canonicalJson(config)).digest('hex')}`;
 }
 
-/** Every field, defaults included, keys sorted: the text diff-config compares. */
+/**
+ * Every field, defaults included, keys sorted: the text diff-config compares. Device rules appear as
+ * written (`minSize: 100Gi`, `settle: 10s`), so the text reads back as the same config.
+ */
 export function canonicalYaml(config: ProvisionerConfig): string {
-  return stringify(sortKeys(config), { version: '1.1', lineWidth: 0, sortMapEntries: true });
+  const storageClassMap = Object.fromEntries(
+    Object.entries(config.storageClassMap).map(([name, c]) => [name, writtenClass(c)] as const),
+  );
+  return stringify(sortKeys({ ...config, storageClassMap }), { version: '1.1', lineWidth: 0, sortMapEntries: true });
 }

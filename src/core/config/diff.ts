@@ -1,5 +1,7 @@
 // Pure structural diff of two normalized configs, each change tied to its row of the effect table.
+import type { DeviceRule, RuleMode } from '../disk-rules/model.js';
 import { canonicalJson } from './canonical.js';
+import { writtenClass, writtenDeviceRule } from './device-rules.js';
 import { findEffect } from './effects.js';
 import type { ChangeAction, EffectField, EffectRow } from './effects.js';
 import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from './model.js';
@@ -17,8 +19,8 @@ export interface ConfigChange {
   readonly effect: EffectRow;
 }
 
-function effectFor(field: EffectField, action: ChangeAction): EffectRow {
-  const row = findEffect(field, action);
+function effectFor(field: EffectField, action: ChangeAction, ruleMode?: RuleMode): EffectRow {
+  const row = findEffect(field, action, ruleMode);
   // The effect-table test proves every field/action pair the diff can produce has a row.
   if (!row) throw new Error(`effect table has no row for ${field} ${action}`);
   return row;
@@ -40,19 +42,62 @@ function classFieldAction(type: string, before: unknown, after: unknown): Change
   return after === undefined ? 'disabled' : 'modified';
 }
 
-function classFieldChanges(name: string, before: ClassConfig, after: ClassConfig): ConfigChange[] {
-  return CLASS_FIELDS.filter((f) => !same(before[f.name], after[f.name])).map((f) => {
-    const action = classFieldAction(f.type, before[f.name], after[f.name]);
-    const off = f.type === 'duration' ? '0s' : undefined;
-    return {
-      path: `storageClassMap.${name}.${f.name}`,
-      field: `storageClassMap.*.${f.name}` as const,
+/**
+ * What happened to one rule position: a rule that takes devices it did not before (added in apply
+ * mode, switched to apply, an apply rule changed) is told apart from one that writes nothing.
+ */
+function ruleAction(before: DeviceRule | undefined, after: DeviceRule | undefined): ChangeAction {
+  if (before === undefined) return 'added';
+  if (after === undefined) return 'removed';
+  if (before.mode !== after.mode) return after.mode === 'apply' ? 'enabled' : 'disabled';
+  return 'modified';
+}
+
+/**
+ * The rules of a class compared position by position (`deviceRules[i]`): a rule inserted before
+ * others shows as each later one changed, which over-reports (never under-reports) what may take devices.
+ */
+function ruleChanges(
+  name: string,
+  before: readonly DeviceRule[] | undefined,
+  after: readonly DeviceRule[] | undefined,
+): ConfigChange[] {
+  const changes: ConfigChange[] = [];
+  for (let i = 0; i < Math.max(before?.length ?? 0, after?.length ?? 0); i++) {
+    const b = before?.[i];
+    const a = after?.[i];
+    if (same(b, a)) continue;
+    const action = ruleAction(b, a);
+    const field = 'storageClassMap.*.deviceRules' as const;
+    changes.push({
+      path: `storageClassMap.${name}.deviceRules[${i}]`,
+      field,
       action,
-      before: before[f.name] ?? off,
-      after: after[f.name] ?? off,
-      effect: effectFor(`storageClassMap.*.${f.name}`, action),
-    };
-  });
+      before: b && writtenDeviceRule(b),
+      after: a && writtenDeviceRule(a),
+      effect: effectFor(field, action, (a ?? b)?.mode),
+    });
+  }
+  return changes;
+}
+
+function classFieldChanges(name: string, before: ClassConfig, after: ClassConfig): ConfigChange[] {
+  const fields = CLASS_FIELDS.filter((f) => f.type !== 'device-rules');
+  const changes = fields
+    .filter((f) => !same(before[f.name], after[f.name]))
+    .map((f) => {
+      const action = classFieldAction(f.type, before[f.name], after[f.name]);
+      const off = f.type === 'duration' ? '0s' : undefined;
+      return {
+        path: `storageClassMap.${name}.${f.name}`,
+        field: `storageClassMap.*.${f.name}` as const,
+        action,
+        before: before[f.name] ?? off,
+        after: after[f.name] ?? off,
+        effect: effectFor(`storageClassMap.*.${f.name}`, action),
+      };
+    });
+  return [...changes, ...ruleChanges(name, before.deviceRules, after.deviceRules)];
 }
 
 /**
@@ -78,6 +123,23 @@ function pairRenames(
   return pairs;
 }
 
+/** A class added or removed as a whole, and its rules with it. */
+function wholeClassChanges(name: string, action: 'added' | 'removed', value: ClassConfig | undefined): ConfigChange[] {
+  const added = action === 'added';
+  return [
+    {
+      path: `storageClassMap.${name}`,
+      field: 'storageClassMap.*',
+      action,
+      before: added || !value ? undefined : writtenClass(value),
+      after: added && value ? writtenClass(value) : undefined,
+      effect: effectFor('storageClassMap.*', action),
+    },
+    // A new class's apply rules take devices: a --fail-on claims-devices gate must see them.
+    ...(added ? ruleChanges(name, undefined, value?.deviceRules) : ruleChanges(name, value?.deviceRules, undefined)),
+  ];
+}
+
 export function diffConfigs(from: ProvisionerConfig, to: ProvisionerConfig): ConfigChange[] {
   const changes: ConfigChange[] = [];
   const fromNames = Object.keys(from.storageClassMap);
@@ -90,34 +152,10 @@ export function diffConfigs(from: ProvisionerConfig, to: ProvisionerConfig): Con
 
   const classChanges: [string, ConfigChange[]][] = [];
   for (const name of removed.filter((n) => !renamedFrom.has(n))) {
-    classChanges.push([
-      name,
-      [
-        {
-          path: `storageClassMap.${name}`,
-          field: 'storageClassMap.*',
-          action: 'removed',
-          before: from.storageClassMap[name],
-          after: undefined,
-          effect: effectFor('storageClassMap.*', 'removed'),
-        },
-      ],
-    ]);
+    classChanges.push([name, wholeClassChanges(name, 'removed', from.storageClassMap[name])]);
   }
   for (const name of added.filter((n) => !renamedTo.has(n))) {
-    classChanges.push([
-      name,
-      [
-        {
-          path: `storageClassMap.${name}`,
-          field: 'storageClassMap.*',
-          action: 'added',
-          before: undefined,
-          after: to.storageClassMap[name],
-          effect: effectFor('storageClassMap.*', 'added'),
-        },
-      ],
-    ]);
+    classChanges.push([name, wholeClassChanges(name, 'added', to.storageClassMap[name])]);
   }
   for (const [old, renamed] of renames) {
     const before = from.storageClassMap[old];

@@ -1,7 +1,8 @@
 // Markdown generated from the effect table and the field catalogue, for docs/reload.md and
 // docs/configuration.md (kept in sync by a test and `npm run docs:generate`).
+import { DEVICE_RULE_KEYS } from './device-rules.js';
 import { EFFECT_TABLE, IMPACT_CLASSES, IMPACT_DESCRIPTIONS } from './effects.js';
-import type { EffectRow } from './effects.js';
+import type { ChangeAction, EffectRow } from './effects.js';
 import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from './model.js';
 import { GUARDED_IMPACTS } from './reload-guard.js';
 
@@ -14,9 +15,21 @@ function cell(text: string): string {
   return text.replace(/\|/gu, '\\|').replace(/\n/gu, ' ');
 }
 
+/** How a device rule's change reads: its mode switched is what `enabled`/`disabled` mean. */
+const RULE_CHANGE: Partial<Record<ChangeAction, string>> = {
+  modified: 'changed',
+  enabled: 'switched from plan to apply',
+  disabled: 'switched from apply to plan',
+};
+
 function change(row: EffectRow): string {
   const field =
     row.field === 'storageClassMap.*' ? 'storage class' : `\`${row.field.replace('storageClassMap.*.', '')}\``;
+  // deviceRules: one rule's change, for a rule in this mode after it.
+  if (row.field === 'storageClassMap.*.deviceRules') {
+    const what = RULE_CHANGE[row.action] ?? row.action;
+    return `${field}: a rule ${what}${row.ruleMode === undefined ? '' : ` (${row.ruleMode} mode)`}`;
+  }
   return `${field} ${row.action}`;
 }
 
@@ -64,6 +77,12 @@ export function renderConfigurationReference(): string {
     '| key | type | default | meaning |',
     '|---|---|---|---|',
     ...CLASS_FIELDS.map((f) => row(f.name, f.type, f.defaultText, f.description)),
+    '',
+    '### Per device rule (`storageClassMap.<class>.deviceRules[]`)',
+    '',
+    '| key | type | default | meaning |',
+    '|---|---|---|---|',
+    ...DEVICE_RULE_KEYS.map((k) => row(k.name, k.type, k.defaultText, k.description)),
     '',
     CONFIG_TABLE_END,
   ].join('\n');

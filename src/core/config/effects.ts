@@ -1,6 +1,7 @@
 // The field effect table: what a runtime change of each config field does to existing PVs, to PVs
 // not created yet and to cleanups in flight. Data, not prose: diff-config, reload and docs/reload.md
 // all read it. Starts from upstream's documented matrix (docs/provisioner.md) and the derived gaps.
+import type { RuleMode } from '../disk-rules/model.js';
 import type { ClassField, TopLevelField } from './model.js';
 
 /** Ordered from harmless to most dangerous; a change's impact decides CI gates (`--fail-on`). */
@@ -11,6 +12,8 @@ export const IMPACT_CLASSES = [
   'needs-pod-change',
   'orphans-pvs',
   'ownership-change',
+  // Last: the only class that writes to the node's disks (partition tables) outside any PV.
+  'claims-devices',
 ] as const;
 export type ImpactClass = (typeof IMPACT_CLASSES)[number];
 
@@ -21,6 +24,8 @@ export const IMPACT_DESCRIPTIONS: Readonly<Record<ImpactClass, string>> = {
   'needs-pod-change': 'Also needs a change outside the ConfigMap (a DaemonSet volume mount, RBAC, an env var) to work.',
   'orphans-pvs': 'Existing PVs stop being managed: they are not cleaned or deleted after release.',
   'ownership-change': 'Changes which PVs the agent recognises as its own (the provisioned-by annotation).',
+  'claims-devices':
+    'Takes raw block devices of the node that no rule took before: links them into a discovery directory, and writes GPT partition tables on blank disks when the rule carves partitions.',
 };
 
 export type ChangeAction = 'added' | 'removed' | 'renamed' | 'modified' | 'enabled' | 'disabled';
@@ -40,9 +45,15 @@ export interface EffectRow {
   readonly cleanupsInFlight: string;
   /** Where upstream behaves differently (usually a bug this agent fixes). */
   readonly upstream?: string;
+  /**
+   * deviceRules only: the row holds for a rule in this mode after the change (an `apply` rule can
+   * take devices, a `plan` rule writes nothing); absent when the row holds for both.
+   */
+  readonly ruleMode?: RuleMode;
 }
 
 const NO_CLEANUP_EFFECT = 'No effect.';
+const UPSTREAM_IGNORES_RULES = 'Upstream ignores the key.';
 
 export const EFFECT_TABLE: readonly EffectRow[] = [
   {
@@ -188,6 +199,88 @@ export const EFFECT_TABLE: readonly EffectRow[] = [
       'An Available PV whose disk has been missing (as this agent process saw it) for at least the new time is deleted at the next pass. Bound and Released PVs are never deleted for it.',
     newPVs: 'Same.',
     cleanupsInFlight: NO_CLEANUP_EFFECT,
+  },
+  {
+    field: 'storageClassMap.*.deviceRules',
+    action: 'added',
+    ruleMode: 'apply',
+    impact: 'claims-devices',
+    summary:
+      'Takes devices: blank devices of the node that the new apply rule matches are linked into the class directory (and carved into partitions when the rule says so).',
+    existingPVs: 'Unaffected: a device already linked, mounted, in use or holding any signature is never taken.',
+    newPVs:
+      'Each device taken becomes an entry of mountDir once its size has been stable for the settle time, and is published as a PV at the next discovery pass.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+    upstream: 'Upstream ignores the key: it links nothing, and publishes only what is already in the directory.',
+  },
+  {
+    field: 'storageClassMap.*.deviceRules',
+    action: 'added',
+    ruleMode: 'plan',
+    impact: 'none',
+    summary: 'Reports the devices the new plan rule would take; nothing is linked or written.',
+    existingPVs: 'Unaffected.',
+    newPVs: 'Unaffected: a plan rule only reports (status, Events, metrics).',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+    upstream: UPSTREAM_IGNORES_RULES,
+  },
+  {
+    field: 'storageClassMap.*.deviceRules',
+    action: 'enabled',
+    impact: 'claims-devices',
+    summary:
+      'Takes devices: a rule switched from plan to apply links (and carves) the blank devices it matches from the next pass on.',
+    existingPVs: 'Unaffected: a device already linked, mounted, in use or holding any signature is never taken.',
+    newPVs: 'The devices the plan rule reported become entries of mountDir, then PVs, as for a new apply rule.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+    upstream: UPSTREAM_IGNORES_RULES,
+  },
+  {
+    field: 'storageClassMap.*.deviceRules',
+    action: 'modified',
+    ruleMode: 'apply',
+    impact: 'claims-devices',
+    summary:
+      'May take more devices: a changed apply rule links (and carves) the blank devices its new selectors match; links it made stay.',
+    existingPVs:
+      'Unaffected: links made before stay even when the rule no longer matches their device, and their PVs stay managed.',
+    newPVs: 'Devices matching the changed rule become entries of mountDir, then PVs.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+    upstream: UPSTREAM_IGNORES_RULES,
+  },
+  {
+    field: 'storageClassMap.*.deviceRules',
+    action: 'modified',
+    ruleMode: 'plan',
+    impact: 'none',
+    summary: 'The plan rule reports what its new selectors would take; nothing is linked or written.',
+    existingPVs: 'Unaffected.',
+    newPVs: 'Unaffected.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+    upstream: UPSTREAM_IGNORES_RULES,
+  },
+  {
+    field: 'storageClassMap.*.deviceRules',
+    action: 'disabled',
+    impact: 'none',
+    summary:
+      'A rule switched from apply to plan takes no more devices; the links it made stay, so their PVs are unaffected.',
+    existingPVs:
+      'Unaffected: links made stay in mountDir and their PVs stay managed; remove a link by hand to retire it.',
+    newPVs: 'No new device is linked for the rule; it reports what it would take.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+    upstream: UPSTREAM_IGNORES_RULES,
+  },
+  {
+    field: 'storageClassMap.*.deviceRules',
+    action: 'removed',
+    impact: 'none',
+    summary: 'The rule takes no more devices; the links it made stay, so their PVs are unaffected.',
+    existingPVs:
+      'Unaffected: links made stay in mountDir and their PVs stay managed; remove a link by hand to retire it.',
+    newPVs: 'No new device is linked for the rule.',
+    cleanupsInFlight: NO_CLEANUP_EFFECT,
+    upstream: UPSTREAM_IGNORES_RULES,
   },
   {
     field: 'nodeLabelsForPV',
@@ -339,6 +432,9 @@ export const EFFECT_TABLE: readonly EffectRow[] = [
   },
 ];
 
-export function findEffect(field: EffectField, action: ChangeAction): EffectRow | undefined {
-  return EFFECT_TABLE.find((r) => r.field === field && r.action === action);
+/** The row of a change; ruleMode (deviceRules only) picks the apply or plan row where they differ. */
+export function findEffect(field: EffectField, action: ChangeAction, ruleMode?: RuleMode): EffectRow | undefined {
+  return EFFECT_TABLE.find(
+    (r) => r.field === field && r.action === action && (r.ruleMode === undefined || r.ruleMode === ruleMode),
+  );
 }

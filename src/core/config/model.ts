@@ -42,7 +42,10 @@ export interface ClassConfig {
    * (`0s` or not written), so configs without it keep their hash.
    */
   readonly deleteMissingAfter?: string;
-  /** Disks by rule: the raw devices this class takes (docs/disk-rules.md). Absent when not written. */
+  /**
+   * Disks by rule: which raw block devices of the node the agent links into mountDir
+   * (docs/disk-rules.md). Absent when not written or empty, so configs without it keep their hash.
+   */
   readonly deviceRules?: readonly DeviceRule[];
 }
 
@@ -74,7 +77,8 @@ export type FieldType =
   | 'class-map'
   | 'tolerations'
   | 'volume-mode'
-  | 'node-selector-terms';
+  | 'node-selector-terms'
+  | 'device-rules';
 
 export interface FieldDescriptor<Name extends string> {
   readonly name: Name;
@@ -214,6 +218,13 @@ export const CLASS_FIELDS = [
     defaultText: '0s (never)',
     description:
       'Missing-disk policy (not in upstream, which ignores the key): an Available PV whose disk this agent has seen missing (not mounted, path or device gone) for this long is deleted, and published again when the disk returns; Bound and Released PVs are never deleted for it (docs/disk-identity.md).',
+  },
+  {
+    name: 'deviceRules',
+    type: 'device-rules',
+    defaultText: '[] (no devices linked)',
+    description:
+      'Disks by rule (not in upstream, which ignores the key): rules selecting raw block devices of the node that the agent links into mountDir (mode apply) or only reports (mode plan); keys below.',
   },
 ] as const satisfies readonly FieldDescriptor<ClassField>[];
 

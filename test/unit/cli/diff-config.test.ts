@@ -35,6 +35,10 @@ describe('provisioner diff-config (process)', () => {
     await writeFile(file('renamed.yaml'), CLASS.replace('fast:', 'nvme:'));
     await writeFile(file('broken.yaml'), `${CLASS}    volumeMode: block\n    namePattern: *\n`);
     await writeFile(file('invalid.yaml'), `${CLASS}    volumeMode: block\nuseJobForCleaning: sometimes\n`);
+    const rule = (mode: string): string =>
+      `${CLASS}    deviceRules:\n      - {mode: ${mode}, transports: [nvme], minSize: 100Gi}\n`;
+    await writeFile(file('rules-plan.yaml'), rule('plan'));
+    await writeFile(file('rules-apply.yaml'), rule('apply'));
   });
   after(async () => {
     await rm(dir, { recursive: true, force: true });
@@ -93,6 +97,81 @@ describe('provisioner diff-config (process)', () => {
 
     const any = await runCli(['diff-config', '--from', file('a.yaml'), '--to', file('fstype.yaml'), '--fail-on=any']);
     assert.equal(any.code, 1);
+  });
+
+  it('--fail-on claims-devices (alias devices) trips on an apply rule, not on a plan rule', async () => {
+    const gate = (to: string, ...failOn: string[]) =>
+      runCli(['diff-config', '--from', file('a.yaml'), '--to', file(to), ...failOn.flatMap((f) => ['--fail-on', f])]);
+    const plan = await gate('rules-plan.yaml', 'claims-devices');
+    assert.equal(plan.code, 0, plan.stderr);
+    assert.match(plan.stdout, /^ {2}\+ storageClassMap\.fast\.deviceRules\[0\] {2}\[none\] Reports the devices/mu);
+    assert.match(plan.stdout, /Gate --fail-on claims-devices: passed\./u);
+
+    const apply = await gate('rules-apply.yaml', 'devices');
+    assert.equal(apply.code, 1, apply.stderr);
+    assert.match(apply.stdout, /^ {2}\+ storageClassMap\.fast\.deviceRules\[0\] {2}\[claims-devices\] Takes devices/mu);
+    assert.match(apply.stdout, /^\+ {8}minSize: 100Gi$/mu);
+    assert.match(apply.stdout, /Summary: 1 change \(1 claims-devices\)\./u);
+    assert.match(apply.stdout, /Gate --fail-on claims-devices: FAILED by storageClassMap\.fast\.deviceRules\[0\]\./u);
+
+    const switched = await runCli([
+      'diff-config',
+      '--from',
+      file('rules-plan.yaml'),
+      '--to',
+      file('rules-apply.yaml'),
+      '--fail-on',
+      'any',
+      '-o',
+      'json',
+    ]);
+    assert.equal(switched.code, 1);
+    const out: unknown = JSON.parse(switched.stdout);
+    assert.ok(validate(out), schemaErrors());
+    const json = out as {
+      changes: {
+        path: string;
+        field: string;
+        action: string;
+        impact: string;
+        before: { mode: string };
+        after: { mode: string; minSize: string };
+      }[];
+      summary: { byImpact: Record<string, number> };
+      gate: { failOn: string[]; tripped: string[] };
+    };
+    assert.deepEqual(
+      json.changes.map((c) => [c.path, c.field, c.action, c.impact, c.before.mode, c.after.mode, c.after.minSize]),
+      [
+        [
+          'storageClassMap.fast.deviceRules[0]',
+          'storageClassMap.*.deviceRules',
+          'enabled',
+          'claims-devices',
+          'plan',
+          'apply',
+          '100Gi',
+        ],
+      ],
+    );
+    assert.equal(json.summary.byImpact['claims-devices'], 1);
+    assert.equal(json.gate.failOn.at(-1), 'claims-devices', '--fail-on any includes claims-devices');
+    assert.deepEqual(json.gate.tripped, ['storageClassMap.fast.deviceRules[0]']);
+
+    const back = await runCli([
+      'diff-config',
+      '--from',
+      file('rules-apply.yaml'),
+      '--to',
+      file('a.yaml'),
+      '--fail-on',
+      'claims-devices',
+    ]);
+    assert.equal(back.code, 0, 'removing a rule claims nothing');
+    assert.match(
+      back.stdout,
+      /^ {2}- storageClassMap\.fast\.deviceRules\[0\] {2}\[none\] The rule takes no more devices/mu,
+    );
   });
 
   it('-o json follows the documented schema, and agrees with the exit code', async () => {

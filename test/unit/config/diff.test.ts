@@ -105,6 +105,131 @@ describe('diffConfigs', () => {
     assert.match(enabled?.effect.existingPVs ?? '', /Bound and Released PVs are never deleted/u);
   });
 
+  describe('deviceRules', () => {
+    /** BASE with rules on class fast, each a flow mapping. */
+    const rules = (...list: string[]): ProvisionerConfig =>
+      config(
+        list.length === 0
+          ? BASE
+          : BASE.replace(
+              'mountDir: /mnt/fast',
+              `mountDir: /mnt/fast\n    deviceRules:\n${list.map((r) => `      - ${r}\n`).join('')}`,
+            ),
+      );
+    const rows = (from: ProvisionerConfig, to: ProvisionerConfig) =>
+      diffConfigs(from, to).map((c) => [c.path, c.action, c.effect.impact]);
+    const APPLY = '{mode: apply, transports: [nvme], minSize: 100Gi}';
+    const PLAN = '{mode: plan, transports: [nvme], minSize: 100Gi}';
+
+    it('an apply rule added claims devices; a plan rule added writes nothing', () => {
+      assert.deepEqual(rows(rules(), rules(APPLY)), [
+        ['storageClassMap.fast.deviceRules[0]', 'added', 'claims-devices'],
+      ]);
+      assert.deepEqual(rows(rules(), rules(PLAN)), [['storageClassMap.fast.deviceRules[0]', 'added', 'none']]);
+      assert.deepEqual(rows(rules(PLAN), rules(PLAN, APPLY)), [
+        ['storageClassMap.fast.deviceRules[1]', 'added', 'claims-devices'],
+      ]);
+    });
+
+    it('shows rules as written: sizes as quantities, settle as a Go duration, defaults filled in', () => {
+      const [added] = diffConfigs(rules(), rules(APPLY));
+      assert.equal(added?.before, undefined);
+      assert.deepEqual(added?.after, {
+        mode: 'apply',
+        types: ['disk'],
+        transports: ['nvme'],
+        minSize: '100Gi',
+        allowRemovable: false,
+        settle: '10s',
+      });
+    });
+
+    it('plan → apply is enabled (claims devices); apply → plan is disabled (writes nothing)', () => {
+      assert.deepEqual(rows(rules(PLAN), rules(APPLY)), [
+        ['storageClassMap.fast.deviceRules[0]', 'enabled', 'claims-devices'],
+      ]);
+      assert.deepEqual(rows(rules(APPLY), rules(PLAN)), [['storageClassMap.fast.deviceRules[0]', 'disabled', 'none']]);
+    });
+
+    it('any change of an apply rule claims devices; a plan rule changed writes nothing', () => {
+      const widened = '{mode: apply, transports: [nvme], minSize: 10Gi}';
+      const narrowed = '{mode: apply, transports: [nvme], minSize: 100Gi, maxDevices: 1}';
+      const settled = '{mode: apply, transports: [nvme], minSize: 100Gi, settle: 1m}';
+      for (const changed of [widened, narrowed, settled]) {
+        assert.deepEqual(rows(rules(APPLY), rules(changed)), [
+          ['storageClassMap.fast.deviceRules[0]', 'modified', 'claims-devices'],
+        ]);
+      }
+      assert.deepEqual(rows(rules(PLAN), rules('{transports: [sata]}')), [
+        ['storageClassMap.fast.deviceRules[0]', 'modified', 'none'],
+      ]);
+    });
+
+    it('a rule removed writes nothing, and the links it made stay', () => {
+      const changes = diffConfigs(rules(PLAN, APPLY), rules(PLAN));
+      assert.deepEqual(
+        changes.map((c) => [c.path, c.action, c.effect.impact]),
+        [['storageClassMap.fast.deviceRules[1]', 'removed', 'none']],
+      );
+      assert.match(changes[0]?.effect.existingPVs ?? '', /links made stay/u);
+      assert.deepEqual(rows(rules(APPLY), rules()), [['storageClassMap.fast.deviceRules[0]', 'removed', 'none']]);
+    });
+
+    it('compares rules by position: a rule inserted first shows every later one changed (over-reports, never under)', () => {
+      assert.deepEqual(rows(rules(APPLY), rules(PLAN, APPLY)), [
+        ['storageClassMap.fast.deviceRules[0]', 'disabled', 'none'],
+        ['storageClassMap.fast.deviceRules[1]', 'added', 'claims-devices'],
+      ]);
+    });
+
+    it("a class added with apply rules shows them, so a claims-devices gate sees a new class's rules", () => {
+      const withClass = config(
+        `${BASE}  nvme:\n    hostDir: /mnt/nvme\n    mountDir: /mnt/nvme\n    deviceRules: [${APPLY}, ${PLAN}]\n`,
+      );
+      assert.deepEqual(rows(config(BASE), withClass), [
+        ['storageClassMap.nvme', 'added', 'needs-pod-change'],
+        ['storageClassMap.nvme.deviceRules[0]', 'added', 'claims-devices'],
+        ['storageClassMap.nvme.deviceRules[1]', 'added', 'none'],
+      ]);
+      assert.deepEqual(rows(withClass, config(BASE)), [
+        ['storageClassMap.nvme', 'removed', 'orphans-pvs'],
+        ['storageClassMap.nvme.deviceRules[0]', 'removed', 'none'],
+        ['storageClassMap.nvme.deviceRules[1]', 'removed', 'none'],
+      ]);
+      const [classAdded] = diffConfigs(config(BASE), withClass);
+      assert.equal((classAdded?.after as { deviceRules: { minSize: string }[] }).deviceRules[0]?.minSize, '100Gi');
+    });
+
+    it('property: empty exactly when the hashes are equal; claims devices exactly when a position now holds an apply rule it did not', () => {
+      const pool = [APPLY, PLAN, '{mode: apply, byIdNames: ["nvme-*"]}', '{byIdNames: ["nvme-*"]}', '{}'];
+      const list = fc.array(fc.constantFrom(...pool.keys()), { maxLength: 3 });
+      fc.assert(
+        fc.property(list, list, (x, y) => {
+          const a = load(
+            BASE.replace(
+              'mountDir: /mnt/fast',
+              `mountDir: /mnt/fast\n    deviceRules: [${x.map((i) => pool[i]).join(', ')}]`,
+            ),
+          );
+          const b = load(
+            BASE.replace(
+              'mountDir: /mnt/fast',
+              `mountDir: /mnt/fast\n    deviceRules: [${y.map((i) => pool[i]).join(', ')}]`,
+            ),
+          );
+          const changes = diffConfigs(a.config, b.config);
+          assert.equal(changes.length === 0, a.hash === b.hash);
+          const apply = (i: number | undefined): boolean => i !== undefined && (pool[i] ?? '').includes('apply');
+          const claims = y.some((i, at) => apply(i) && i !== x[at]);
+          assert.equal(
+            changes.some((c) => c.effect.impact === 'claims-devices'),
+            claims,
+          );
+        }),
+      );
+    });
+  });
+
   it('is empty exactly when the hashes are equal (property)', () => {
     const field = fc.record({
       fsType: fc.constantFrom('', 'ext4'),

@@ -4,19 +4,34 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { EFFECT_TABLE, findEffect, IMPACT_CLASSES } from '../../../src/core/config/effects.js';
 import type { ChangeAction, EffectField } from '../../../src/core/config/effects.js';
+import type { RuleMode } from '../../../src/core/disk-rules/model.js';
 import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from '../../../src/core/config/model.js';
 import { renderReloadDoc, RELOAD_TABLE_BEGIN, RELOAD_TABLE_END } from '../../../src/core/config/effect-docs.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 
-/** Every (field, action) pair the diff can produce. */
-function expectedPairs(): [EffectField, ChangeAction][] {
-  const pairs: [EffectField, ChangeAction][] = [
+/** Every (field, action) pair the diff can produce, and for device rules the mode that decides the row. */
+function expectedPairs(): [EffectField, ChangeAction, RuleMode?][] {
+  const pairs: [EffectField, ChangeAction, RuleMode?][] = [
     ['storageClassMap.*', 'added'],
     ['storageClassMap.*', 'removed'],
     ['storageClassMap.*', 'renamed'],
   ];
   for (const f of CLASS_FIELDS) {
+    // Device rules: each rule added, removed, changed, or switched between plan and apply.
+    if (f.type === 'device-rules') {
+      const rules = `storageClassMap.*.${f.name}` as const;
+      pairs.push(
+        [rules, 'added', 'apply'],
+        [rules, 'added', 'plan'],
+        [rules, 'modified', 'apply'],
+        [rules, 'modified', 'plan'],
+        [rules, 'enabled'],
+        [rules, 'disabled'],
+        [rules, 'removed'],
+      );
+      continue;
+    }
     // A class's duration fields are policies, off when 0s: turned on, off, or changed.
     if (f.type === 'duration')
       pairs.push([`storageClassMap.*.${f.name}`, 'enabled'], [`storageClassMap.*.${f.name}`, 'disabled']);
@@ -33,9 +48,11 @@ function expectedPairs(): [EffectField, ChangeAction][] {
 describe('the field effect table', () => {
   it('has a row for every field of the config model, and nothing else', () => {
     const expected = expectedPairs()
-      .map(([f, a]) => `${f} ${a}`)
+      .map(([f, a, m]) => `${f} ${a}${m === undefined ? '' : ` ${m}`}`)
       .sort();
-    const actual = EFFECT_TABLE.map((r) => `${r.field} ${r.action}`).sort();
+    const actual = EFFECT_TABLE.map(
+      (r) => `${r.field} ${r.action}${r.ruleMode === undefined ? '' : ` ${r.ruleMode}`}`,
+    ).sort();
     assert.deepEqual(actual, expected);
   });
 
@@ -78,6 +95,24 @@ describe('the field effect table', () => {
     assert.equal(findEffect('storageClassMap.*.deleteMissingAfter', 'enabled')?.impact, 'next-cleanup');
     assert.equal(findEffect('storageClassMap.*.deleteMissingAfter', 'modified')?.impact, 'next-cleanup');
     assert.equal(findEffect('storageClassMap.*.deleteMissingAfter', 'disabled')?.impact, 'none');
+  });
+
+  it('claims-devices: a rule that can take devices it did not before; plan rules and removals write nothing', () => {
+    const rules = 'storageClassMap.*.deviceRules' as const;
+    assert.equal(IMPACT_CLASSES.at(-1), 'claims-devices');
+    assert.equal(findEffect(rules, 'added', 'apply')?.impact, 'claims-devices');
+    assert.equal(findEffect(rules, 'enabled', 'apply')?.impact, 'claims-devices');
+    assert.equal(findEffect(rules, 'modified', 'apply')?.impact, 'claims-devices');
+    assert.equal(findEffect(rules, 'added', 'plan')?.impact, 'none');
+    assert.equal(findEffect(rules, 'modified', 'plan')?.impact, 'none');
+    assert.equal(findEffect(rules, 'disabled', 'plan')?.impact, 'none');
+    assert.equal(findEffect(rules, 'removed', 'apply')?.impact, 'none');
+    assert.equal(findEffect(rules, 'removed', 'plan')?.impact, 'none');
+    // The links a rule made outlive it: said wherever a rule stops taking devices.
+    for (const action of ['removed', 'disabled'] as const) {
+      assert.match(findEffect(rules, action, 'plan')?.existingPVs ?? '', /links made stay/u);
+    }
+    assert.ok(EFFECT_TABLE.filter((r) => r.field === rules).every((r) => r.upstream?.startsWith('Upstream ignores')));
   });
 
   it('docs/reload.md shows exactly the table generated from this data', async () => {

@@ -63,6 +63,15 @@ describe('reload guard decision', () => {
         guardReload([change(`storageClassMap.fast.deleteMissingAfter`, row.impact)], 'refuse', []).verdict,
         'apply',
       );
+    // Device rules are never refused (docs/reload.md, "The reload guard"): they orphan no PV and
+    // change no ownership; `diff-config --fail-on claims-devices` gates them in CI instead.
+    const ruleRows = EFFECT_TABLE.filter((r) => r.field === 'storageClassMap.*.deviceRules');
+    assert.equal(ruleRows.length, 7);
+    for (const row of ruleRows)
+      assert.equal(
+        guardReload([change('storageClassMap.fast.deviceRules[0]', row.impact)], 'refuse', []).verdict,
+        'apply',
+      );
     assert.deepEqual(ALLOW_NAMES, {
       'orphans-pvs': 'orphans-pvs',
       'ownership-change': 'ownership-change',

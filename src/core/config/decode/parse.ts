@@ -6,7 +6,20 @@ import { InvalidConfigError } from '../../errors.js';
 import type { ConfigIssue, SourcePosition } from '../../errors.js';
 import { configHash } from '../canonical.js';
 import { formatGoDuration, parseGoDuration } from '../duration.js';
+import type { DeviceRule, DeviceType, RuleMode } from '../../disk-rules/model.js';
+import {
+  DEFAULT_RULE_DEVICE_TYPES,
+  DEFAULT_RULE_MODE,
+  DEFAULT_SETTLE_MS,
+  DEVICE_RULE_KEYS,
+  MAX_RULE_PARTITIONS,
+  RULE_DEVICE_TYPES,
+  RULE_MODES,
+  RULE_TRANSPORTS,
+  writtenDeviceRule,
+} from '../device-rules.js';
 import { BadPatternError, splitNamePattern, validateGlob } from '../glob.js';
+import { formatByteQuantity, parseByteQuantity } from '../quantity.js';
 import {
   CLASS_FIELDS,
   DEFAULT_ACCESS_MODE,
@@ -50,6 +63,9 @@ export interface ParseResult {
   readonly positions: Readonly<Record<string, SourcePosition>>;
 }
 
+/** What an unknown key of a mapping is: ignored with a warning (upstream's structs), or an error saying why. */
+type UnknownKeys = 'warn' | { readonly error: string };
+
 /** A node together with the document it belongs to (for positions). */
 interface Located {
   readonly node: Node | null;
@@ -62,6 +78,7 @@ const STRUCTURED: ReadonlySet<FieldType> = new Set([
   'string-map',
   'tolerations',
   'node-selector-terms',
+  'device-rules',
 ]);
 
 const ACCESS_MODES = ['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod'] as const;
@@ -366,6 +383,50 @@ class Decoder {
     return out;
   }
 
+  /** The items of a list, each resolved; undefined (reported) when the value is no list. */
+  items(at: Located, path: string, expected: string): Located[] | undefined {
+    if (isGoNull(at.node)) return undefined;
+    const seq = asSeq(at.node);
+    if (!seq) {
+      this.typeError(at, path, expected);
+      return undefined;
+    }
+    return seq.items.map((item) => ({ node: at.yaml.resolve(item), yaml: at.yaml }));
+  }
+
+  /** A size in bytes: a Kubernetes quantity (`100Gi`) or a plain number, whole and positive. */
+  byteSize(at: Located, path: string): number | undefined {
+    if (isGoNull(at.node)) return undefined;
+    const scalar = this.scalar(at, path);
+    const v = scalar?.value;
+    // A number as written (`1e12`) is a quantity too; an int that YAML 1.1 reads from `0x10` is not.
+    const text =
+      v?.kind === 'string'
+        ? v.value
+        : v?.kind === 'int'
+          ? v.value.toString()
+          : v?.kind === 'float' && scalar
+            ? scalarText(scalar.node)
+            : undefined;
+    if (text === undefined) {
+      if (scalar !== undefined || !isScalar(at.node)) this.typeError(at, path, 'a size such as 100Gi or 500G');
+      return undefined;
+    }
+    const parsed = parseByteQuantity(text);
+    if (!parsed.ok) this.sink.error(path, parsed.message, this.pos(at));
+    return parsed.ok ? parsed.bytes : undefined;
+  }
+
+  /** A whole number from 1 to max. */
+  count(at: Located, path: string, max = Number.MAX_SAFE_INTEGER): number | undefined {
+    const v = this.int64(at, path);
+    if (v === undefined) return undefined;
+    if (v >= 1 && v <= max) return v;
+    const range = max === Number.MAX_SAFE_INTEGER ? 'a positive integer' : `an integer from 1 to ${max}`;
+    this.sink.error(path, `must be ${range}, found ${v}`, this.pos(at));
+    return undefined;
+  }
+
   /** A mapping of Kubernetes labels, each key and value checked where it is written. */
   labels(at: Located, path: string): Record<string, string> | undefined {
     const entries = this.entries(at, path, 'a mapping of label keys to values');
@@ -395,13 +456,15 @@ class Decoder {
 
   /**
    * Fields of a Go struct decoded through encoding/json: names match case-insensitively;
-   * unknown names are warnings with a suggestion (upstream silently ignores them).
+   * unknown names are warnings with a suggestion (upstream silently ignores them), or errors
+   * (`unknown: { error: why }`) where this agent's own keys are read and a misspelt one would widen what is done.
    */
   struct<F extends string>(
     at: Located,
     path: string,
     fields: readonly F[],
     what: string,
+    unknown: UnknownKeys = 'warn',
   ): Map<F, { value: Located; position: SourcePosition }> | undefined {
     const entries = this.entries(at, path, what);
     if (!entries) return undefined;
@@ -409,6 +472,7 @@ class Decoder {
       entries.map(([key, value, position]) => ({ key, value, position })),
       path,
       fields,
+      unknown,
     );
   }
 
@@ -416,6 +480,7 @@ class Decoder {
     entries: readonly { key: string; value: V; position: SourcePosition }[],
     path: string,
     fields: readonly F[],
+    unknown: UnknownKeys = 'warn',
   ): Map<F, { value: V; position: SourcePosition }> {
     const byLower = new Map(fields.map((f) => [f.toLowerCase(), f]));
     const found = new Map<F, { value: V; position: SourcePosition; key: string }>();
@@ -424,7 +489,12 @@ class Decoder {
       const where = path === '' ? key : `${path}.${key}`;
       if (field === undefined) {
         const hint = suggest(key, fields);
-        this.sink.warn(where, `unknown key ignored${hint ? `; did you mean "${hint}"?` : ''}`, position);
+        if (unknown === 'warn') {
+          this.sink.warn(where, `unknown key ignored${hint ? `; did you mean "${hint}"?` : ''}`, position);
+        } else {
+          const known = hint ? `did you mean "${hint}"?` : `the keys are ${fields.join(', ')}`;
+          this.sink.error(where, `unknown key (${unknown.error}); ${known}`, position);
+        }
         continue;
       }
       const previous = found.get(field);
@@ -815,6 +885,215 @@ function classDeleteMissingAfter(c: ClassFields): string | undefined {
   return value;
 }
 
+const RULE_KEYS = DEVICE_RULE_KEYS.map((k) => k.name);
+type RuleKey = (typeof RULE_KEYS)[number];
+/** A misspelt selector would select more devices than meant, so a rule refuses keys it does not know. */
+const RULE_UNKNOWN_KEYS = { error: 'a misspelt selector would widen the rule' } as const;
+/** The keys that narrow which devices a rule takes (nodeLabels and maxDevices narrow where and how many). */
+const RULE_SELECTORS: readonly RuleKey[] = [
+  'byIdNames',
+  'rotational',
+  'minSize',
+  'maxSize',
+  'models',
+  'vendors',
+  'serials',
+  'transports',
+];
+
+/** One device rule's fields being read. */
+interface RuleFields {
+  /** `storageClassMap.NAME.deviceRules[i]` */
+  readonly path: string;
+  readonly d: Decoder;
+  readonly get: (k: RuleKey) => Located | undefined;
+  /** Where the key's value is written, else where the rule is. */
+  readonly posOf: (k: RuleKey) => SourcePosition;
+}
+
+/** A value with a fixed set of spellings; a suggestion when misspelt. */
+function enumProblem(value: string, allowed: readonly string[], what: string): string | undefined {
+  if (allowed.includes(value)) return undefined;
+  const hint = suggest(value, allowed, { caseInsensitive: true });
+  return `unknown ${what} ${shown(value)}: expected one of ${allowed.join(', ')}${hint ? `; did you mean "${hint}"?` : ''}`;
+}
+
+/** mode: plan (the default) or apply. */
+function ruleMode(r: RuleFields): RuleMode {
+  const at = r.get('mode');
+  const value = at ? r.d.string(at, `${r.path}.mode`) : undefined;
+  if (value === undefined || value === '') return DEFAULT_RULE_MODE;
+  const problem = enumProblem(value, RULE_MODES, 'mode');
+  if (problem !== undefined) r.d.sink.error(`${r.path}.mode`, problem, r.posOf('mode'));
+  return RULE_MODES.find((m) => m === value) ?? DEFAULT_RULE_MODE;
+}
+
+/** A list naming values of a fixed set (types, transports): deduplicated, in the set's order. */
+function ruleEnumList<T extends string>(
+  r: RuleFields,
+  key: RuleKey,
+  allowed: readonly T[],
+  what: string,
+): T[] | undefined {
+  const at = r.get(key);
+  const where = `${r.path}.${key}`;
+  const list = at ? r.d.stringList(at, where, (v) => enumProblem(v, allowed, what)) : undefined;
+  if (list === undefined) return undefined;
+  if (list.length === 0)
+    r.d.sink.error(
+      where,
+      `must not be an empty list, which matches no device (omit it for ${what === 'type' ? '[disk]' : 'any'})`,
+      r.posOf(key),
+    );
+  return allowed.filter((a) => list.includes(a));
+}
+
+/** A list of Go filepath.Match globs; byId: matched against one /dev/disk/by-id name, which has no '/'. */
+function ruleGlobs(r: RuleFields, key: RuleKey, byId: boolean): string[] | undefined {
+  const at = r.get(key);
+  const where = `${r.path}.${key}`;
+  const globProblem = (glob: string): string | undefined => {
+    try {
+      validateGlob(glob);
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof BadPatternError)) throw err;
+      return `malformed glob ${shown(glob)}: ${err.message}`;
+    }
+  };
+  const list = at
+    ? r.d.stringList(
+        at,
+        where,
+        (glob) =>
+          textProblem(glob, PATH_MAX_BYTES, 'nul') ??
+          (glob === '' ? 'an empty pattern matches nothing' : undefined) ??
+          globProblem(glob) ??
+          (byId && glob.includes('/')
+            ? `${shown(glob)} contains "/": globs match the names in /dev/disk/by-id, without the directory`
+            : undefined),
+      )
+    : undefined;
+  if (list?.length === 0)
+    r.d.sink.error(where, 'must not be an empty list, which matches no device (omit it for any)', r.posOf(key));
+  return list;
+}
+
+/** minSize and maxSize, in bytes; a range no device fits is refused. */
+function ruleSizes(r: RuleFields): { minBytes?: number; maxBytes?: number } {
+  const size = (key: 'minSize' | 'maxSize'): number | undefined => {
+    const at = r.get(key);
+    return at ? r.d.byteSize(at, `${r.path}.${key}`) : undefined;
+  };
+  const minBytes = size('minSize');
+  const maxBytes = size('maxSize');
+  if (minBytes !== undefined && maxBytes !== undefined && minBytes > maxBytes) {
+    r.d.sink.error(
+      `${r.path}.minSize`,
+      `${formatByteQuantity(minBytes)} is larger than maxSize ${formatByteQuantity(maxBytes)}: no device can match`,
+      r.posOf('minSize'),
+    );
+  }
+  return { ...(minBytes !== undefined ? { minBytes } : {}), ...(maxBytes !== undefined ? { maxBytes } : {}) };
+}
+
+/** partitions: 1-128, and only for whole disks (a partition or a loop device is not carved). */
+function rulePartitions(r: RuleFields, types: readonly DeviceType[]): number | undefined {
+  const at = r.get('partitions');
+  const where = `${r.path}.partitions`;
+  const partitions = at ? r.d.count(at, where, MAX_RULE_PARTITIONS) : undefined;
+  if (partitions !== undefined && (types.length !== 1 || types[0] !== 'disk')) {
+    r.d.sink.error(
+      where,
+      `carves whole disks only: types must be [disk], found [${types.join(', ')}]`,
+      r.posOf('partitions'),
+    );
+  }
+  return partitions;
+}
+
+/** settle: a Go duration, in whole milliseconds. */
+function ruleSettleMs(r: RuleFields): number {
+  const at = r.get('settle');
+  const value = at ? r.d.duration(at, `${r.path}.settle`) : undefined;
+  const parsed = value === undefined ? undefined : parseGoDuration(value);
+  return parsed?.ok === true ? Number(parsed.nanos / 1_000_000n) : DEFAULT_SETTLE_MS;
+}
+
+/** The fields of o that are set: an optional field of the config is absent, never undefined. */
+function setFields<T extends object>(o: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as {
+    [K in keyof T]?: Exclude<T[K], undefined>;
+  };
+}
+
+function decodeDeviceRule(r: RuleFields): DeviceRule {
+  const mode = ruleMode(r);
+  const types = ruleEnumList(r, 'types', RULE_DEVICE_TYPES, 'type') ?? DEFAULT_RULE_DEVICE_TYPES;
+  const bool = (key: 'rotational' | 'allowRemovable'): boolean | undefined => {
+    const at = r.get(key);
+    return at ? r.d.bool(at, `${r.path}.${key}`) : undefined;
+  };
+  const byIdNames = ruleGlobs(r, 'byIdNames', true);
+  const rotational = bool('rotational');
+  const sizes = ruleSizes(r);
+  const globs = {
+    models: ruleGlobs(r, 'models', false),
+    vendors: ruleGlobs(r, 'vendors', false),
+    serials: ruleGlobs(r, 'serials', false),
+  };
+  const transports = ruleEnumList(r, 'transports', RULE_TRANSPORTS, 'transport');
+  const maxDevicesAt = r.get('maxDevices');
+  const maxDevices = maxDevicesAt ? r.d.count(maxDevicesAt, `${r.path}.maxDevices`) : undefined;
+  const labelsAt = r.get('nodeLabels');
+  const labels = labelsAt ? r.d.labels(labelsAt, `${r.path}.nodeLabels`) : undefined;
+  // No labels asks nothing of the node: the same rule as without the key.
+  const nodeLabels = labels && Object.keys(labels).length > 0 ? sortedRecord(Object.entries(labels)) : undefined;
+  const allowRemovable = bool('allowRemovable') ?? false;
+  const partitions = rulePartitions(r, types);
+  return {
+    mode,
+    types,
+    ...setFields({ byIdNames, rotational, ...sizes, ...globs, transports, maxDevices, nodeLabels, partitions }),
+    allowRemovable,
+    settleMs: ruleSettleMs(r),
+  };
+}
+
+/** deviceRules: each rule read in full; empty (or absent) is no rules, and then absent from the config. */
+function classDeviceRules(c: ClassFields): DeviceRule[] | undefined {
+  const at = c.get('deviceRules');
+  const where = `${c.path}.deviceRules`;
+  const items = at ? c.d.items(at, where, 'a list of device rules') : undefined;
+  const rules: DeviceRule[] = [];
+  items?.forEach((item, i) => {
+    const path = `${where}[${i}]`;
+    if (isGoNull(item.node)) {
+      c.sink.error(path, 'must not be null (a rule of defaults is written {})', item.yaml.position(item.node));
+      return;
+    }
+    const fields = c.d.struct(item, path, RULE_KEYS, 'a device rule (mode, byIdNames, types, …)', RULE_UNKNOWN_KEYS);
+    if (!fields) return;
+    const rulePos = item.yaml.position(item.node);
+    const get = (k: RuleKey): Located | undefined => fields.get(k)?.value;
+    const posOf = (k: RuleKey): SourcePosition => {
+      const v = get(k);
+      return v ? v.yaml.position(v.node) : rulePos;
+    };
+    const rule = decodeDeviceRule({ path, d: c.d, get, posOf });
+    const written = writtenDeviceRule(rule);
+    if (rule.mode === 'apply' && !RULE_SELECTORS.some((k) => written[k] !== undefined)) {
+      c.sink.warn(
+        path,
+        `selects every blank device of type ${rule.types.join(', ')} of the node: narrow it with ${RULE_SELECTORS.join(', ')}`,
+        rulePos,
+      );
+    }
+    rules.push(rule);
+  });
+  return rules.length > 0 ? rules : undefined;
+}
+
 function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): DecodedClass | undefined {
   const c = classFields(name, at, sink, d);
   if (c === undefined) return undefined;
@@ -836,6 +1115,7 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): De
   const sel = c.get('selector');
   const selector = sel ? (d.selector(sel, `${c.path}.selector`) ?? []) : [];
   const deleteMissingAfter = classDeleteMissingAfter(c);
+  const deviceRules = classDeviceRules(c);
 
   const errorsNow = sink.issues.filter((i) => i.severity === 'error').length;
   if (errorsNow > errorsBefore || hostDir === undefined || mountDir === undefined) return undefined;
@@ -850,6 +1130,7 @@ function decodeClass(name: string, at: Located, sink: IssueSink, d: Decoder): De
       namePattern,
       selector,
       ...(deleteMissingAfter !== undefined ? { deleteMissingAfter } : {}),
+      ...(deviceRules !== undefined ? { deviceRules } : {}),
     },
     positions: { hostDir: c.posOf('hostDir'), mountDir: c.posOf('mountDir') },
   };
