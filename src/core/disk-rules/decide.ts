@@ -5,6 +5,7 @@
 // Every safety check runs here, before anything is written; the service (service.ts) reads,
 // calls decide, and in `apply` mode writes only what a verdict says.
 import { goFilepathMatch, matchesNamePattern } from '../config/glob.js';
+import { formatByteQuantity } from '../config/quantity.js';
 import { identityMatches } from '../pv/identity.js';
 import type { DeviceFacts, DeviceRule } from './model.js';
 
@@ -130,8 +131,8 @@ export function linkFor(device: DeviceFacts): { readonly entry: string; readonly
     : { entry: byId, target: `/dev/disk/by-id/${byId}` };
 }
 
-const GiB = 2 ** 30;
-const size = (bytes: number): string => `${(bytes / GiB).toFixed(bytes % GiB === 0 ? 0 : 2)} GiB`;
+/** A size as a quantity, exact (`100Gi`, `9178624`): two sizes a check compares never read alike. */
+const size = (bytes: number): string => formatByteQuantity(bytes);
 
 /** The first safety check the device fails, in the order an operator would fix them; undefined: none. */
 export function safetyFinding(

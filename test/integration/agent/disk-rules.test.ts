@@ -16,6 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { isNotFound } from '../../../src/core/kube/cluster.js';
 import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
+import { parseQuantity } from '../../../src/core/kube/quantity.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
 import { IDENTITY_ANNOTATION } from '../../../src/core/pv/identity.js';
@@ -108,6 +109,11 @@ describe('disks by rule on real loop devices, the agent as a process', { skip: s
     kubeconfig = plane.kubeconfigPath;
     cluster = new RestCluster({ connection: await loadKubeconfig(kubeconfig) });
     await cluster.nodes.create({ metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } } });
+    await cluster.storageClasses.create({
+      metadata: { name: BLOCK },
+      provisioner: 'kubernetes.io/no-provisioner',
+      volumeBindingMode: 'WaitForFirstConsumer',
+    });
     root = makeTempDir(cleanup, 'lvp-rules-');
     configDir = join(root, 'config');
     mkdirSync(configDir);
@@ -173,6 +179,7 @@ describe('disks by rule on real loop devices, the agent as a process', { skip: s
         });
       }
       await cluster.nodes.delete(NODE).catch(() => undefined);
+      await cluster.storageClasses.delete(BLOCK).catch(() => undefined);
     } finally {
       cluster.close();
       cleanup.run();
@@ -205,14 +212,20 @@ describe('disks by rule on real loop devices, the agent as a process', { skip: s
       'the two blank devices published',
       60_000,
       200,
-    );
+    ).catch((error: unknown) => {
+      throw new Error(`${String(error)}\nagent log:\n${agent?.stderr().slice(-6000) ?? ''}`);
+    });
     assert.deepEqual(
       published.map((pv) => pv.spec.local?.path).sort(),
       blanks.map((l) => join(blockDir(), l.name)).sort(),
     );
     for (const pv of published) {
       assert.equal(pv.spec.volumeMode, 'Block');
-      assert.equal(pv.spec.capacity?.['storage'], String(SIZE));
+      assert.equal(
+        parseQuantity(pv.spec.capacity?.['storage'] ?? ''),
+        SIZE,
+        'the device size (upstream rounds down to KiB here)',
+      );
     }
     assert.deepEqual(links(), Object.fromEntries(blanks.map((l) => [l.name, l.path])));
     const events = await eventually(
