@@ -114,7 +114,10 @@ async function classChore(ctx: SoakContext): Promise<string> {
     );
     await expectRefused(ctx, hash, `the removal of ${removed} refused`);
     const after = (await env.statusLease())[`${STATE}applied-hash`];
-    if (after !== before)
+    // under staged rollout the refusal halts the rollout, and a halt reverts the wave to the
+    // stable copy: the last edit's rollout, if it had not completed, is undone with it
+    const allowed = ctx.world.source === 'staged' ? [before, await stableHash(ctx)] : [before];
+    if (!allowed.includes(after))
       ctx.world.violate(
         'refused-edit',
         `a refused edit changed the applied config: ${String(before)} → ${String(after)}`,
