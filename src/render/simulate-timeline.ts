@@ -20,6 +20,8 @@ export interface ActionJson {
   /** A staged rollout's action: the node it is about, the wave. */
   readonly node?: string;
   readonly wave?: string;
+  /** Disks by rule: the kernel name of the device a `device` line is about. */
+  readonly device?: string;
   readonly details?: readonly string[];
 }
 
@@ -34,9 +36,10 @@ function duration(ms: number): string {
 
 /** What a step did, in one sentence. */
 export function stepSummary(step: StepOutcome): string {
+  if (step.type === 'device added' || step.type === 'device removed') return deviceStepText(step);
   switch (step.type) {
     case 'start':
-      return `node ${step.node}: ${plural(step.disks, 'disk')}, ${plural(step.classes, 'class', 'classes')} configured${step.fleet !== undefined ? `; a fleet of ${plural(step.fleet, 'node')} under staged rollout` : ''}`;
+      return `node ${step.node}: ${plural(step.disks, 'disk')}${step.devices !== undefined ? `, ${plural(step.devices, 'block device')}` : ''}, ${plural(step.classes, 'class', 'classes')} configured${step.fleet !== undefined ? `; a fleet of ${plural(step.fleet, 'node')} under staged rollout` : ''}`;
     case 'disk added': {
       const kind =
         step.entryType === 'directory'
@@ -110,6 +113,27 @@ export function stepSummary(step: StepOutcome): string {
     case 'node fixed':
       return `${step.node} applies candidates again`;
   }
+}
+
+/** Block devices arriving, or going away. */
+function deviceStepText(step: Extract<StepOutcome, { type: 'device added' | 'device removed' }>): string {
+  const one = step.devices.length === 1;
+  if (step.type === 'device added')
+    return `${one ? 'a block device arrives' : `${plural(step.devices.length, 'block device')} arrive`}: ${step.devices.map(deviceText).join('; ')}`;
+  const devices = step.devices.map((d) => `/dev/${d}`).join(', ');
+  return `${devices} ${one ? 'is' : 'are'} gone (unplugged), with ${one ? 'its' : 'their'} partitions and by-id names; links to ${one ? 'it' : 'them'} stay`;
+}
+
+/** `nvme1n1 (1769Gi, Amazon EC2 NVMe Instance Storage, blank) as /dev/disk/by-id/nvme-…` */
+function deviceText(d: Extract<StepOutcome, { type: 'device added' }>['devices'][number]): string {
+  const content =
+    d.partitions > 0
+      ? plural(d.partitions, 'partition')
+      : d.signatures.length > 0
+        ? `${d.signatures.join(', ')} ${d.signatures.length === 1 ? 'signature' : 'signatures'}`
+        : 'blank';
+  const facts = [formatBinaryQuantity(d.sizeBytes), ...(d.model !== '' ? [d.model] : []), content];
+  return `${d.name} (${facts.join(', ')})${d.byId !== undefined ? ` as /dev/disk/by-id/${d.byId}` : ''}`;
 }
 
 function nodeFailureText(node: string, how: NodeFailure, errors: number, reason: string | undefined): string {
@@ -305,6 +329,8 @@ export function describeAction(a: TimelineAction): { readonly summary: string; r
       return { summary: `class ${a.storageClass}: ${a.detail}` };
     case 'node-updated':
       return { summary: `updated Node ${a.node} (startup taint removed)` };
+    case 'device':
+      return { summary: `${a.message.charAt(0).toLowerCase()}${a.message.slice(1)}` };
     case 'quarantined':
       return quarantineText(a.pv, a.volume, a.message);
     case 'identity-accepted':
@@ -368,8 +394,9 @@ export function actionJson(a: TimelineAction): ActionJson {
         ...('wave' in a ? { wave: a.wave } : {}),
       }
     : {};
+  const device = a.type === 'device' ? { device: a.device } : {};
   const head = fromCleaner
     ? { at: a.at, ...volume, ...pv, type: a.type }
-    : { at: a.at, type: a.type, ...pv, ...volume, ...rollout };
+    : { at: a.at, type: a.type, ...pv, ...volume, ...rollout, ...device };
   return { ...head, summary, ...(details !== undefined ? { details } : {}), time: virtualTime(a.at) };
 }

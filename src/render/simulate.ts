@@ -10,6 +10,8 @@ import type { FinalRollout, ScenarioReport, StepReport } from '../core/simulate/
 import { describePolicy } from '../core/staged-rollout/policy.js';
 import { changeToJson } from './diff-config.js';
 import type { ChangeJson } from './diff-config.js';
+import { deviceDeltaJson, deviceDeltaLines, deviceRows, devicesJson, deviceSummaryLine } from './simulate-devices.js';
+import type { PlanDevicesJson } from './simulate-devices.js';
 import { actionJson, describeAction, stepSummary, virtualTime } from './simulate-timeline.js';
 import type { ActionJson } from './simulate-timeline.js';
 import { painter, plural, shortHash } from './text.js';
@@ -81,6 +83,8 @@ export interface PassPlanJson {
     readonly skipped: number;
     readonly classProblems: number;
   };
+  /** Disks by rule: absent when the config has no device rules. */
+  readonly devices?: PlanDevicesJson;
 }
 
 export interface SimulatePlanJson extends PassPlanJson {
@@ -114,6 +118,12 @@ export interface SimulatePlanJson extends PassPlanJson {
         readonly added: readonly { readonly storageClass: string; readonly message: string }[];
         readonly removed: readonly { readonly storageClass: string; readonly message: string }[];
       };
+      /** Devices whose verdict differs: `state (class)`, null when no rule selects it (absent without rules). */
+      readonly devices?: readonly {
+        readonly device: string;
+        readonly before: string | null;
+        readonly after: string | null;
+      }[];
     };
     /** The plan under the `from` config, for comparison. */
     readonly before: PassPlanJson;
@@ -209,6 +219,7 @@ export function toPassPlanJson(p: PassPlan): PassPlanJson {
       skipped: skipped.filter((s) => !s.routine).length,
       classProblems: p.classProblems.length,
     },
+    ...(p.devices !== undefined ? { devices: devicesJson(p.devices) } : {}),
   };
 }
 
@@ -258,6 +269,7 @@ export function toPlanJson(s: SimulationPlan): SimulatePlanJson {
                 added: r.delta.classProblems.added.map((c) => ({ storageClass: c.className, message: c.message })),
                 removed: r.delta.classProblems.removed.map((c) => ({ storageClass: c.className, message: c.message })),
               },
+              ...(r.delta.devices !== undefined ? { devices: deviceDeltaJson(r.delta.devices) } : {}),
             },
             before: toPassPlanJson(r.before),
           },
@@ -383,6 +395,13 @@ function passPlanLines(p: PassPlan, paint: Painter): string[] {
   const section = (title: string, n: number): void => {
     out.push('', paint.bold(`${title} (${n}):`));
   };
+  if (p.devices !== undefined) {
+    // The pass's first step: the links it makes are what discovery publishes below.
+    section('Devices selected by device rules', p.devices.devices.length);
+    if (p.devices.problem !== undefined) out.push(`  ${paint.red('!')} ${p.devices.problem}`);
+    else if (p.devices.devices.length === 0) out.push('  none');
+    out.push(...table(deviceRows(p.devices, paint)));
+  }
   section('PersistentVolumes to create', p.create.length);
   if (p.create.length === 0) out.push('  none');
   out.push(...table(p.create.map((c) => [paint.green('+'), c.pv, c.className, c.capacity, c.volumeMode, c.hostPath])));
@@ -478,6 +497,7 @@ export function renderPlanText(s: SimulationPlan, options: { color: boolean }): 
     for (const x of d.skipped.removed) lines.push(`  + no longer skips ${x.className}/${x.entry} (${x.reason})`);
     for (const c of d.classProblems.added) lines.push(`  ${paint.red('!')} class ${c.className}: ${c.message}`);
     for (const c of d.classProblems.removed) lines.push(`  + class ${c.className} no longer fails: ${c.message}`);
+    lines.push(...deviceDeltaLines(d.devices, paint));
     out.push(
       '',
       'What changes on this node:',
@@ -485,6 +505,7 @@ export function renderPlanText(s: SimulationPlan, options: { color: boolean }): 
     );
   }
   out.push('', summaryLine(s.plan));
+  if (s.plan.devices !== undefined) out.push(deviceSummaryLine(s.plan.devices));
   return `${out.join('\n')}\n`;
 }
 

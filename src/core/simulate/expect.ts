@@ -12,6 +12,7 @@
 //     skipped: { disk3: not-a-mount-point }    # why the last pass skipped an entry (none: not skipped)
 //     events: { VolumeFailedDelete: 1 }        # Kubernetes Events recorded since the start, by reason
 //     quarantined: { disk1: identity-changed } # why the last pass held a Released PV back (none: it did not)
+//     devices: { nvme1n1: linked, nvme3n1: signature }  # a device's verdict at the last pass (none: no rule selects it)
 //   with a staged rollout (stagedRollout:):
 //     rollout: halted                          # the rollout's phase; or
 //     rollout: { phase: halted, opened: canary, haltedAt: canary, haltedNode: node-c, reverted: true }
@@ -24,6 +25,7 @@ import type { ReloadOutcome } from '../agent/reload-types.js';
 import type { CleanupState } from '../cleanup/table.js';
 import { ROLLOUT_PHASES } from '../staged-rollout/state.js';
 import type { RolloutPhase } from '../staged-rollout/state.js';
+import { DEVICE_STATES } from './device-plan.js';
 import type { Input } from './input.js';
 
 export const EXPECT_KEYS = [
@@ -37,6 +39,7 @@ export const EXPECT_KEYS = [
   'skipped',
   'events',
   'quarantined',
+  'devices',
   'rollout',
   'nodesOnCandidate',
   'nodesOnStable',
@@ -68,6 +71,9 @@ export type NodesExpectation = { readonly count: number } | { readonly nodes: re
 export const QUARANTINE_EXPECTATIONS = ['identity-changed', 'node-rebuilt', 'none'] as const;
 export type QuarantineExpectation = (typeof QUARANTINE_EXPECTATIONS)[number];
 
+/** A device's verdict at the agent's last pass (disks by rule), or `none`: no rule selects it. */
+export const DEVICE_EXPECTATIONS = [...DEVICE_STATES, 'none'] as const;
+
 export const PV_PHASES = ['Pending', 'Available', 'Bound', 'Released', 'Failed'] as const;
 export const PV_FIELDS = [
   'exists',
@@ -98,6 +104,8 @@ export interface Expectations {
   readonly skipped: Readonly<Record<string, string>>;
   readonly events: Readonly<Record<string, number>>;
   readonly quarantined: Readonly<Record<string, QuarantineExpectation>>;
+  /** Kernel name → the state of its verdict (device-plan.ts DeviceState), or `none`. */
+  readonly devices: Readonly<Record<string, string>>;
   readonly rollout?: RolloutExpectation;
   readonly nodesOnCandidate?: NodesExpectation;
   readonly nodesOnStable?: NodesExpectation;
@@ -193,6 +201,17 @@ function readNodes(input: Input, node: Node | null, path: string): NodesExpectat
   return { nodes: [...new Set(nodes)].sort() };
 }
 
+/** `{ nvme1n1: linked, nvme3n1: signature }`: a state per kernel name. */
+function readDeviceStates(input: Input, node: Node | null, path: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const m = input.map(node, path);
+  for (const p of m ? input.pairs(m, path) : []) {
+    const state = input.oneOf(p.value, `${path}.${p.key}`, DEVICE_EXPECTATIONS);
+    if (state !== undefined) out[p.key] = state;
+  }
+  return out;
+}
+
 export function parseExpectations(
   input: Input,
   node: Node,
@@ -215,6 +234,7 @@ export function parseExpectations(
   const skipped: Record<string, string> = {};
   let events: Record<string, number> = {};
   const quarantined: Record<string, QuarantineExpectation> = {};
+  const devices: Record<string, string> = {};
   for (const { key, keyNode, value } of pairs) {
     const at = `${path}.${key}`;
     if (options.staged !== true && STAGED_EXPECT_KEYS.includes(key)) {
@@ -284,6 +304,9 @@ export function parseExpectations(
         }
         break;
       }
+      case 'devices':
+        Object.assign(devices, readDeviceStates(input, value, at));
+        break;
       case 'rollout':
         rollout = readRollout(input, value, at);
         break;
@@ -306,6 +329,7 @@ export function parseExpectations(
     skipped,
     events,
     quarantined,
+    devices,
     ...(rollout !== undefined ? { rollout } : {}),
     ...(nodesOnCandidate !== undefined ? { nodesOnCandidate } : {}),
     ...(nodesOnStable !== undefined ? { nodesOnStable } : {}),
@@ -342,6 +366,8 @@ export interface WorldView {
   eventCount(reason: string): number;
   /** Why the agent's last pass quarantined the volume's PV (its reclaim summary), or `none`. */
   quarantineReason(volume: string): string;
+  /** The state of a device's verdict at the agent's last pass (disks by rule), or `none`. */
+  deviceState(device: string): string;
   /** The staged rollout (a staged scenario only). */
   readonly rollout?: RolloutWorldView;
 }
@@ -375,6 +401,7 @@ export function evaluateExpectations(e: Expectations, world: WorldView): Expecta
   for (const [reason, n] of Object.entries(e.events)) check(`events.${reason}`, n, world.eventCount(reason));
   for (const [volume, reason] of Object.entries(e.quarantined))
     check(`quarantined.${volume}`, reason, world.quarantineReason(volume));
+  for (const [device, state] of Object.entries(e.devices)) check(`devices.${device}`, state, world.deviceState(device));
   const r = world.rollout;
   if (e.rollout && r) {
     for (const field of ROLLOUT_FIELDS) {

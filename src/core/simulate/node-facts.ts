@@ -10,10 +10,14 @@
 //     /dev/lvp:
 //       - { name: nvme0, type: block, capacity: 1Ti }
 //       - { name: nvme1, type: symlink, target: /dev/nvme1n1 }
+//   devices:                                                        # block devices (disks by rule): devices.ts
+//     - { name: nvme2n1, size: 1769Gi, model: Amazon EC2 NVMe Instance Storage, serial: AWS1A2B3C4D }
 import { posix } from 'node:path';
 import type { Node } from 'yaml';
 import { MemoryVolumes } from '../node/memory-volumes.js';
 import { errorMessage } from '../unknown-values.js';
+import { readDevices, SimulatedDevices } from './devices.js';
+import type { DeviceSpec } from './devices.js';
 import { Input, readInputText } from './input.js';
 
 export const ENTRY_TYPES = ['directory', 'block', 'file', 'symlink'] as const;
@@ -129,19 +133,31 @@ export interface NodeFacts {
   readonly entries: readonly EntrySpec[];
   /** Discovery directories listed, even empty ones. */
   readonly directories: readonly string[];
+  /** The node's block devices (`devices:`), for disks by rule. */
+  readonly devices: readonly DeviceSpec[];
+}
+
+/** The in-memory node of a fixture: its volumes, and its block devices (also in the volumes, at /dev). */
+export interface FixtureNode {
+  readonly volumes: MemoryVolumes;
+  readonly devices: SimulatedDevices;
 }
 
 export function parseNodeFacts(file: string, text: string): NodeFacts {
   const input = new Input('node-facts fixture', file, text);
   const entries: EntrySpec[] = [];
   const directories: string[] = [];
+  let devices: DeviceSpec[] = [];
   const root = input.docs.length === 1 ? (input.docs[0]?.root ?? null) : null;
   if (input.docs.length !== 1) input.error('', 'expected one YAML document with a "paths" mapping');
   else {
     const map = input.map(root, '');
     if (map) {
-      input.pairs(map, '', ['paths', 'kind', 'description']);
-      const paths = input.map(input.get(map, 'paths'), 'paths');
+      input.pairs(map, '', ['paths', 'devices', 'kind', 'description']);
+      devices = readDevices(input, input.get(map, 'devices'), 'devices');
+      // `devices:` alone describes a node too: its discovery directories may all be empty.
+      const pathsNode = input.get(map, 'paths');
+      const paths = pathsNode === null && devices.length > 0 ? undefined : input.map(pathsNode, 'paths');
       for (const { key: dir, keyNode, value } of paths ? input.pairs(paths, 'paths') : []) {
         const at = `paths.${dir}`;
         if (!dir.startsWith('/')) {
@@ -163,13 +179,23 @@ export function parseNodeFacts(file: string, text: string): NodeFacts {
     }
   }
   input.check();
-  return { file, entries, directories };
+  return { file, entries, directories, devices };
 }
 
 /** Builds the in-memory node of a fixture. Problems creating entries are reported like parse errors. */
 export function nodeFactsVolumes(facts: NodeFacts): MemoryVolumes {
+  return nodeFactsNode(facts).volumes;
+}
+
+/** Builds the in-memory node of a fixture, its block devices included; problems are reported like parse errors. */
+export function nodeFactsNode(facts: NodeFacts): FixtureNode {
   const volumes = new MemoryVolumes();
+  const devices = new SimulatedDevices(volumes);
   const input = new Input('node-facts fixture', facts.file, '');
+  // Devices first: an entry of `paths` may be a symlink to one of their /dev/disk/by-id names.
+  devices.addAll(facts.devices, (text) => {
+    input.error('devices', text);
+  });
   for (const dir of facts.directories) {
     try {
       volumes.addDirectory(dir);
@@ -186,10 +212,10 @@ export function nodeFactsVolumes(facts: NodeFacts): MemoryVolumes {
     }
   }
   input.check();
-  return volumes;
+  return { volumes, devices };
 }
 
-export async function loadNodeFacts(path: string): Promise<{ facts: NodeFacts; volumes: MemoryVolumes }> {
+export async function loadNodeFacts(path: string): Promise<{ facts: NodeFacts } & FixtureNode> {
   const facts = parseNodeFacts(path, await readInputText(path, 'node-facts fixture'));
-  return { facts, volumes: nodeFactsVolumes(facts) };
+  return { facts, ...nodeFactsNode(facts) };
 }

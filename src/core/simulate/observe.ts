@@ -308,6 +308,15 @@ export function logEvent(
   if (r.message === 'discovery failed for a storage class')
     return { type: 'class-problem', storageClass: str('storageClass'), detail: str('detail') };
   if (r.message === 'cleanup could not start') return { type: 'cleanup-failed', pv: str('pv'), error: str('error') };
+  // Disks by rule: a device's verdict, said once (DeviceRules.report: the Node Event's text).
+  if (typeof f['device'] === 'string' && r.message.startsWith('Device /dev/'))
+    return {
+      type: 'device',
+      device: f['device'],
+      storageClass: str('storageClass'),
+      level: r.level,
+      message: r.message,
+    };
   if ((r.level === 'warn' || r.level === 'error') && !QUIET_LOGS.has(r.message)) {
     const pv = str('pv');
     const fields = Object.fromEntries(Object.entries(f).filter(([k]) => k !== 'pv' && k !== 'reason'));

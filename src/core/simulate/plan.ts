@@ -3,7 +3,9 @@
 // against a real CleanupTable) and planDiscovery (PVs to create, entries skipped) — with a
 // PlanningCluster over a ReadOnlyCluster and a RecordingCleaner, so nothing is ever written and
 // nothing is ever wiped. With a `from` config: the plans under both configs, the config changes
-// with their effect-table rows, and what differs between the two plans.
+// with their effect-table rows, and what differs between the two plans. With device rules, the
+// pass's disks-by-rule step runs first (device-plan.ts): the links it would make, and the PVs
+// discovery would publish from them.
 import { adoptNodeVolumes } from '../agent/adoption.js';
 import { nodeIdentity } from '../agent/generation.js';
 import { cleanupJobName } from '../cleanup/jobs.js';
@@ -16,6 +18,7 @@ import type { Clock } from '../clock.js';
 import { diffConfigs } from '../config/diff.js';
 import type { ConfigChange } from '../config/diff.js';
 import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
+import type { DeviceInventory, DiscoveryLinkWriter } from '../disk-rules/service.js';
 import { loadConfig } from '../config/source/load.js';
 import type { FileLayout, LoadedConfig } from '../config/source/port.js';
 import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
@@ -28,6 +31,8 @@ import type { Job, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { ReadOnlyCluster } from '../kube/read-only-cluster.js';
 import { MemoryLogger } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
+import { LinuxBlockDevices } from '../node/block-devices.js';
+import { memoryDiscoveryLinks } from '../node/discovery-links.js';
 import { LinuxVolumes } from '../node/linux-volumes.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
@@ -35,7 +40,9 @@ import type { NodeIdentity } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
 import { loadClusterFixture } from './cluster-fixture.js';
 import { InvalidInputError } from './input.js';
-import { loadNodeFacts } from './node-facts.js';
+import { planDevices, PlannedLinks, withPublished } from './device-plan.js';
+import type { DevicePlan, PlannedDevice } from './device-plan.js';
+import { loadNodeFacts, nodeFactsNode } from './node-facts.js';
 import { planningCluster, RecordingCleaner, RecordingEvents } from './stand-ins.js';
 import type { IntendedWrite, RecordedEvent } from './stand-ins.js';
 
@@ -134,6 +141,8 @@ export interface PassPlan {
   /** Every API write the pass would make, in order; none was sent. */
   readonly writes: readonly IntendedWrite[];
   readonly events: readonly RecordedEvent[];
+  /** Disks by rule (absent when the config has no rules): every device a rule selects, its verdict. */
+  readonly devices?: DevicePlan;
 }
 
 export interface PlanDelta {
@@ -150,6 +159,12 @@ export interface PlanDelta {
   readonly orphaned: { readonly added: readonly OrphanedPV[]; readonly removed: readonly OrphanedPV[] };
   readonly skipped: { readonly added: readonly SkippedEntry[]; readonly removed: readonly SkippedEntry[] };
   readonly classProblems: { readonly added: readonly ClassProblem[]; readonly removed: readonly ClassProblem[] };
+  /** Devices whose verdict differs (absent when neither config has rules). */
+  readonly devices?: readonly {
+    readonly device: string;
+    readonly before: PlannedDevice | undefined;
+    readonly after: PlannedDevice | undefined;
+  }[];
 }
 
 export interface FieldDifference {
@@ -395,6 +410,20 @@ interface PlanContext {
   readonly namespace: string;
   readonly jobImage: string | undefined;
   readonly clock: Clock;
+  /** Disks by rule: the node's block devices, and where links go (never onto a live node). */
+  readonly devices?: { readonly inventory: DeviceInventory; readonly links: DiscoveryLinkWriter };
+}
+
+/** The disks-by-rule step of a planned pass (none without the node's devices or without rules). */
+function devicesStep(
+  config: ProvisionerConfig,
+  ctx: PlanContext,
+  sinks: { readonly logger: MemoryLogger; readonly events: RecordingEvents },
+  persistentVolumes: readonly PersistentVolume[],
+): Promise<DevicePlan | undefined> {
+  if (ctx.devices === undefined) return Promise.resolve(undefined);
+  const deps = { ...ctx.devices, ...sinks, volumes: ctx.volumes, clock: ctx.clock };
+  return planDevices(config, ctx.node, deps, persistentVolumes);
 }
 
 /** One pass of a freshly started agent under `loaded`, run by the agent's own code against stand-ins. */
@@ -450,6 +479,8 @@ export async function planPass(loaded: LoadedConfig, ctx: PlanContext): Promise<
         );
       }),
     );
+    // Then disks by rule, as the agent's pass does: the links made now are discovered by this pass.
+    const devices = await devicesStep(config, ctx, { logger, events }, view.persistentVolumes);
     const discovery = await planDiscovery({
       config,
       node: ctx.node,
@@ -493,6 +524,7 @@ export async function planPass(loaded: LoadedConfig, ctx: PlanContext): Promise<
       adopt: adoption.adopted,
       writes: cluster.writes,
       events: events.events,
+      ...(devices !== undefined ? { devices: withPublished(devices, discovery.create) } : {}),
     };
   } finally {
     await table.stop();
@@ -544,6 +576,56 @@ export function planDelta(before: PassPlan, after: PassPlan): PlanDelta {
     orphaned: addedRemoved(before.orphaned, after.orphaned, (o) => `${o.pv}\0${o.reason}`),
     skipped: addedRemoved(visibleSkips(before), visibleSkips(after), (s) => `${s.className}\0${s.entry}\0${s.reason}`),
     classProblems: addedRemoved(before.classProblems, after.classProblems, (p) => `${p.className}\0${p.message}`),
+    ...(before.devices !== undefined || after.devices !== undefined
+      ? { devices: deviceDelta(before.devices, after.devices) }
+      : {}),
+  };
+}
+
+/** Devices whose class or verdict state differs between two plans. */
+function deviceDelta(before: DevicePlan | undefined, after: DevicePlan | undefined): NonNullable<PlanDelta['devices']> {
+  const b = byKey(before?.devices ?? [], (d) => d.device);
+  const a = byKey(after?.devices ?? [], (d) => d.device);
+  const names = [...new Set([...b.keys(), ...a.keys()])].sort();
+  const label = (d: PlannedDevice | undefined): string => (d ? `${d.className}\0${d.state}` : '');
+  return names.flatMap((device) =>
+    label(b.get(device)) === label(a.get(device)) ? [] : [{ device, before: b.get(device), after: a.get(device) }],
+  );
+}
+
+/** The node a plan runs on: a fixture's (in memory) or this machine's (read only), a fresh one per plan. */
+interface PlanNodes {
+  readonly source: SimulationPlan['node']['source'];
+  readonly file?: string;
+  next(): Pick<PlanContext, 'volumes' | 'devices'>;
+}
+
+async function planNodes(facts: PlanOptions['nodeFacts']): Promise<PlanNodes> {
+  if (facts.kind === 'fixture') {
+    // Read (and checked) once; each plan builds its own in-memory node from it.
+    const loaded = await loadNodeFacts(facts.path);
+    let first: ReturnType<typeof nodeFactsNode> | undefined = loaded;
+    return {
+      source: 'fixture',
+      file: facts.path,
+      next: () => {
+        const node = first ?? nodeFactsNode(loaded.facts);
+        first = undefined;
+        return {
+          volumes: node.volumes,
+          devices: { inventory: node.devices.inventory, links: memoryDiscoveryLinks(node.volumes) },
+        };
+      },
+    };
+  }
+  const volumes = new LinuxVolumes();
+  const inventory = new LinuxBlockDevices();
+  return {
+    source: 'live',
+    next: () => {
+      const overlay = new PlannedLinks(volumes);
+      return { volumes: overlay, devices: { inventory, links: overlay } };
+    },
   };
 }
 
@@ -555,16 +637,7 @@ export async function simulatePlan(options: PlanOptions): Promise<SimulationPlan
     options.from !== undefined ? loadConfig(options.from) : Promise.resolve(undefined),
   ]);
   const warnings: ConfigIssue[] = [...loaded.warnings, ...(from?.warnings ?? [])];
-  let volumes: NodeVolumes;
-  let nodeSource: SimulationPlan['node']['source'] = 'live';
-  let nodeFile: string | undefined;
-  if (options.nodeFacts.kind === 'fixture') {
-    volumes = (await loadNodeFacts(options.nodeFacts.path)).volumes;
-    nodeSource = 'fixture';
-    nodeFile = options.nodeFacts.path;
-  } else {
-    volumes = new LinuxVolumes();
-  }
+  const nodes = await planNodes(options.nodeFacts);
   let base: Cluster;
   let clusterInfo: SimulationPlan['cluster'];
   let fixtureNodes: readonly string[] | undefined;
@@ -609,26 +682,27 @@ export async function simulatePlan(options: PlanOptions): Promise<SimulationPlan
     }
     throw new StartupError(`cannot get Node ${name}: ${errorMessage(err)}`);
   }
-  const ctx: PlanContext = {
+  // Each plan gets a node of its own: the links one config's rules make are not the other's.
+  const ctx = (): PlanContext => ({
     cluster,
     uids,
-    volumes,
+    ...nodes.next(),
     node,
     namespace: options.namespace,
     jobImage: options.jobImage,
     clock,
-  };
+  });
   let plan: PassPlan;
   let before: PassPlan | undefined;
   try {
-    plan = await planPass(loaded, ctx);
-    before = from ? await planPass(from, ctx) : undefined;
+    plan = await planPass(loaded, ctx());
+    before = from ? await planPass(from, ctx()) : undefined;
   } catch (err) {
     if (err instanceof KubeApiError) throw new StartupError(`cannot read the cluster: ${err.message}`);
     throw err;
   }
   return {
-    node: { name, source: nodeSource, ...(nodeFile !== undefined ? { file: nodeFile } : {}) },
+    node: { name, source: nodes.source, ...(nodes.file !== undefined ? { file: nodes.file } : {}) },
     cluster: clusterInfo,
     namespace: options.namespace,
     ...(options.jobImage !== undefined ? { jobImage: options.jobImage } : {}),

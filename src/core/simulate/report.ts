@@ -77,6 +77,18 @@ export type TimelineEvent =
   | { readonly type: 'class-problem'; readonly storageClass: string; readonly detail: string }
   | { readonly type: 'node-updated'; readonly node: string }
   /**
+   * Disks by rule: what the agent said about a device a rule selects, once per device and verdict
+   * (its log record and Node Event): linked, would be linked (plan mode), carved, skipped and why,
+   * or a link that failed. `message` is the agent's.
+   */
+  | {
+      readonly type: 'device';
+      readonly device: string;
+      readonly storageClass: string;
+      readonly level: LogLevel;
+      readonly message: string;
+    }
+  /**
    * The agent held a Released PV back: the disk at its path is not the one it was published for
    * (docs/disk-identity.md). `message` is the agent's (its log record and Warning Event).
    */
@@ -182,6 +194,8 @@ export type StepOutcome =
       readonly classes: number;
       /** A staged scenario: the nodes of the fleet, this one included. */
       readonly fleet?: number;
+      /** Block devices of the node (disks by rule), partitions not counted. */
+      readonly devices?: number;
     }
   | {
       readonly type: 'disk added';
@@ -199,6 +213,19 @@ export type StepOutcome =
       readonly path: string;
       readonly left: 'mount-point' | 'nothing';
     }
+  | {
+      readonly type: 'device added';
+      readonly devices: readonly {
+        readonly name: string;
+        readonly sizeBytes: number;
+        readonly model: string;
+        /** Its first /dev/disk/by-id name, if it has one. */
+        readonly byId?: string;
+        readonly partitions: number;
+        readonly signatures: readonly string[];
+      }[];
+    }
+  | { readonly type: 'device removed'; readonly devices: readonly string[] }
   | { readonly type: 'claim bound'; readonly claim: string; readonly pv: string; readonly volume: string }
   /** `claim`: namespace/name of the claim the PV was bound to, if it named one. */
   | { readonly type: 'claim released'; readonly claim?: string; readonly pv: string; readonly volume: string }

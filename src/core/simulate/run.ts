@@ -18,11 +18,13 @@ import { isNotFound } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Node } from '../kube/objects.js';
 import { MemoryCluster } from '../kube/memory/memory-cluster.js';
+import { memoryDiscoveryLinks } from '../node/discovery-links.js';
 import { MemoryVolumes } from '../node/memory-volumes.js';
 import { errorMessage } from '../unknown-values.js';
 import { loadClusterFixture } from './cluster-fixture.js';
 import { ConfigFiles } from './config-files.js';
 import { runControllerStandIns } from './controllers.js';
+import { SimulatedDevices } from './devices.js';
 import { derivedUuid, Disks, StepError } from './disks.js';
 import { evaluateExpectations } from './expect.js';
 import { finalState, worldView } from './world-view.js';
@@ -61,6 +63,8 @@ class ScenarioRun {
   private cluster!: MemoryCluster;
   private agentCluster!: Cluster;
   private readonly volumes = new MemoryVolumes();
+  /** The node's block devices (disks by rule), kept in step with /dev in the volumes. */
+  private readonly devices = new SimulatedDevices(this.volumes);
   private readonly scripted = new ScriptedCleaner(this.clock);
   private cleaner!: TappedCleaner;
   private readonly logger = new TimedLogger(this.clock);
@@ -253,6 +257,12 @@ class ScenarioRun {
           clock: this.clock,
           logger: this.logger,
           cleaner: this.cleaner,
+          // Disks by rule: the links the agent makes land in the in-memory node it discovers.
+          devices: {
+            inventory: this.devices.inventory,
+            links: memoryDiscoveryLinks(this.volumes),
+            carver: this.devices,
+          },
           ...stagedDeps,
         },
       ),
@@ -361,6 +371,8 @@ class ScenarioRun {
       const { display, path } = sc.nodeFacts;
       const fail = (text: string): never => setupFail(undefined, 'nodeFacts')(`${display}: ${text}`);
       const { facts } = await loadNodeFacts(path);
+      // Devices first: an entry of the fixture may be a symlink to one of their by-id names.
+      this.devices.addAll(facts.devices, fail);
       for (const dir of facts.directories) {
         try {
           this.volumes.addDirectory(dir);
@@ -371,6 +383,7 @@ class ScenarioRun {
       for (const e of [...facts.entries].sort((a, b) => Number(a.type === 'symlink') - Number(b.type === 'symlink')))
         this.disks.addFact(e, fail);
     }
+    this.devices.addAll(sc.devices, setupFail(undefined, 'devices'));
     sc.disks.forEach((d, i) => {
       this.disks.add(d, setupFail(d.position, `disks[${i}]`));
     });
@@ -474,6 +487,7 @@ class ScenarioRun {
     const world: StepWorld = {
       cluster: this.cluster,
       disks: this.disks,
+      devices: this.devices,
       configFiles: this.configFiles,
       cleaner: this.scripted,
       clock: this.clock,
@@ -528,6 +542,7 @@ class ScenarioRun {
         disks: this.disks.present,
         classes: Object.keys(this.config.storageClassMap).length,
         ...(this.staged !== undefined ? { fleet: this.staged.nodes.length } : {}),
+        ...(this.devices.disks > 0 ? { devices: this.devices.disks } : {}),
         index: 0,
         at: 0,
         expectations: [],

@@ -3,7 +3,7 @@
 // Parsing is strict and positional: every problem names the file, the step number and the field.
 // docs/simulate.md is the user-facing reference of this vocabulary.
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { isMap, isScalar } from 'yaml';
+import { isMap, isScalar, isSeq } from 'yaml';
 import type { Node, YAMLMap } from 'yaml';
 import { ALLOW_NAMES, DEFAULT_RELOAD_GUARD_POLICY, RELOAD_GUARD_POLICIES } from '../config/reload-guard.js';
 import type { GuardedImpact, ReloadGuardPolicy } from '../config/reload-guard.js';
@@ -14,6 +14,8 @@ import { attributeValue, normalizeUuid } from '../node/identity.js';
 import { Input, readInputText } from './input.js';
 import { readEntry } from './node-facts.js';
 import type { EntryType } from './node-facts.js';
+import { readDevice, readDevices } from './devices.js';
+import type { DeviceSpec } from './devices.js';
 import { parseExpectations } from './expect.js';
 import type { Expectations } from './expect.js';
 import { NODE_FAILURES, readFleet, readStagedRollout } from './staged-scenario.js';
@@ -24,6 +26,9 @@ export const STEP_TYPES = [
   'disk removed',
   'disk pulled',
   'disk swapped',
+  // Block devices of the node (disks by rule): docs/simulate.md "Node facts fixtures".
+  'device added',
+  'device removed',
   'claim bound',
   'claim released',
   'config changed',
@@ -108,6 +113,10 @@ export type Step = StepBase &
     | { readonly type: 'disk removed'; readonly volume: VolumeRef }
     /** The disk goes away: a filesystem's mount point directory stays behind, unmounted. */
     | { readonly type: 'disk pulled'; readonly volume: VolumeRef }
+    /** Block devices arrive on the node (one, or a list arriving together). */
+    | { readonly type: 'device added'; readonly devices: readonly DeviceSpec[] }
+    /** Block devices go away (kernel names of whole disks; their partitions go with them). */
+    | { readonly type: 'device removed'; readonly devices: readonly string[] }
     | { readonly type: 'claim bound'; readonly volume: VolumeRef; readonly claim?: string }
     | { readonly type: 'claim released'; readonly volume: VolumeRef }
     | { readonly type: 'config changed'; readonly config: ConfigInput }
@@ -198,6 +207,8 @@ export interface Scenario {
   readonly node?: string;
   readonly config: ConfigInput;
   readonly disks: readonly (DiskSpec & { readonly position: SourcePosition })[];
+  /** The node's block devices at the start (disks by rule). */
+  readonly devices: readonly DeviceSpec[];
   /** A cluster fixture (absolute path). */
   readonly cluster?: { readonly path: string; readonly display: string };
   /** A node-facts fixture (absolute path). */
@@ -214,6 +225,7 @@ const TOP_KEYS = [
   'node',
   'config',
   'disks',
+  'devices',
   'cluster',
   'nodeFacts',
   'settings',
@@ -528,6 +540,12 @@ function readStep(input: Input, node: Node, i: number, baseDir: string, ctx: Ste
       if (volume !== undefined) step = { ...base, type, volume };
       break;
     }
+    case 'device added':
+    case 'device removed': {
+      const devices = readDeviceStep(input, type, value, at);
+      if (devices !== undefined) step = { ...base, ...devices };
+      break;
+    }
     case 'time passes': {
       const durationMs = input.duration(value, at);
       if (durationMs !== undefined) step = { ...base, type, durationMs };
@@ -581,6 +599,37 @@ function readStep(input: Input, node: Node, i: number, baseDir: string, ctx: Ste
   }
   const errorsAfter = input.sink.issues.filter((x) => x.severity === 'error').length;
   return errorsAfter > errorsBefore ? undefined : step;
+}
+
+type DeviceStepArgs =
+  | { readonly type: 'device added'; readonly devices: readonly DeviceSpec[] }
+  | { readonly type: 'device removed'; readonly devices: readonly string[] };
+
+/** `device added`: a device or a list of them; `device removed`: a kernel name or a list of them. */
+function readDeviceStep(
+  input: Input,
+  type: 'device added' | 'device removed',
+  value: Node | null,
+  at: string,
+): DeviceStepArgs | undefined {
+  if (type === 'device removed') {
+    const names = readDeviceNames(input, value, at);
+    return names === undefined ? undefined : { type, devices: names };
+  }
+  const devices = value !== null && isSeq(value) ? readDevices(input, value, at) : [readDevice(input, value, at)];
+  const read = devices.filter((d): d is DeviceSpec => d !== undefined);
+  return read.length > 0 && read.length === devices.length ? { type, devices: read } : undefined;
+}
+
+/** `nvme1n1`, or a list of kernel names. */
+function readDeviceNames(input: Input, value: Node | null, path: string): string[] | undefined {
+  const items = value !== null && isSeq(value) ? (input.list(value, path) ?? []) : [value];
+  const names = items.map((item, i) =>
+    input.string(item, isSeq(value) ? `${path}[${String(i)}]` : path, { required: true }),
+  );
+  const read = names.filter((n): n is string => n !== undefined);
+  if (read.length === 0 && names.length === 0) input.error(path, 'name at least one device', value);
+  return read.length > 0 && read.length === names.length ? read : undefined;
 }
 
 /** A node of the fleet named by a step. */
@@ -674,6 +723,7 @@ export function parseScenario(file: string, text: string, options: { baseDir?: s
       if (disk) disks.push({ ...disk, position: input.position(d) });
     });
   }
+  const devices = readDevices(input, input.get(root, 'devices'), 'devices');
   const fixture = (key: string): { path: string; display: string } | undefined => {
     const value = input.string(input.get(root, key), key);
     return value === undefined ? undefined : { path: relativePath(baseDir, value), display: value };
@@ -705,6 +755,7 @@ export function parseScenario(file: string, text: string, options: { baseDir?: s
     ...(nodeName !== undefined ? { node: nodeName } : {}),
     config,
     disks,
+    devices,
     ...(cluster ? { cluster } : {}),
     ...(nodeFacts ? { nodeFacts } : {}),
     settings,

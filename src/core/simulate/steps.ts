@@ -11,10 +11,12 @@ import { loadConfig } from '../config/source/load.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Job, PersistentVolume } from '../kube/objects.js';
 import { IDENTITY_ACTION_ANNOTATION } from '../pv/identity.js';
+import { errorMessage } from '../unknown-values.js';
 import type { ConfigFiles } from './config-files.js';
 import { bindClaim, releaseClaim } from './controllers.js';
 import { StepError } from './disks.js';
 import type { Disks, ResolvedVolume } from './disks.js';
+import type { SimulatedDevices } from './devices.js';
 import type { StepOutcome } from './report.js';
 import type { RolloutStepType, Step } from './scenario.js';
 import type { RolloutAction } from '../staged-rollout/state.js';
@@ -25,6 +27,8 @@ import type { StagedWorld } from './fleet.js';
 export interface StepWorld {
   readonly cluster: Cluster;
   readonly disks: Disks;
+  /** The node's block devices (disks by rule). */
+  readonly devices: SimulatedDevices;
   readonly configFiles: ConfigFiles;
   readonly cleaner: ScriptedCleaner;
   readonly clock: Clock;
@@ -86,6 +90,9 @@ export async function applyStep(step: Step, w: StepWorld, fail: (text: string) =
       const left = await w.disks.pull(v, fail);
       return { type: step.type, volume: v.display, path: v.path, left };
     }
+    case 'device added':
+    case 'device removed':
+      return deviceStep(step, w.devices, fail);
     case 'claim bound': {
       const v = await resolve(step.volume);
       const pv = await pvOf(w.cluster, v, fail);
@@ -262,6 +269,42 @@ export async function applyStep(step: Step, w: StepWorld, fail: (text: string) =
       }
     }
   }
+}
+
+/** Block devices arrive on the node, or go away; their /dev nodes and by-id links with them. */
+function deviceStep(
+  step: Extract<Step, { type: 'device added' | 'device removed' }>,
+  devices: SimulatedDevices,
+  fail: (text: string) => never,
+): StepOutcome {
+  if (step.type === 'device removed') {
+    for (const name of step.devices) {
+      try {
+        devices.remove(name);
+      } catch (err) {
+        fail(errorMessage(err));
+      }
+    }
+    return { type: step.type, devices: step.devices };
+  }
+  const added = step.devices.map((d) => {
+    let disk;
+    try {
+      [disk] = devices.add(d);
+    } catch (err) {
+      fail(`cannot add ${d.name}: ${errorMessage(err)}`);
+    }
+    const byId = disk?.byIdNames[0];
+    return {
+      name: d.name,
+      sizeBytes: d.sizeBytes,
+      model: d.model,
+      ...(byId !== undefined ? { byId } : {}),
+      partitions: d.partitions.length,
+      signatures: d.signatures,
+    };
+  });
+  return { type: step.type, devices: added };
 }
 
 const ROLLOUT_ACTION_OF = {

@@ -10,6 +10,7 @@ import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import { StepError } from './disks.js';
 import type { Disks, ResolvedVolume } from './disks.js';
 import type { PvField, RolloutWorldView, WorldView } from './expect.js';
+import { verdictState } from './device-plan.js';
 import { volumeOfPV } from './observe.js';
 import type { FinalRollout, ScenarioReport } from './report.js';
 
@@ -64,6 +65,7 @@ export async function worldView(s: ReplayState, refs: readonly string[]): Promis
   const lastPass = agent?.generation.status().lastPass;
   const skipped = lastPass?.skipped ?? [];
   const quarantined = lastPass?.reclaim.quarantined ?? [];
+  const verdicts = lastPass?.devices?.verdicts ?? [];
   return {
     pvCount: pvs.length,
     pvPhaseCounts: phaseCounts,
@@ -107,6 +109,10 @@ export async function worldView(s: ReplayState, refs: readonly string[]): Promis
     quarantineReason: (ref) => {
       const v = need(ref);
       return quarantined.find((q) => q.pv === v.pvName)?.reason ?? 'none';
+    },
+    deviceState: (device) => {
+      const verdict = verdicts.find((x) => x.device === device);
+      return verdict !== undefined ? verdictState(verdict) : 'none';
     },
     ...(rollout !== undefined ? { rollout } : {}),
   };

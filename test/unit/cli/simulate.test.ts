@@ -104,7 +104,7 @@ describe('provisioner simulate (process)', () => {
     );
     assert.match(
       r.stderr,
-      /^ {2}.*bad\.yaml:7:5: steps\[2\]: unknown step type "disk exploded"; valid step types: disk added, disk removed, disk pulled, disk swapped, claim bound, claim released, config changed, reload requested, cleanup succeeds, cleanup fails, cleanup is slow, job succeeds, job fails, identity accepted, agent restarted, node rebuilt, time passes, check, apply config, rollout pause, rollout resume, rollout abort, rollout promote, node fails candidate, node fixed$/mu,
+      /^ {2}.*bad\.yaml:7:5: steps\[2\]: unknown step type "disk exploded"; valid step types: disk added, disk removed, disk pulled, disk swapped, device added, device removed, claim bound, claim released, config changed, reload requested, cleanup succeeds, cleanup fails, cleanup is slow, job succeeds, job fails, identity accepted, agent restarted, node rebuilt, time passes, check, apply config, rollout pause, rollout resume, rollout abort, rollout promote, node fails candidate, node fixed$/mu,
     );
     assert.doesNotMatch(r.stderr, /^\s+at /mu, 'no stack trace');
     assert.equal(r.stdout, '');
@@ -165,6 +165,51 @@ describe('provisioner simulate (process)', () => {
     assert.deepEqual(
       (reload as { reload: { changes: { path: string; impact: string }[] } }).reload.changes.map((c) => c.impact),
       ['new-pvs-only', 'orphans-pvs', 'needs-pod-change'],
+    );
+  });
+
+  it('plans device rules from fixtures: the devices section, and the reload that switches a rule to apply', async () => {
+    const devices = 'test/fixtures/simulate/devices';
+    const args = [
+      'simulate',
+      '--config',
+      `${devices}/config.yaml`,
+      '--node-facts',
+      `${devices}/node.yaml`,
+      '--cluster',
+      `${devices}/cluster.yaml`,
+      '--job-image',
+      'img',
+    ];
+    const text = await runCli([...args, '--from', `${devices}/from.yaml`], { env });
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, /^Devices selected by device rules \(5\):$/mu);
+    assert.match(text.stdout, /^ {2}~ device nvme1n1: planned \(local-nvme\) -> link \(local-nvme\)$/mu);
+    assert.match(
+      text.stdout,
+      /^Devices: 2 to link, 1 planned \(rules in plan mode\), 1 already linked, 1 skipped\.$/mu,
+    );
+    const json = await runCli([...args, '--from', `${devices}/from.yaml`, '-o', 'json'], { env });
+    assert.equal(json.code, 0, json.stderr);
+    const plan = JSON.parse(json.stdout) as {
+      devices: { summary: { link: number } };
+      reload: { changes: { impact: string }[] };
+    };
+    assert.ok(validate(plan), schemaErrors());
+    assert.equal(plan.devices.summary.link, 2);
+    assert.deepEqual(
+      plan.reload.changes.map((c) => c.impact),
+      ['claims-devices'],
+    );
+    await writeFile(file('bad-devices.yaml'), 'devices:\n  - { name: nvme1n1, size: 1Ti, transport: nvm }\n');
+    const bad = await runCli(
+      [...args.slice(0, 3), '--node-facts', file('bad-devices.yaml'), '--cluster', `${devices}/cluster.yaml`],
+      { env },
+    );
+    assert.equal(bad.code, 3);
+    assert.match(
+      bad.stderr,
+      /bad-devices\.yaml:2:\d+: devices\[0\]\.transport: "nvm" is not one of .*did you mean "nvme"\?$/mu,
     );
   });
 

@@ -17,6 +17,7 @@ import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { IDENTITY_ACTION_ANNOTATION, IDENTITY_ANNOTATION, NODE_UID_ANNOTATION } from '../../../src/core/pv/identity.js';
 import { ConfigFiles } from '../../../src/core/simulate/config-files.js';
 import { derivedIdentity, derivedUuid, Disks } from '../../../src/core/simulate/disks.js';
+import { SimulatedDevices } from '../../../src/core/simulate/devices.js';
 import { InvalidInputError } from '../../../src/core/simulate/input.js';
 import { logEvent, NodeUids, pvWriteEvent } from '../../../src/core/simulate/observe.js';
 import type { StepOutcome, TimelineAction } from '../../../src/core/simulate/report.js';
@@ -93,6 +94,7 @@ describe('simulate: rehearsing disk identities — the steps, parsed', () => {
           skipped: {},
           events: {},
           quarantined: { disk1: 'identity-changed', blk: 'none', disk2: 'node-rebuilt' },
+          devices: {},
         },
       },
     ]);
@@ -201,6 +203,7 @@ describe("simulate: rehearsing disk identities — the replay's disks", () => {
     const w: StepWorld = {
       cluster,
       disks,
+      devices: new SimulatedDevices(volumes),
       configFiles: new ConfigFiles(dir),
       cleaner: new ScriptedCleaner(clock),
       clock,

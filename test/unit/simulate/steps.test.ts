@@ -14,6 +14,7 @@ import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { ConfigFiles } from '../../../src/core/simulate/config-files.js';
 import { Disks } from '../../../src/core/simulate/disks.js';
+import { SimulatedDevices } from '../../../src/core/simulate/devices.js';
 import { parseScenario } from '../../../src/core/simulate/scenario.js';
 import type { Step } from '../../../src/core/simulate/scenario.js';
 import { ScriptedCleaner } from '../../../src/core/simulate/stand-ins.js';
@@ -48,6 +49,7 @@ describe('simulate: steps, one at a time', () => {
     world = {
       cluster,
       disks: new Disks({ volumes, cluster, nodeName: 'node-a', config: () => config }),
+      devices: new SimulatedDevices(volumes),
       configFiles,
       cleaner: new ScriptedCleaner(clock),
       clock,
