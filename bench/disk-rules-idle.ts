@@ -1,13 +1,16 @@
 // Disks by rule, what a node with many disks pays while nothing changes: the change check the
-// sync loop runs every 5 s while rules exist (LinuxBlockDevices.changeStamp: sysfs only, no device
-// opened), and a full rules pass over an unchanged node (the inventory reusing the last pass's
-// signatures, the decision, the discovery directory read; nothing to write). On a fake node of N
-// disks in a temp dir (test/support/fake-block-node.ts: a sysfs tree, sparse files as devices),
-// N = 64 by default. CPU per call from process.cpuUsage over many calls (this process does nothing
-// else meanwhile). No process is spawned: the inventory and the step import no child_process
-// (test/unit/disk-rules/no-spawn.test.ts).
+// sync loop runs every 5 s while rules exist (LinuxBlockDevices.changeStamp: the class/block
+// listing and /proc/partitions, no device opened), the inventory alone on an unchanged node
+// (devices({ previous }): a few sysfs attributes per device, hardware facts and signatures
+// reused), and a full rules pass over an unchanged node (that inventory, the decision, the
+// discovery directory read; nothing to write). On a fake node of N disks in a temp dir
+// (test/support/fake-block-node.ts: a sysfs tree, sparse files as devices), N = 64 by default,
+// each with a diskseq as on kernels 5.15+ and P partitions (--partitions, default 0; a carved
+// disk has several). CPU per call from process.cpuUsage over many calls (this process does
+// nothing else meanwhile). No process is spawned: the inventory and the step import no
+// child_process (test/unit/disk-rules/no-spawn.test.ts).
 //
-// Usage: node dist/bench/disk-rules-idle.js [--disks 64] [--rounds 500]
+// Usage: node dist/bench/disk-rules-idle.js [--disks 64] [--partitions 0] [--rounds 500]
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -21,6 +24,7 @@ import { FakeNode } from '../test/support/fake-block-node.js';
 import { numberFlag } from './support.js';
 
 const disks = numberFlag('--disks', 64);
+const partitions = numberFlag('--partitions', 0);
 const rounds = numberFlag('--rounds', 500);
 const MiB = 2 ** 20;
 
@@ -35,12 +39,19 @@ async function cpuMsPerCall(rounds_: number, call: () => Promise<unknown>): Prom
 const cleanup = new Cleanup();
 try {
   const node = new FakeNode(makeTempDir(cleanup, 'lvp-rules-bench-'));
-  for (let i = 0; i < disks; i += 1)
-    node.addDisk(`nvme${String(i)}n1`, {
-      majorMinor: `259:${String(i)}`,
+  for (let i = 0; i < disks; i += 1) {
+    const disk = `nvme${String(i)}n1`;
+    node.addDisk(disk, {
+      majorMinor: `259:${String(i * (partitions + 1))}`,
       sizeBytes: 64 * MiB,
       device: { model: 'Bench NVMe\n', serial: `B${String(i)}\n` },
+      attributes: { diskseq: `${String(i + 1)}\n` },
     });
+    for (let p = 1; p <= partitions; p += 1) {
+      const majorMinor = `259:${String(i * (partitions + 1) + p)}`;
+      node.addPartition(disk, `${disk}p${String(p)}`, { majorMinor, sizeBytes: 4 * MiB, number: p });
+    }
+  }
   const inventory = node.inventory();
   const mountDir = join(node.root, 'discovery');
   mkdirSync(mountDir);
@@ -75,12 +86,18 @@ try {
   );
   await rules.pass([]);
   const stampMs = await cpuMsPerCall(rounds, () => inventory.changeStamp());
+  let previous = await inventory.devices();
+  const idleInventoryMs = await cpuMsPerCall(Math.max(20, Math.floor(rounds / 5)), async () => {
+    previous = await inventory.devices({ previous });
+  });
   const passMs = await cpuMsPerCall(Math.max(20, Math.floor(rounds / 5)), () => rules.pass([]));
   const freshMs = await cpuMsPerCall(20, () => inventory.devices());
   process.stdout.write(
     `${JSON.stringify({
       disks,
+      partitions,
       changeStampCpuMs: Number(stampMs.toFixed(3)),
+      idleInventoryCpuMs: Number(idleInventoryMs.toFixed(3)),
       idlePassCpuMs: Number(passMs.toFixed(3)),
       freshInventoryCpuMs: Number(freshMs.toFixed(3)),
       node: process.version,

@@ -1,7 +1,7 @@
 // A fake node for the block device inventory (src/core/node/block-devices.ts) in a temp dir: a
 // sysfs tree laid out as the kernel lays it out (class/block links into devices/…, partitions
 // inside their disk), regular sparse files standing in for the device nodes, a udev database, a
-// by-id directory, a mountinfo and a swaps file. Used by its unit tests and bench/disk-rules-idle.ts.
+// by-id directory, a mountinfo, a swaps file and a /proc/partitions. Used by its unit tests and bench/disk-rules-idle.ts.
 import assert from 'node:assert/strict';
 import { closeSync, mkdirSync, openSync, rmSync, symlinkSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -31,14 +31,18 @@ export interface FakePartitionOptions {
   readonly partName?: string;
 }
 
-/** A fake node under root: sys/, dev/ (and dev/disk/by-id), udev/, mountinfo and swaps. */
+/** A fake node under root: sys/, dev/ (and dev/disk/by-id), udev/, mountinfo, swaps and partitions. */
 export class FakeNode {
   readonly sys: string;
   readonly dev: string;
   readonly udev: string;
   readonly mountInfo: string;
   readonly swaps: string;
+  /** /proc/partitions, kept as the kernel keeps it (see writePartitions). */
+  readonly partitions: string;
   private readonly dirs = new Map<string, string>();
+  /** Number and size of each device, in the order added: what /proc/partitions lists. */
+  private readonly table = new Map<string, { readonly majorMinor: string; sizeBytes: number }>();
 
   constructor(readonly root: string) {
     this.sys = join(root, 'sys');
@@ -46,11 +50,13 @@ export class FakeNode {
     this.udev = join(root, 'udev');
     this.mountInfo = join(root, 'mountinfo');
     this.swaps = join(root, 'swaps');
+    this.partitions = join(root, 'partitions');
     for (const dir of [join(this.sys, 'class', 'block'), join(this.dev, 'disk', 'by-id'), this.udev]) {
       mkdirSync(dir, { recursive: true });
     }
     writeFileSync(this.mountInfo, '1 0 254:0 / / rw - ext4 /dev/root rw\n');
     writeFileSync(this.swaps, 'Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n');
+    this.writePartitions();
   }
 
   inventory(options: LinuxBlockDevicesOptions = {}): LinuxBlockDevices {
@@ -60,6 +66,7 @@ export class FakeNode {
       udevDataDir: this.udev,
       mountInfoPath: this.mountInfo,
       swapsPath: this.swaps,
+      partitionsPath: this.partitions,
       acceptRegularFiles: true,
       ...options,
     });
@@ -100,6 +107,8 @@ export class FakeNode {
   ): void {
     mkdirSync(join(dir, 'holders'), { recursive: true });
     this.dirs.set(name, dir);
+    this.table.set(name, { majorMinor, sizeBytes });
+    this.writePartitions();
     const [major, minor] = majorMinor.split(':');
     this.attribute(name, 'dev', `${majorMinor}\n`);
     this.attribute(name, 'size', `${sizeBytes / 512}\n`);
@@ -136,6 +145,9 @@ export class FakeNode {
   resize(name: string, sizeBytes: number): void {
     this.attribute(name, 'size', `${sizeBytes / 512}\n`);
     truncateSync(join(this.dev, name), sizeBytes);
+    const entry = this.table.get(name);
+    if (entry !== undefined) entry.sizeBytes = sizeBytes;
+    this.writePartitions();
   }
 
   addHolder(name: string, holder: string): void {
@@ -147,6 +159,19 @@ export class FakeNode {
     rmSync(this.dirOf(name), { recursive: true });
     rmSync(join(this.dev, name), { force: true });
     this.dirs.delete(name);
+    this.table.delete(name);
+    this.writePartitions();
+  }
+
+  /** /proc/partitions as the kernel writes it: size in KiB, devices of size 0 left out. */
+  private writePartitions(): void {
+    const lines = [...this.table]
+      .filter(([, entry]) => entry.sizeBytes > 0)
+      .map(([name, { majorMinor, sizeBytes }]) => {
+        const [major = '', minor = ''] = majorMinor.split(':');
+        return `${major.padStart(4)}  ${minor.padStart(7)} ${String(Math.floor(sizeBytes / 1024)).padStart(10)} ${name}\n`;
+      });
+    writeFileSync(this.partitions, `major minor  #blocks  name\n\n${lines.join('')}`);
   }
 
   udevRecord(majorMinor: string, properties: Readonly<Record<string, string>>): void {

@@ -37,11 +37,12 @@ export interface BlockDeviceInventory {
   devices(options?: DevicesOptions): Promise<readonly DeviceFacts[]>;
 }
 
-/** A cheap fingerprint of the device list, to skip the signature probe on idle passes. */
+/** A cheap fingerprint of the device list, polled between passes to run one when it moves. */
 export interface BlockDeviceChangeStamp {
   /**
-   * Changes when a device comes or goes, or any device's size, read-only flag, holders, partitions
-   * or medium (diskseq) changes. It does not change when a device's contents do (a `mkfs`).
+   * Changes when a device comes or goes (a partition included) or a device's size changes; an
+   * implementation may notice more (see LinuxBlockDevices.changeStamp for what it does not). It
+   * does not change when a device's contents do (a `mkfs`).
    */
   changeStamp(): Promise<string>;
 }
@@ -77,6 +78,9 @@ export class BlockDeviceInventoryError extends Error {
 
 // ---- Small reads of memory filesystems ---------------------------------------------------------
 
+/** The one buffer the small reads share: each is synchronous, so none overlaps another. */
+const scratch = Buffer.allocUnsafe(UDEV_RECORD_BYTES + 1);
+
 /**
  * At most maxBytes of a small file on a memory filesystem (sysfs, procfs, udev's tmpfs), read in
  * one go synchronously: no device is waited for. Undefined when it cannot be read or is longer.
@@ -90,12 +94,10 @@ function readSmallFile(path: string, maxBytes: number): string | undefined {
     return undefined;
   }
   try {
-    const buffer = Buffer.alloc(maxBytes + 1);
-    let length = 0;
-    for (let n = -1; n !== 0 && length < buffer.length; length += n) {
-      n = readSync(fd, buffer, length, buffer.length - length, null);
-    }
-    return length > maxBytes ? undefined : buffer.toString('utf8', 0, length);
+    // One read: these filesystems hand over all a small file holds at once (sysfs builds an
+    // attribute whole); asking for one byte more than allowed tells a longer one.
+    const length = readSync(fd, scratch, 0, maxBytes + 1, null);
+    return length > maxBytes ? undefined : scratch.toString('utf8', 0, length);
   } catch {
     return undefined;
   } finally {
@@ -229,13 +231,22 @@ function zfsOffsets(image: DeviceImage): number[] {
   const offsets: number[] = [];
   for (const start of labels) {
     for (let offset = start + label / 2; offset < start + label; offset += 1024) {
-      const word = bytesAt(image, offset, 8);
-      if (word !== undefined && (word.readBigUInt64LE() === 0xbab10cn || word.readBigUInt64BE() === 0xbab10cn)) {
-        offsets.push(offset);
-      }
+      if (isUberblockMagic(image, offset)) offsets.push(offset);
     }
   }
   return offsets;
+}
+
+/** Whether the 64-bit word at offset is 0x00bab10c in either order (two 32-bit reads: no BigInt, no view). */
+function isUberblockMagic(image: DeviceImage, offset: number): boolean {
+  for (const { offset: windowOffset, bytes } of image.windows) {
+    const start = offset - windowOffset;
+    if (start < 0 || start + 8 > bytes.length) continue;
+    const low = bytes.readUInt32LE(start);
+    const high = bytes.readUInt32LE(start + 4);
+    return (low === 0x00bab10c && high === 0) || (low === 0 && high === 0x0cb1ba00);
+  }
+  return false;
 }
 
 /** FAT and NTFS boot sectors (they end with 0x55AA as an MBR does: then it is theirs, not a dos table). */
@@ -341,6 +352,10 @@ interface NodeContext {
   readonly byIdNames: ReadonlyMap<string, string[]>;
   /** sysfs's real path, so device paths compare whatever links lead to it. */
   readonly sysRoot: string;
+  /** /proc/partitions' numbers by name: read only when there are earlier answers to tell again. */
+  readonly numbers: ReadonlyMap<string, string>;
+  /** Each disk's medium by its sysfs directory, as read this pass: its partitions share it. */
+  readonly media: Map<string, string>;
 }
 
 function addTo(map: Map<string, string[]>, key: string, value: string): void {
@@ -383,6 +398,8 @@ export interface LinuxBlockDevicesOptions {
   readonly mountInfoPath?: string;
   /** Default `/proc/swaps`. */
   readonly swapsPath?: string;
+  /** The kernel's table of disks and partitions (changeStamp); default `/proc/partitions`. */
+  readonly partitionsPath?: string;
   /**
    * For tests: a regular file at `<devRoot>/<name>` stands for the device. Default false: only a
    * block device node with the number sysfs gives is read (a /dev of another node, e.g. a
@@ -396,6 +413,8 @@ interface SysfsDevice {
   readonly name: string;
   /** Real path of its sysfs directory. */
   readonly dir: string;
+  /** Its sysfs entry's inode: a device added again is a new entry (kernfs does not reuse numbers soon). */
+  readonly entry: bigint;
   readonly majorMinor: string;
   readonly sizeBytes: number;
   readonly readOnly: boolean;
@@ -403,22 +422,108 @@ interface SysfsDevice {
   readonly isPartition: boolean;
   /** The whole disk of a partition. */
   readonly parent?: { readonly name: string; readonly dir: string; readonly majorMinor: string };
-  readonly partitions: readonly string[];
   readonly holders: readonly string[];
-  /** The medium's sequence number (sysfs `diskseq`, kernel 5.15+): new when a loop is re-attached or media change. */
+  /**
+   * The medium's sequence number (sysfs `diskseq`, kernel 5.15+; a partition's is its disk's):
+   * new when a loop is re-attached or media change.
+   */
   readonly diskSeq: string;
 }
 
+/** The facts that stay while a device does (same entry, number, size and medium): read once, then reused. */
+type HardwareFacts = Pick<
+  DeviceFacts,
+  | 'devicePath'
+  | 'type'
+  | 'removable'
+  | 'rotational'
+  | 'model'
+  | 'vendor'
+  | 'serial'
+  | 'wwid'
+  | 'transport'
+  | 'parent'
+  | 'madeByAgent'
+>;
+
+/** What an answer was read from (not part of DeviceFacts): what the next pass reuses. */
+interface DeviceSource {
+  readonly device: SysfsDevice;
+  readonly hardware: HardwareFacts;
+}
+
+/** A device read from sysfs this pass, and its earlier answer when it is the same device. */
+interface DeviceReading extends DeviceSource {
+  readonly earlier?: DeviceFacts;
+}
+
+/** A by-id directory read younger than this may miss a change its mtime does not show (coarse clocks). */
+const BY_ID_SETTLE_NS = 2_000_000_000n;
+
+/** Bytes from a sysfs `size` (512-byte sectors whatever the device's block size). */
+function sizeFromSectors(sectors: string | undefined): number | undefined {
+  return sectors !== undefined && /^\d+$/.test(sectors) ? Number(BigInt(sectors) * BigInt(SECTOR_BYTES)) : undefined;
+}
+
+/** The inode of what a sysfs entry leads to; undefined when it is gone. */
+function entryInode(path: string): bigint | undefined {
+  try {
+    return statSync(path, { bigint: true }).ino;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The medium's sequence number: a disk's own, a partition's disk's (read once a pass); empty before kernel 5.15. */
+function mediumOf(dir: string, isPartition: boolean, media: Map<string, string>): string {
+  const diskDir = isPartition ? dirname(dir) : dir;
+  const known = media.get(diskDir);
+  if (known !== undefined) return known;
+  const medium = attribute(diskDir, 'diskseq') ?? '';
+  media.set(diskDir, medium);
+  return medium;
+}
+
+/** Each disk's partitions by its sysfs directory: the devices whose directory is inside it, sorted. */
+function partitionsByDisk(readings: readonly DeviceReading[]): Map<string, string[]> {
+  const partitions = new Map<string, string[]>();
+  for (const { device } of readings) if (device.isPartition) addTo(partitions, dirname(device.dir), device.name);
+  return partitions;
+}
+
 /**
- * The real inventory. devices() reads sysfs and the node's tables afresh on every call and probes
- * every device's signatures (two windows of 1 MiB each, 4 devices at a time).
+ * Device numbers by kernel name from /proc/partitions (`major minor #blocks name`): one read for
+ * every device but those of size 0, which it leaves out.
+ */
+function partitionTableNumbers(text: string): Map<string, string> {
+  const numbers = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const fields = line.trim().split(/\s+/);
+    const [major = '', minor = '', , name] = fields;
+    if (fields.length === 4 && name !== undefined && /^\d+$/.test(major) && /^\d+$/.test(minor)) {
+      numbers.set(name, `${major}:${minor}`);
+    }
+  }
+  return numbers;
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((item, i) => item === b[i]);
+}
+
+/**
+ * The real inventory. devices() lists sysfs and reads the node's tables (mountinfo, swaps) on
+ * every call, and probes every device's signatures (two windows of 1 MiB each, 4 devices at a
+ * time) unless an earlier answer stands.
  *
- * Idle passes: changeStamp() reads only sysfs listings and small attributes; while it is
- * unchanged a caller may skip devices() altogether, and devices({ previous }) reuses the
- * signatures of each device whose `major:minor`, size, partitions, serial, WWID and medium
- * (diskseq) are unchanged since `previous` (which must be an answer of this same instance).
- * Neither sees a write to a device's contents (a `mkfs` by an admin): a caller about to write to
- * a device (carve, format, link) must look at it with a fresh devices() call first.
+ * Idle passes: changeStamp() costs two reads whatever the number of devices; while it is
+ * unchanged a caller may skip devices() altogether. devices({ previous }), `previous` being an
+ * answer of this same instance, reads a few attributes per device: a device on the same sysfs
+ * entry with the same `major:minor`, size and medium (diskseq) keeps its hardware facts (model,
+ * serial, WWID, transport, type, parent, partition name...) and, when its partitions are the same
+ * too, its signatures; its read-only flag, holders, partitions, mounts, swap use and by-id names
+ * are read again. Neither sees a write to a device's contents (a `mkfs` by an admin): a caller
+ * about to write to a device (carve, format, link) must look at it with a fresh devices() call first.
  */
 export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChangeStamp {
   readonly sysRoot: string;
@@ -427,9 +532,11 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
   readonly udevDataDir: string;
   readonly mountInfoPath: string;
   readonly swapsPath: string;
+  readonly partitionsPath: string;
   private readonly acceptRegularFiles: boolean;
-  /** The medium each answered device was on: reuse needs the same one (not part of DeviceFacts). */
-  private readonly diskSeqs = new WeakMap<DeviceFacts, string>();
+  private readonly sources = new WeakMap<DeviceFacts, DeviceSource>();
+  /** The last by-id read and the directory's inode and mtime it was made at. */
+  private byIdCache: { readonly stamp: string; readonly names: ReadonlyMap<string, string[]> } | undefined;
 
   constructor(options: LinuxBlockDevicesOptions = {}) {
     this.sysRoot = options.sysRoot ?? '/sys';
@@ -438,6 +545,7 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     this.udevDataDir = options.udevDataDir ?? '/run/udev/data';
     this.mountInfoPath = options.mountInfoPath ?? '/proc/self/mountinfo';
     this.swapsPath = options.swapsPath ?? '/proc/swaps';
+    this.partitionsPath = options.partitionsPath ?? '/proc/partitions';
     this.acceptRegularFiles = options.acceptRegularFiles ?? false;
   }
 
@@ -445,32 +553,31 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     return join(this.sysRoot, 'class', 'block');
   }
 
+  /**
+   * The `<sysRoot>/class/block` listing and /proc/partitions (number, size in KiB and name of every
+   * disk and partition of non-zero size), hashed: two reads whatever the number of devices. It
+   * moves when a device comes or goes or a size changes. It does not see a read-only flag, holders
+   * or another medium of the same size (a loop re-attached to another file), nor a resize under
+   * 1 KiB: devices() reads those on every call, so the periodic full pass catches them.
+   */
   changeStamp(): Promise<string> {
     // A throw in the executor is the rejection.
     return new Promise((resolvePromise) => {
-      const hash = createHash('sha256');
-      for (const name of this.deviceNames()) {
-        const entry = join(this.classDir, name);
-        let link = '';
-        try {
-          link = readlinkSync(entry); // where it sits: a partition's link names its disk
-        } catch {
-          // Not a link (a test tree) or gone: the other fields still count.
-        }
-        const fields = ['dev', 'size', 'ro', 'diskseq'].map((file) => attribute(entry, file) ?? '');
-        const holders = listNames(join(entry, 'holders')).join(',');
-        hash.update([name, link, ...fields, holders].join('\0') + '\n');
-      }
-      resolvePromise(hash.digest('hex'));
+      const names = this.deviceNames();
+      const table = this.readTable(this.partitionsPath, false);
+      resolvePromise(createHash('sha256').update(names.join('\n')).update('\0').update(table).digest('hex'));
     });
   }
 
   async devices(options: DevicesOptions = {}): Promise<readonly DeviceFacts[]> {
     const names = this.deviceNames();
-    const context = this.readContext();
     const previous = new Map(options.previous?.map((facts) => [facts.name, facts]));
-    const found = await mapBounded(names, PROBE_CONCURRENCY, (name) =>
-      this.readDevice(name, context, previous.get(name)),
+    const context = this.readContext(previous.size > 0);
+    // sysfs first, every device, synchronously (memory reads: no device is waited for); then the probes.
+    const readings = names.flatMap((name) => this.readDevice(name, previous.get(name), context) ?? []);
+    const partitions = partitionsByDisk(readings);
+    const found = await mapBounded(readings, PROBE_CONCURRENCY, (reading) =>
+      this.answer(reading, context, partitions.get(reading.device.dir) ?? []),
     );
     return found.filter((facts) => facts !== undefined);
   }
@@ -485,34 +592,44 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     }
   }
 
-  /** One device's facts; undefined when it vanished while being read. */
-  private async readDevice(
-    name: string,
-    context: NodeContext,
-    previous: DeviceFacts | undefined,
-  ): Promise<DeviceFacts | undefined> {
-    const device = this.readSysfsDevice(name);
-    if (device === undefined) return undefined;
-    const facts = this.describe(device, context);
-    const reused = previous !== undefined && this.canReuse(previous, facts, device.diskSeq);
-    const signatures = reused ? previous.signatures : await this.probe(device);
-    // Gone, or another device under the name by now: what was read may be of either.
-    if (signatures === undefined || !this.stillThere(device)) return undefined;
-    const answer: DeviceFacts = { ...facts, signatures };
-    this.diskSeqs.set(answer, device.diskSeq);
-    return answer;
+  /** /proc/partitions' device numbers; none when it cannot be read. */
+  private tableNumbers(): Map<string, string> {
+    try {
+      // Read to the end: procfs hands over a page per read.
+      return partitionTableNumbers(readFileSync(this.partitionsPath, 'utf8'));
+    } catch {
+      return new Map();
+    }
   }
 
-  private canReuse(previous: DeviceFacts, current: Omit<DeviceFacts, 'signatures'>, diskSeq: string): boolean {
-    return (
-      this.diskSeqs.get(previous) === diskSeq &&
-      previous.majorMinor === current.majorMinor &&
-      previous.sizeBytes === current.sizeBytes &&
-      previous.serial === current.serial &&
-      previous.wwid === current.wwid &&
-      previous.partitions.join('/') === current.partitions.join('/') &&
-      !previous.signatures.some((s) => s.type === UNREADABLE.type)
-    );
+  /** One device's sysfs side and hardware facts, the earlier answer's when it is the same device; undefined when gone. */
+  private readDevice(name: string, earlier: DeviceFacts | undefined, context: NodeContext): DeviceReading | undefined {
+    const source = earlier === undefined ? undefined : this.sources.get(earlier);
+    if (earlier !== undefined && source !== undefined) {
+      const still = this.rereadSysfsDevice(source.device, context);
+      if (still !== undefined) return { device: still, hardware: source.hardware, earlier };
+    }
+    const device = this.readSysfsDevice(name, context.media);
+    return device === undefined ? undefined : { device, hardware: this.readHardware(device, context) };
+  }
+
+  /** The facts of a device read this pass, with its signatures: the earlier ones when they stand, else probed. */
+  private async answer(
+    reading: DeviceReading,
+    context: NodeContext,
+    partitions: readonly string[],
+  ): Promise<DeviceFacts | undefined> {
+    const { device, earlier } = reading;
+    const reused =
+      earlier !== undefined &&
+      sameList(earlier.partitions, partitions) &&
+      !earlier.signatures.some((s) => s.type === UNREADABLE.type);
+    const signatures = reused ? earlier.signatures : await this.probe(device);
+    // Gone, or another device under the name by now: what was read may be of either.
+    if (signatures === undefined || (!reused && !this.stillThere(device))) return undefined;
+    const answer: DeviceFacts = { ...this.describe(reading, context, partitions), signatures };
+    this.sources.set(answer, { device, hardware: reading.hardware });
+    return answer;
   }
 
   /** Whether sysfs still lists the device under its name and number. */
@@ -521,16 +638,17 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
   }
 
   /** The sysfs side of a device; undefined when it is gone (or half there: no number). */
-  private readSysfsDevice(name: string): SysfsDevice | undefined {
+  private readSysfsDevice(name: string, media: Map<string, string>): SysfsDevice | undefined {
     let dir: string;
     try {
       dir = realpathSync(join(this.classDir, name));
     } catch {
       return undefined;
     }
+    const entry = entryInode(dir);
     const majorMinor = parseDeviceNumber(attribute(dir, 'dev'));
-    const sectors = attribute(dir, 'size');
-    if (majorMinor === undefined || sectors === undefined || !/^\d+$/.test(sectors)) return undefined;
+    const sizeBytes = sizeFromSectors(attribute(dir, 'size'));
+    if (entry === undefined || majorMinor === undefined || sizeBytes === undefined) return undefined;
     const uevent = parseUevent(readSmallFile(join(dir, 'uevent'), ATTRIBUTE_BYTES) ?? '');
     const isPartition = uevent.get('DEVTYPE') === 'partition' || attribute(dir, 'partition') !== undefined;
     const parentDir = dirname(dir);
@@ -538,42 +656,80 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     const device: SysfsDevice = {
       name,
       dir,
+      entry,
       majorMinor,
-      sizeBytes: Number(BigInt(sectors) * BigInt(SECTOR_BYTES)),
+      sizeBytes,
       readOnly: isTrue(attribute(dir, 'ro')),
       uevent,
       isPartition,
-      partitions: listNames(dir).filter((child) => attribute(join(dir, child), 'partition') !== undefined),
       holders: listNames(join(dir, 'holders')),
-      diskSeq: attribute(dir, 'diskseq') ?? '',
+      diskSeq: mediumOf(dir, isPartition, media),
     };
     if (parentNumber === undefined) return device;
     return { ...device, parent: { name: basename(parentDir), dir: parentDir, majorMinor: parentNumber } };
   }
 
-  /** Everything but the signatures; hardware facts of a partition are its disk's. */
-  private describe(device: SysfsDevice, context: NodeContext): Omit<DeviceFacts, 'signatures'> {
+  /**
+   * A device read earlier, read again where it was: undefined unless it is the same device (same
+   * sysfs entry, number, size and medium), else with what may change while it stays read anew.
+   * Its number in /proc/partitions, when listed there, spares reading `dev`.
+   */
+  private rereadSysfsDevice(known: SysfsDevice, context: NodeContext): SysfsDevice | undefined {
+    const { dir } = known;
+    const same =
+      entryInode(join(this.classDir, known.name)) === known.entry &&
+      (context.numbers.get(known.name) ?? parseDeviceNumber(attribute(dir, 'dev'))) === known.majorMinor &&
+      sizeFromSectors(attribute(dir, 'size')) === known.sizeBytes &&
+      // An entry has the attributes it was made with: no diskseq then (before 5.15), none now.
+      (known.diskSeq === '' || mediumOf(dir, known.isPartition, context.media) === known.diskSeq);
+    if (!same) return undefined;
+    return { ...known, readOnly: isTrue(attribute(dir, 'ro')), holders: listNames(join(dir, 'holders')) };
+  }
+
+  /** The facts that stay while the device does; a partition's hardware facts are its disk's. */
+  private readHardware(device: SysfsDevice, context: NodeContext): HardwareFacts {
     const disk = device.parent ?? device;
     const udev = this.udevProperties(disk.majorMinor);
     const serial = attribute(disk.dir, 'device/serial') ?? attribute(disk.dir, 'serial') ?? udev.get('ID_SERIAL_SHORT');
     // A partition has no WWID of its own (its identity is its disk's with -partN, see identity.ts).
     const wwid = attribute(device.dir, 'wwid') ?? attribute(device.dir, 'device/wwid');
-    const devicePath = join('/dev', device.name);
-    const facts: Omit<DeviceFacts, 'signatures'> = {
-      name: device.name,
-      devicePath,
-      majorMinor: device.majorMinor,
+    const hardware: HardwareFacts = {
+      devicePath: join('/dev', device.name),
       type: deviceType(device.name, device.isPartition, attribute(device.dir, 'dm/uuid')),
-      sizeBytes: device.sizeBytes,
-      readOnly: device.readOnly,
       removable: isTrue(attribute(disk.dir, 'removable')),
       rotational: isTrue(attribute(disk.dir, 'queue/rotational')),
       model: attribute(disk.dir, 'device/model') ?? '',
       vendor: attribute(disk.dir, 'device/vendor') ?? '',
       serial: serial?.trim() ?? '',
       transport: deviceTransport(disk.name, relative(context.sysRoot, disk.dir), udev),
+      madeByAgent: device.isPartition && device.uevent.get('PARTNAME') === AGENT_PARTITION_NAME,
+    };
+    const withParent = device.parent === undefined ? hardware : { ...hardware, parent: device.parent.name };
+    return wwid === undefined ? withParent : { ...withParent, wwid };
+  }
+
+  /** Everything but the signatures: what this pass read, and the hardware facts (read now or before). */
+  private describe(
+    { device, hardware }: DeviceReading,
+    context: NodeContext,
+    partitions: readonly string[],
+  ): Omit<DeviceFacts, 'signatures'> {
+    const { devicePath } = hardware;
+    const facts: Omit<DeviceFacts, 'signatures'> = {
+      name: device.name,
+      devicePath,
+      majorMinor: device.majorMinor,
+      type: hardware.type,
+      sizeBytes: device.sizeBytes,
+      readOnly: device.readOnly,
+      removable: hardware.removable,
+      rotational: hardware.rotational,
+      model: hardware.model,
+      vendor: hardware.vendor,
+      serial: hardware.serial,
+      transport: hardware.transport,
       byIdNames: context.byIdNames.get(device.name) ?? [],
-      partitions: device.partitions,
+      partitions,
       holders: device.holders,
       mountPoints: [
         ...new Set([
@@ -582,10 +738,10 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
         ]),
       ],
       swapActive: context.swapDevices.has(device.majorMinor) || context.swapNames.has(device.name),
-      madeByAgent: device.isPartition && device.uevent.get('PARTNAME') === AGENT_PARTITION_NAME,
+      madeByAgent: hardware.madeByAgent,
     };
-    const withParent = device.parent === undefined ? facts : { ...facts, parent: device.parent.name };
-    return wwid === undefined ? withParent : { ...withParent, wwid };
+    const withParent = hardware.parent === undefined ? facts : { ...facts, parent: hardware.parent };
+    return hardware.wwid === undefined ? withParent : { ...withParent, wwid: hardware.wwid };
   }
 
   /** udev's `E:` properties for a device; none without a record (no udev here). */
@@ -625,16 +781,18 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     return this.acceptRegularFiles && stats.isFile();
   }
 
-  /** The mount table, active swaps and by-id names, read once per pass. */
-  private readContext(): NodeContext {
+  /** The mount table, active swaps and by-id names, read once per pass; /proc/partitions' numbers when asked. */
+  private readContext(withNumbers: boolean): NodeContext {
     const mountsByDevice = new Map<string, string[]>();
     const mountsBySource = new Map<string, string[]>();
     for (const mount of parseMountInfo(this.readTable(this.mountInfoPath, false))) {
       addTo(mountsByDevice, mount.device, mount.mountPoint);
       if (mount.source.startsWith('/')) addTo(mountsBySource, mount.source, mount.mountPoint);
     }
-    const byIdNames = this.readByIdNames();
-    return { mountsByDevice, mountsBySource, ...this.readSwaps(), byIdNames, sysRoot: realSysRoot(this.sysRoot) };
+    const byIdNames = this.byIdNames();
+    const numbers = withNumbers ? this.tableNumbers() : new Map<string, string>();
+    const sysRoot = realSysRoot(this.sysRoot);
+    return { mountsByDevice, mountsBySource, ...this.readSwaps(), byIdNames, sysRoot, numbers, media: new Map() };
   }
 
   /** A procfs table's text; a missing one is empty when optional (no swap support), else an error. */
@@ -666,6 +824,25 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
       }
     }
     return { swapDevices, swapNames };
+  }
+
+  /**
+   * by-id names per kernel name; the last read's while the directory's mtime stands (udev adds,
+   * replaces and removes links there, each of which moves it) and is not too recent to tell.
+   */
+  private byIdNames(): ReadonlyMap<string, string[]> {
+    let stamp: string | undefined;
+    try {
+      const stats = statSync(this.byIdDir, { bigint: true });
+      const settled = BigInt(Date.now()) * 1_000_000n - stats.mtimeNs > BY_ID_SETTLE_NS;
+      stamp = settled ? `${String(stats.ino)}:${String(stats.mtimeNs)}` : undefined;
+    } catch {
+      stamp = undefined; // no directory: read (and find nothing) every time
+    }
+    if (stamp !== undefined && this.byIdCache?.stamp === stamp) return this.byIdCache.names;
+    const names = this.readByIdNames();
+    this.byIdCache = stamp === undefined ? undefined : { stamp, names };
+    return names;
   }
 
   /** by-id names per kernel name, from the links' text (udev writes `../../sdb`): no device is touched. */

@@ -186,9 +186,30 @@ describe('LinuxBlockDevices on real loop devices', { skip }, () => {
     assert.deepEqual(reattached.signatures, [{ type: 'ext4', offset: 1080 }], 'a new diskseq: probed again');
   });
 
-  it('changes its stamp when a loop device is attached', async () => {
+  it('changes its stamp when a loop device is attached, resized or detached', async () => {
     const stamp = await inventory.changeStamp();
-    attach();
-    assert.notEqual(await inventory.changeStamp(), stamp);
+    const loop = attach();
+    const attached = await inventory.changeStamp();
+    assert.notEqual(attached, stamp, 'attached');
+    run('truncate', ['-s', String(2 * DEVICE_BYTES), loop.backingFile]);
+    run('losetup', ['--set-capacity', loop.path]);
+    const resized = await inventory.changeStamp();
+    assert.notEqual(resized, attached, 'resized (/proc/partitions)');
+    detachLoopDevice(loop);
+    assert.notEqual(await inventory.changeStamp(), resized, 'detached: size 0, out of /proc/partitions');
+  });
+
+  it('answers the same facts on an idle pass as on a fresh read, and reads the read-only flag again', async () => {
+    const loop = attach();
+    const fresh = await inventory.devices();
+    const idle = await inventory.devices({ previous: fresh });
+    const facts = (devices: readonly DeviceFacts[]): DeviceFacts | undefined =>
+      devices.find((d) => d.name === loop.name);
+    assert.deepEqual(facts(idle), facts(fresh));
+    run('blockdev', ['--setro', loop.path]);
+    cleanup.defer(`blockdev --setrw ${loop.path}`, () => {
+      run('blockdev', ['--setrw', loop.path]);
+    });
+    assert.equal(facts(await inventory.devices({ previous: idle }))?.readOnly, true);
   });
 });

@@ -5,13 +5,15 @@
  * file. And MemoryBlockDevices; both through the shared contract.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import type { DeviceFacts, Signature } from '../../../src/core/disk-rules/model.js';
 import {
+  AGENT_PARTITION_NAME,
   BlockDeviceInventoryError,
+  LinuxBlockDevices,
   PROBE_WINDOW_BYTES,
   detectSignatures,
   parseSwaps,
@@ -325,6 +327,7 @@ describe('LinuxBlockDevices signatures (fake node)', () => {
 describe('LinuxBlockDevices facts (fake node)', () => {
   const cleanup = new Cleanup();
   let node: FakeNode;
+  let inventory: LinuxBlockDevices;
   let devices: readonly DeviceFacts[] = [];
   const ata = 'pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0';
 
@@ -353,7 +356,8 @@ describe('LinuxBlockDevices facts (fake node)', () => {
     node.addDisk('vda', { majorMinor: '254:16', sizeBytes: 8 * MiB, bus: virtio, attributes: { serial: 'vd-1\n' } });
     addTransportDisks(node);
     addUsers(node);
-    devices = await node.inventory().devices();
+    inventory = node.inventory();
+    devices = await inventory.devices();
   });
   after(() => {
     cleanup.run();
@@ -476,6 +480,12 @@ describe('LinuxBlockDevices facts (fake node)', () => {
     assert.deepEqual(find(devices, 'sdb').byIdNames, []);
     assert.deepEqual(find(devices, 'nvme0n1').byIdNames, ['nvme-eui.0025', 'nvme-model_S4EWNX0']);
   });
+
+  it('answers the same facts on an idle pass (previous) as on a fresh read', async () => {
+    const idle = await inventory.devices({ previous: devices });
+    assert.deepEqual(idle, devices);
+    assert.deepEqual(await inventory.devices({ previous: idle }), devices);
+  });
 });
 
 /** Disks whose transport comes from udev records or, without one, from their sysfs path. */
@@ -538,7 +548,7 @@ describe('LinuxBlockDevices change stamp and reuse (fake node)', () => {
     cleanup.run();
   });
 
-  it('keeps its stamp over reads and content writes; a size, ro, holder, partition, medium or device change moves it', async () => {
+  it('moves its stamp on a size, partition or device change; not on reads, content writes, ro, holders or medium', async () => {
     const node = fresh();
     node.addDisk('sda', { majorMinor: '8:0', sizeBytes: 8 * MiB });
     const inventory = node.inventory();
@@ -554,33 +564,6 @@ describe('LinuxBlockDevices change stamp and reuse (fake node)', () => {
         },
         () => {
           node.resize('sda', 8 * MiB);
-        },
-      ],
-      [
-        'ro',
-        () => {
-          node.attribute('sda', 'ro', '1\n');
-        },
-        () => {
-          node.attribute('sda', 'ro', '0\n');
-        },
-      ],
-      [
-        'holder',
-        () => {
-          node.addHolder('sda', 'dm-3');
-        },
-        () => {
-          rmSync(join(node.dirOf('sda'), 'holders', 'dm-3'), { recursive: true });
-        },
-      ],
-      [
-        'diskseq',
-        () => {
-          node.attribute('sda', 'diskseq', '12\n');
-        },
-        () => {
-          rmSync(join(node.dirOf('sda'), 'diskseq'));
         },
       ],
       [
@@ -601,6 +584,15 @@ describe('LinuxBlockDevices change stamp and reuse (fake node)', () => {
           node.remove('sdb');
         },
       ],
+      [
+        'device of size 0 (not in /proc/partitions)',
+        () => {
+          node.addDisk('loop7', { majorMinor: '7:7', sizeBytes: 0 });
+        },
+        () => {
+          node.remove('loop7');
+        },
+      ],
     ];
     for (const [what, change, undo] of changes) {
       change();
@@ -608,6 +600,15 @@ describe('LinuxBlockDevices change stamp and reuse (fake node)', () => {
       undo();
       assert.equal(await inventory.changeStamp(), stamp, `undoing the ${what} change restores it`);
     }
+    // Two reads only: these are left to devices(), which reads them on every call.
+    node.attribute('sda', 'ro', '1\n');
+    node.addHolder('sda', 'dm-3');
+    node.attribute('sda', 'diskseq', '12\n');
+    assert.equal(await inventory.changeStamp(), stamp, 'ro, holders and diskseq are not in the stamp');
+    assert.deepEqual(
+      (await inventory.devices()).map((d) => [d.readOnly, d.holders]),
+      [[true, ['dm-3']]],
+    );
   });
 
   it('reuses the signatures of unchanged devices from its previous answer, and probes changed ones again', async () => {
@@ -634,6 +635,71 @@ describe('LinuxBlockDevices change stamp and reuse (fake node)', () => {
     const other = await node.inventory().devices({ previous: copies });
     assert.deepEqual(find(other, 'sdb').signatures, ext4, 'facts this instance did not answer are not trusted');
     assert.deepEqual(find(await inventory.devices(), 'sda').signatures, ext4, 'without previous, all are probed');
+  });
+
+  it('keeps hardware facts on an idle pass and reads ro, holders, partitions, mounts, swaps and by-id names again', async () => {
+    const node = fresh();
+    node.addDisk('sda', { majorMinor: '8:0', sizeBytes: 8 * MiB, device: { model: 'Old model\n' } });
+    const inventory = node.inventory();
+    const first = await inventory.devices();
+    node.attribute('sda', 'device/model', 'New model\n');
+    node.attribute('sda', 'ro', '1\n');
+    node.addHolder('sda', 'md0');
+    node.write('sda', 510, BOOT_SIGNATURE);
+    node.addPartition('sda', 'sda1', { majorMinor: '8:1', sizeBytes: MiB, number: 1 });
+    writeFileSync(node.mountInfo, '1 0 254:0 / / rw - ext4 /dev/root rw\n40 1 8:0 / /mnt/sda rw - ext4 /dev/sda rw\n');
+    writeFileSync(node.swaps, `Filename Type Size Used Priority\n${node.dev}/sda1 partition 1024 0 -2\n`);
+    node.byId('wwn-0x5000', '../../sda');
+    const second = await inventory.devices({ previous: first });
+    const sda = find(second, 'sda');
+    assert.equal(sda.model, 'Old model', 'hardware facts stay while the device does');
+    assert.deepEqual(
+      [sda.readOnly, sda.holders, sda.partitions, sda.mountPoints, sda.byIdNames],
+      [true, ['md0'], ['sda1'], ['/mnt/sda'], ['wwn-0x5000']],
+    );
+    assert.deepEqual(sda.signatures, [{ type: 'dos', offset: 510 }], 'other partitions: probed again');
+    assert.equal(find(second, 'sda1').swapActive, true);
+    assert.equal(find(await inventory.devices(), 'sda').model, 'New model', 'a fresh read reads them');
+  });
+
+  it("reads a partition the kernel made again (a new sysfs entry) afresh; its medium is its disk's", async () => {
+    const node = fresh();
+    node.addDisk('sda', { majorMinor: '8:0', sizeBytes: 8 * MiB, attributes: { diskseq: '5\n' } });
+    node.addPartition('sda', 'sda1', { majorMinor: '8:1', sizeBytes: MiB, number: 1, partName: 'data' });
+    const inventory = node.inventory();
+    const first = await inventory.devices();
+    assert.equal(find(first, 'sda1').madeByAgent, false);
+    // The table re-read: sda1 again, same number and size, now named by the agent. The old
+    // directory is moved aside, not removed, so that its inode cannot be handed to the new one.
+    renameSync(node.dirOf('sda1'), join(node.root, 'sda1-before'));
+    rmSync(join(node.sys, 'class', 'block', 'sda1'));
+    node.addPartition('sda', 'sda1', { majorMinor: '8:1', sizeBytes: MiB, number: 1, partName: AGENT_PARTITION_NAME });
+    const second = await inventory.devices({ previous: first });
+    assert.equal(find(second, 'sda1').madeByAgent, true);
+    node.write('sda1', 1080, Buffer.from([0x53, 0xef]));
+    assert.deepEqual(find(await inventory.devices({ previous: second }), 'sda1').signatures, [], 'reused');
+    node.attribute('sda', 'diskseq', '6\n');
+    const third = await inventory.devices({ previous: second });
+    assert.deepEqual(find(third, 'sda1').signatures, [{ type: 'ext4', offset: 1080 }], "the disk's medium changed");
+  });
+
+  it('reads by-id names again when the directory changes, and reuses them while its mtime stands', async () => {
+    const node = fresh();
+    node.addDisk('sda', { majorMinor: '8:0', sizeBytes: 8 * MiB });
+    node.byId('a', '../../sda');
+    const byId = join(node.dev, 'disk', 'by-id');
+    const settled = new Date(Date.now() - 60_000);
+    utimesSync(byId, settled, settled);
+    const inventory = node.inventory();
+    const first = await inventory.devices();
+    assert.deepEqual(find(first, 'sda').byIdNames, ['a']);
+    // Not what udev can do (its changes move the mtime): shows the last read stands.
+    rmSync(join(byId, 'a'));
+    node.byId('b', '../../sda');
+    utimesSync(byId, settled, settled);
+    assert.deepEqual(find(await inventory.devices({ previous: first }), 'sda').byIdNames, ['a']);
+    node.byId('c', '../../sda');
+    assert.deepEqual(find(await inventory.devices({ previous: first }), 'sda').byIdNames, ['b', 'c']);
   });
 });
 
@@ -684,6 +750,11 @@ describe('LinuxBlockDevices on a changing or foreign node (fake node)', () => {
       node.inventory({ sysRoot: join(node.root, 'no-sys') }).changeStamp(),
       BlockDeviceInventoryError,
     );
+    await assert.rejects(node.inventory({ partitionsPath: join(node.root, 'none') }).changeStamp(), (error) => {
+      assert.ok(error instanceof BlockDeviceInventoryError);
+      assert.equal(error.code, 'ENOENT');
+      return true;
+    });
   });
 });
 
