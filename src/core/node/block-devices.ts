@@ -430,7 +430,7 @@ interface SysfsDevice {
   readonly diskSeq: string;
 }
 
-/** The facts that stay while a device does (same entry, number, size and medium): read once, then reused. */
+/** The facts that stay while a device does (same entry, number, size, medium, udev record): read once, then reused. */
 type HardwareFacts = Pick<
   DeviceFacts,
   | 'devicePath'
@@ -450,6 +450,8 @@ type HardwareFacts = Pick<
 interface DeviceSource {
   readonly device: SysfsDevice;
   readonly hardware: HardwareFacts;
+  /** The disk's udev record as the hardware facts were read (see udevRecordStamp). */
+  readonly udevRecord: string;
 }
 
 /** A device read from sysfs this pass, and its earlier answer when it is the same device. */
@@ -519,7 +521,7 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
  * Idle passes: changeStamp() costs two reads whatever the number of devices; while it is
  * unchanged a caller may skip devices() altogether. devices({ previous }), `previous` being an
  * answer of this same instance, reads a few attributes per device: a device on the same sysfs
- * entry with the same `major:minor`, size and medium (diskseq) keeps its hardware facts (model,
+ * entry with the same `major:minor`, size, medium (diskseq) and udev record keeps its hardware facts (model,
  * serial, WWID, transport, type, parent, partition name...) and, when its partitions are the same
  * too, its signatures; its read-only flag, holders, partitions, mounts, swap use and by-id names
  * are read again. Neither sees a write to a device's contents (a `mkfs` by an admin): a caller
@@ -607,10 +609,30 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     const source = earlier === undefined ? undefined : this.sources.get(earlier);
     if (earlier !== undefined && source !== undefined) {
       const still = this.rereadSysfsDevice(source.device, context);
-      if (still !== undefined) return { device: still, hardware: source.hardware, earlier };
+      if (still !== undefined && this.udevRecordStamp(still) === source.udevRecord) {
+        return { device: still, hardware: source.hardware, udevRecord: source.udevRecord, earlier };
+      }
     }
     const device = this.readSysfsDevice(name, context.media);
-    return device === undefined ? undefined : { device, hardware: this.readHardware(device, context) };
+    if (device === undefined) return undefined;
+    // Before the record is read: a rewrite in between shows on the next pass.
+    const udevRecord = this.udevRecordStamp(device);
+    return { device, hardware: this.readHardware(device, context), udevRecord };
+  }
+
+  /**
+   * The inode and mtime of the udev record of a device's disk, '' without one. udev writes it
+   * after the device appears (serial, bus) and again on each change event, each time as a new
+   * file: a moved stamp means the hardware facts are read again.
+   */
+  private udevRecordStamp(device: SysfsDevice): string {
+    const path = join(this.udevDataDir, `b${(device.parent ?? device).majorMinor}`);
+    try {
+      const stats = statSync(path, { bigint: true, throwIfNoEntry: false });
+      return stats === undefined ? '' : `${String(stats.ino)}:${String(stats.mtimeNs)}`;
+    } catch {
+      return '';
+    }
   }
 
   /** The facts of a device read this pass, with its signatures: the earlier ones when they stand, else probed. */
@@ -628,7 +650,7 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     // Gone, or another device under the name by now: what was read may be of either.
     if (signatures === undefined || (!reused && !this.stillThere(device))) return undefined;
     const answer: DeviceFacts = { ...this.describe(reading, context, partitions), signatures };
-    this.sources.set(answer, { device, hardware: reading.hardware });
+    this.sources.set(answer, { device, hardware: reading.hardware, udevRecord: reading.udevRecord });
     return answer;
   }
 

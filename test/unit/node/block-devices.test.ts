@@ -662,6 +662,19 @@ describe('LinuxBlockDevices change stamp and reuse (fake node)', () => {
     assert.equal(find(await inventory.devices(), 'sda').model, 'New model', 'a fresh read reads them');
   });
 
+  it('reads the hardware facts again once udev writes its record (serial, bus), as after a device appears', async () => {
+    const node = fresh();
+    const scsi = 'pci0000:00/0000:00:10.0/host1/target1:0:0/1:0:0:0';
+    node.addDisk('sda', { majorMinor: '8:0', sizeBytes: 8 * MiB, bus: scsi });
+    const inventory = node.inventory();
+    const first = await inventory.devices();
+    assert.deepEqual([find(first, 'sda').serial, find(first, 'sda').transport], ['', 'unknown']);
+    assert.equal(find(await inventory.devices({ previous: first }), 'sda').serial, '', 'no record yet');
+    node.udevRecord('8:0', { ID_BUS: 'ata', ID_SERIAL_SHORT: 'S5Y1' });
+    const second = await inventory.devices({ previous: first });
+    assert.deepEqual([find(second, 'sda').serial, find(second, 'sda').transport], ['S5Y1', 'sata']);
+  });
+
   it("reads a partition the kernel made again (a new sysfs entry) afresh; its medium is its disk's", async () => {
     const node = fresh();
     node.addDisk('sda', { majorMinor: '8:0', sizeBytes: 8 * MiB, attributes: { diskseq: '5\n' } });
