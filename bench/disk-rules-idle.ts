@@ -7,8 +7,10 @@
 // (test/support/fake-block-node.ts: a sysfs tree, sparse files as devices), N = 64 by default,
 // each with a diskseq as on kernels 5.15+ and P partitions (--partitions, default 0; a carved
 // disk has several). CPU per call from process.cpuUsage over many calls (this process does
-// nothing else meanwhile). No process is spawned: the inventory and the step import no
-// child_process (test/unit/disk-rules/no-spawn.test.ts).
+// nothing else meanwhile). An idle pass of the step reads the change stamp and the discovery
+// directories and reuses the last verdicts; `idleInventoryCpuMs` is what a pass pays when the
+// stamp moved (devices({ previous })). No process is spawned (test/unit/disk-rules/no-spawn.test.ts
+// counts every child_process call over such passes).
 //
 // Usage: node dist/bench/disk-rules-idle.js [--disks 64] [--partitions 0] [--rounds 500]
 import { mkdirSync } from 'node:fs';

@@ -18,6 +18,8 @@ import type { DeviceFacts } from './model.js';
 /** The node's block devices (src/core/node/block-devices.ts, or an in-memory one). */
 export interface DeviceInventory {
   devices(options?: { readonly previous?: readonly DeviceFacts[] }): Promise<readonly DeviceFacts[]>;
+  /** Changes when devices come, go or resize (no device opened); absent: every pass reads devices(). */
+  changeStamp?(): Promise<string>;
 }
 
 /** Creates a link in a discovery directory; fails (never replaces) when the entry exists. */
@@ -41,6 +43,8 @@ export class DeviceRulesState {
   readonly reported = new Set<string>();
   previous: readonly DeviceFacts[] = [];
   last: readonly DeviceVerdict[] = [];
+  /** What the last pass decided from (change stamp, config, PVs, directory listings); see DeviceRules.pass. */
+  lastInputs: string | undefined;
 }
 
 export interface DeviceRulesDeps {
@@ -164,6 +168,13 @@ export class DeviceRules {
     const { deps } = this;
     const { state } = deps;
     const now = deps.clock.now();
+    // An idle pass: nothing it decides from has changed and nothing waits to settle, so the last
+    // verdicts stand (a write to a device's contents shows on neither; one is read afresh before a write).
+    const inputs = await this.inputsKey(classes, persistentVolumes);
+    if (inputs !== undefined && inputs === state.lastInputs && !state.last.some(settling)) {
+      deps.onVerdicts?.(state.last);
+      return { verdicts: state.last, linked: [], carved: [], failed: [] };
+    }
     let verdicts = await this.decide(classes, persistentVolumes, now, state.previous);
     // Signatures reused from the last pass miss a write since (an admin's mkfs): anything about to
     // be written is decided again on devices read afresh, and only what that decision says is done.
@@ -173,9 +184,27 @@ export class DeviceRules {
     }
     const { linked, carved, failed } = await this.write(verdicts);
     state.last = verdicts;
+    // after a write the directories differ: the next pass decides again
+    state.lastInputs = linked.length > 0 || carved.length > 0 || failed.length > 0 ? undefined : inputs;
     this.report(verdicts, failed);
     deps.onVerdicts?.(verdicts);
     return { verdicts, linked, carved, failed, ...wakeFor(verdicts, classes, state, now) };
+  }
+
+  /** What a decision depends on, as one string; undefined when the inventory has no change stamp. */
+  private async inputsKey(
+    classes: readonly RuleClass[],
+    persistentVolumes: readonly PersistentVolume[],
+  ): Promise<string | undefined> {
+    const stamp = await this.deps.inventory.changeStamp?.();
+    if (stamp === undefined) return undefined;
+    const listings: string[] = [];
+    for (const c of Object.values(this.config.storageClassMap))
+      listings.push(
+        [...(await this.deps.volumes.listDirectory(c.mountDir).catch(() => ['\0missing']))].sort().join('/'),
+      );
+    const recorded = persistentVolumes.flatMap((pv) => recordedIdentity(pv) ?? []).sort();
+    return JSON.stringify([stamp, classes, this.node.labels, recorded, listings]);
   }
 
   private async decide(
@@ -336,6 +365,8 @@ export function blankOnFreshRead(inventory: DeviceInventory): (devicePath: strin
     );
   };
 }
+
+const settling = (v: DeviceVerdict): boolean => v.kind === 'skip' && v.reason === 'settling';
 
 /** A verdict that writes (a link or a carve in apply mode). */
 const writes = (v: DeviceVerdict): boolean => (v.kind === 'link' || v.kind === 'carve') && v.apply;

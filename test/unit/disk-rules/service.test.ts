@@ -17,6 +17,7 @@ import type { EventSink } from '../../../src/core/kube/events.js';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { memoryDiscoveryLinks } from '../../../src/core/node/discovery-links.js';
+import { MemoryBlockDevices } from '../../../src/core/node/memory-block-devices.js';
 import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { IDENTITY_ANNOTATION } from '../../../src/core/pv/identity.js';
 import type { NodeIdentity } from '../../../src/core/pv/naming.js';
@@ -136,6 +137,28 @@ describe('disks by rule: the pass step', () => {
     assert.equal(first?.wakeAt, 1_010_000);
     await n.clock.advance(10_000);
     assert.equal((await step.pass([]))?.linked.length, 1);
+  });
+
+  it('an idle pass (no device, directory, PV or config change) reads no device; a new device is read and linked', async () => {
+    const n = node([facts('nvme1n1'), facts('nvme2n1')]);
+    const inventory = new MemoryBlockDevices([facts('nvme1n1')]);
+    const step = new DeviceRules(config({}), NODE, {
+      inventory,
+      volumes: n.volumes,
+      links: memoryDiscoveryLinks(n.volumes),
+      clock: n.clock,
+      logger: new MemoryLogger(),
+      events: { record: () => undefined },
+      state: new DeviceRulesState(),
+    });
+    assert.equal((await step.pass([]))?.linked.length, 1);
+    await step.pass([]); // the directory changed with the link: decided again
+    const reads = inventory.devicesCalls;
+    for (let i = 0; i < 3; i += 1) assert.deepEqual(kinds((await step.pass([]))?.verdicts), ['nvme1n1:linked']);
+    assert.equal(inventory.devicesCalls, reads, 'idle passes read no device');
+    inventory.add(facts('nvme2n1'));
+    assert.deepEqual((await step.pass([]))?.linked, [{ className: 'fast', path: '/mnt/fast/nvme-NVMe_S-nvme2n1' }]);
+    assert.ok(inventory.devicesCalls > reads);
   });
 
   it('does not take a device whose disk a PV of this node records, nor one with a filesystem', async () => {
