@@ -459,6 +459,12 @@ interface DeviceReading extends DeviceSource {
   readonly earlier?: DeviceFacts;
 }
 
+/** A device read this pass and its signatures: probed, or the earlier answer's (reused). */
+interface ProbedDevice extends DeviceReading {
+  readonly signatures: readonly Signature[];
+  readonly reused: boolean;
+}
+
 /** A by-id directory read younger than this may miss a change its mtime does not show (coarse clocks). */
 const BY_ID_SETTLE_NS = 2_000_000_000n;
 
@@ -487,7 +493,7 @@ function mediumOf(dir: string, isPartition: boolean, media: Map<string, string>)
 }
 
 /** Each disk's partitions by its sysfs directory: the devices whose directory is inside it, sorted. */
-function partitionsByDisk(readings: readonly DeviceReading[]): Map<string, string[]> {
+function partitionsByDisk(readings: readonly ProbedDevice[]): Map<string, string[]> {
   const partitions = new Map<string, string[]>();
   for (const { device } of readings) if (device.isPartition) addTo(partitions, dirname(device.dir), device.name);
   return partitions;
@@ -575,13 +581,32 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     const names = this.deviceNames();
     const previous = new Map(options.previous?.map((facts) => [facts.name, facts]));
     const context = this.readContext(previous.size > 0);
-    // sysfs first, every device, synchronously (memory reads: no device is waited for); then the probes.
-    const readings = names.flatMap((name) => this.readDevice(name, previous.get(name), context) ?? []);
+    // Each device's sysfs side is read just before its probe, so that the probes overlap the reads.
+    const probed = await mapBounded(names, PROBE_CONCURRENCY, (name) =>
+      this.readAndProbe(name, previous.get(name), context),
+    );
+    const readings = probed.filter((reading) => reading !== undefined);
     const partitions = partitionsByDisk(readings);
     const found = await mapBounded(readings, PROBE_CONCURRENCY, (reading) =>
       this.answer(reading, context, partitions.get(reading.device.dir) ?? []),
     );
     return found.filter((facts) => facts !== undefined);
+  }
+
+  /** One device read and probed, or with the earlier answer's signatures; undefined when gone. */
+  private async readAndProbe(
+    name: string,
+    earlier: DeviceFacts | undefined,
+    context: NodeContext,
+  ): Promise<ProbedDevice | undefined> {
+    const reading = this.readDevice(name, earlier, context);
+    if (reading === undefined) return undefined;
+    const kept = reading.earlier?.signatures;
+    if (kept !== undefined && !kept.some((s) => s.type === UNREADABLE.type)) {
+      return { ...reading, signatures: kept, reused: true };
+    }
+    const signatures = await this.probeStill(reading.device);
+    return signatures === undefined ? undefined : { ...reading, signatures, reused: false };
   }
 
   /** The kernel names of all block devices, sorted. */
@@ -635,23 +660,27 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     }
   }
 
-  /** The facts of a device read this pass, with its signatures: the earlier ones when they stand, else probed. */
+  /** The facts of a device read this pass; undefined when it went while probed again. */
   private async answer(
-    reading: DeviceReading,
+    reading: ProbedDevice,
     context: NodeContext,
     partitions: readonly string[],
   ): Promise<DeviceFacts | undefined> {
-    const { device, earlier } = reading;
-    const reused =
-      earlier !== undefined &&
-      sameList(earlier.partitions, partitions) &&
-      !earlier.signatures.some((s) => s.type === UNREADABLE.type);
-    const signatures = reused ? earlier.signatures : await this.probe(device);
-    // Gone, or another device under the name by now: what was read may be of either.
-    if (signatures === undefined || (!reused && !this.stillThere(device))) return undefined;
+    const { device } = reading;
+    // Other partitions than before: a new table, which the reused signatures would miss.
+    const stale = reading.reused && !sameList(reading.earlier?.partitions ?? [], partitions);
+    const signatures = stale ? await this.probeStill(device) : reading.signatures;
+    if (signatures === undefined) return undefined;
     const answer: DeviceFacts = { ...this.describe(reading, context, partitions), signatures };
     this.sources.set(answer, { device, hardware: reading.hardware, udevRecord: reading.udevRecord });
     return answer;
+  }
+
+  /** The device's signatures; undefined when it is gone. */
+  private async probeStill(device: SysfsDevice): Promise<readonly Signature[] | undefined> {
+    const signatures = await this.probe(device);
+    // Gone, or another device under the name by now: what was read may be of either.
+    return signatures !== undefined && this.stillThere(device) ? signatures : undefined;
   }
 
   /** Whether sysfs still lists the device under its name and number. */
