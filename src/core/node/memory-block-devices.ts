@@ -89,7 +89,10 @@ export class MemoryBlockDevices implements BlockDeviceInventory, BlockDeviceChan
     return Promise.resolve(names.flatMap((name) => this.get(name) ?? []));
   }
 
-  /** As LinuxBlockDevices: the set of devices, their numbers, sizes, read-only flags, holders and partitions. */
+  /**
+   * The set of devices, their numbers, sizes, read-only flags, holders and partitions: more than
+   * LinuxBlockDevices' stamp sees (the set, numbers and sizes), never less.
+   */
   changeStamp(): Promise<string> {
     const names = [...this.byName.keys()].sort();
     const parts = names.flatMap((name) => {
