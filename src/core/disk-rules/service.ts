@@ -184,8 +184,10 @@ export class DeviceRules {
     }
     const { linked, carved, failed } = await this.write(verdicts);
     state.last = verdicts;
-    // after a write the directories differ: the next pass decides again
-    state.lastInputs = linked.length > 0 || carved.length > 0 || failed.length > 0 ? undefined : inputs;
+    // After a write the directories differ: the next pass decides again. A failed write (an
+    // operator's entry of that name) is not retried on every pass, each a fresh read of every
+    // device: only once something it decides from changes.
+    state.lastInputs = linked.length > 0 || carved.length > 0 ? undefined : inputs;
     this.report(verdicts, failed);
     deps.onVerdicts?.(verdicts);
     return { verdicts, linked, carved, failed, ...wakeFor(verdicts, classes, state, now) };
