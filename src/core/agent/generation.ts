@@ -118,6 +118,23 @@ export const DEFAULT_MOUNT_GRACE_MS = 10_000;
 /** Skips that are often a moment in an operator's work (mkdir, then mount): reported after a grace period. */
 const GRACE_SKIPS: ReadonlySet<SkipReason> = new Set(['not-a-mount-point']);
 
+/** Disks by rule for a generation: absent without rules or without the node's devices; its verdicts feed the gauge. */
+function deviceRulesStep(config: ProvisionerConfig, node: NodeIdentity, deps: GenerationDeps): DeviceRules | undefined {
+  if (deps.deviceRules === undefined || ruleClasses(config).length === 0) return undefined;
+  return new DeviceRules(config, node, {
+    ...deps,
+    ...deps.deviceRules,
+    volumes: deps.volumes,
+    onVerdicts: (verdicts) => {
+      deps.metrics.ruleDevices.reset();
+      for (const [key, n] of countVerdicts(verdicts)) {
+        const [storageclass = '', state = ''] = key.split('\0');
+        deps.metrics.ruleDevices.set({ storageclass, state }, n);
+      }
+    },
+  });
+}
+
 export class Generation {
   readonly persistentVolumes: Reflector<PersistentVolume>;
   readonly storageClasses: Reflector<StorageClass>;
@@ -186,21 +203,7 @@ export class Generation {
           },
         })
       : undefined;
-    this.deviceRules =
-      deps.deviceRules !== undefined && ruleClasses(config).length > 0
-        ? new DeviceRules(config, node, {
-            ...deps,
-            ...deps.deviceRules,
-            volumes: deps.volumes,
-            onVerdicts: (verdicts) => {
-              deps.metrics.ruleDevices.reset();
-              for (const [key, n] of countVerdicts(verdicts)) {
-                const [storageclass = '', state = ''] = key.split('\0');
-                deps.metrics.ruleDevices.set({ storageclass, state }, n);
-              }
-            },
-          })
-        : undefined;
+    this.deviceRules = deviceRulesStep(config, node, deps);
     this.reclaimer = new Reclaimer(
       { config, node, namespace: settings.namespace, jobImage: settings.jobImage },
       {
