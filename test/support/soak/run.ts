@@ -197,9 +197,16 @@ async function switchToStaged(ctx: SoakContext): Promise<void> {
   const { env } = ctx.world;
   const before = (await env.agentPods())[0]?.metadata?.uid;
   env.helm('upgrade', {}, ['stagedRollout.enabled=true', 'stagedRollout.bakeTime=0s', 'stagedRollout.waves=100%']);
+  // Helm's three-way merge puts the chart's keys back in the ConfigMap and keeps the keys only
+  // the soak wrote (labelsForPV): a config of its own, which the old pod may apply.
+  const merged = configHash(await env.configData());
+  if (merged !== undefined) ctx.world.written.set(merged, 'the chart upgrade merged with the soak edits');
   await env.agentPod('the agent on staged rollout', (p) => isReady(p) && p.metadata?.uid !== before);
   await env.leaseWhen('the staged source', (a) => (a[`${STATE}source`] ?? '').endsWith('(staged)'), 120_000);
   ctx.world.source = 'staged';
+  // the soak's own config again, now as a rollout
+  const hash = await writeModel(ctx, ctx.world.model);
+  if (hash !== undefined) await expectApplied(ctx, hash, 'the soak config after the switch');
 }
 
 async function runStep(ctx: SoakContext, kind: StepKind, errors: string[]): Promise<void> {

@@ -65,6 +65,9 @@ export interface MemorySample {
 /** How long a released PV may take to come back (faults may land while it waits). */
 export const REPUBLISH_BOUND_MS = 180_000;
 
+/** How long an applied hash may wait for its writer to record it. */
+const UNRECORDED_GRACE_MS = 30_000;
+
 export class SoakWorld {
   readonly disks = new Map<string, Disk>();
   readonly tenants = new Map<string, Tenant>();
@@ -74,6 +77,9 @@ export class SoakWorld {
   readonly written = new Map<string, string>();
   /** Hashes the status Lease showed as applied, in order (deduplicated runs). */
   readonly appliedSeen: string[] = [];
+  /** Applied hashes not (yet) among the written ones → when first seen: a writer records its
+   * config just after the write, so one may be applied before it is recorded. */
+  private readonly unknownApplied = new Map<string, number>();
   readonly memory: MemorySample[] = [];
   readonly counts = { claims: 0, tenantRestarts: 0, releases: 0, republished: 0, configWrites: 0, rollouts: 0 };
   readonly republishMs: number[] = [];
@@ -166,10 +172,17 @@ export class SoakWorld {
   private async checkLease(): Promise<void> {
     const lease = await this.env.statusLease();
     const applied = lease[`${STATE}applied-hash`];
-    if (applied === undefined || applied === this.appliedSeen.at(-1)) return;
-    this.appliedSeen.push(applied);
-    if (!this.written.has(applied))
-      this.violate('config-written', `the status Lease says ${applied} is applied: no config written has that hash`);
+    if (applied !== undefined && applied !== this.appliedSeen.at(-1)) {
+      this.appliedSeen.push(applied);
+      if (!this.written.has(applied) && !this.unknownApplied.has(applied)) this.unknownApplied.set(applied, Date.now());
+    }
+    for (const [hash, seen] of this.unknownApplied) {
+      if (this.written.has(hash)) this.unknownApplied.delete(hash);
+      else if (Date.now() - seen > UNRECORDED_GRACE_MS) {
+        this.unknownApplied.delete(hash);
+        this.violate('config-written', `the status Lease says ${hash} is applied: no config written has that hash`);
+      }
+    }
   }
 
   private async sampleMemory(): Promise<void> {
