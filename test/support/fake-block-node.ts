@@ -29,6 +29,8 @@ export interface FakePartitionOptions {
   readonly sizeBytes: number;
   readonly number: number;
   readonly partName?: string;
+  /** sysfs `start`: the first byte on the disk (written in 512-byte sectors); none when not given. */
+  readonly startBytes?: number;
 }
 
 /** A fake node under root: sys/, dev/ (and dev/disk/by-id), udev/, mountinfo, swaps and partitions. */
@@ -93,6 +95,7 @@ export class FakeNode {
     const extra = `PARTN=${options.number}\n${options.partName === undefined ? '' : `PARTNAME=${options.partName}\n`}`;
     this.addEntry(name, dir, options.majorMinor, options.sizeBytes, 'partition', false, extra);
     this.attribute(name, 'partition', `${options.number}\n`);
+    if (options.startBytes !== undefined) this.attribute(name, 'start', `${options.startBytes / 512}\n`);
     this.attribute(name, 'ro', '0\n');
   }
 

@@ -117,7 +117,7 @@ export const DEVICE_RULE_KEYS = [
     name: 'partitions',
     type: 'integer',
     defaultText: 'none',
-    description: `Carve each blank whole disk into this many equal GPT partitions (1-${MAX_RULE_PARTITIONS}) and link each; only when types is [disk].`,
+    description: `Carve each blank whole disk into this many equal GPT partitions (1-${MAX_RULE_PARTITIONS}) and link each; only when types name whole devices (disk, loop).`,
   },
   {
     name: 'settle',

@@ -7,7 +7,7 @@
 import { goFilepathMatch, matchesNamePattern } from '../config/glob.js';
 import { formatByteQuantity } from '../config/quantity.js';
 import { identityMatches } from '../pv/identity.js';
-import type { DeviceFacts, DeviceRule } from './model.js';
+import { CARVABLE_TYPES, type DeviceFacts, type DeviceRule } from './model.js';
 
 /** A class with rules, as decide needs it. */
 export interface RuleClass {
@@ -226,7 +226,7 @@ function decideDevice(
     };
   taken.set(key, count + 1);
   const apply = first.rule.mode === 'apply';
-  if (first.rule.partitions !== undefined && device.type === 'disk')
+  if (first.rule.partitions !== undefined && CARVABLE_TYPES.includes(device.type))
     return { kind: 'carve', ...base, apply, partitions: first.rule.partitions };
   const { entry, target } = linkFor(device);
   if (!matchesNamePattern(first.cls.namePattern, entry))

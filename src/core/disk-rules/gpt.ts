@@ -230,3 +230,69 @@ export function buildGpt(request: GptRequest): GptImage {
     })),
   };
 }
+
+// ---- Reading a table back -------------------------------------------------------------------------
+
+/** One used entry of a GPT, as the table says (not as the kernel sees it). */
+export interface GptEntry {
+  readonly number: number;
+  readonly startBytes: number;
+  readonly sizeBytes: number;
+  readonly name: string;
+}
+
+/** What a GPT header says of its entry array. */
+export interface GptHeader {
+  readonly entriesOffset: number;
+  readonly entrySize: number;
+  readonly entriesBytes: number;
+  readonly entriesCrc: number;
+}
+
+/** Where a header says its entry array is, when the header checks out (signature, size, CRC). */
+export function readGptHeader(bytes: Uint8Array, block: number): GptHeader | undefined {
+  if (bytes.length < HEADER_BYTES || Buffer.from(bytes.subarray(0, 8)).toString('latin1') !== 'EFI PART')
+    return undefined;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const size = view.getUint32(12, true);
+  if (size < HEADER_BYTES || size > bytes.length || size > block) return undefined;
+  const copy = Uint8Array.from(bytes.subarray(0, size));
+  new DataView(copy.buffer).setUint32(16, 0, true);
+  if (crc32(copy) !== view.getUint32(16, true)) return undefined;
+  const count = view.getUint32(80, true);
+  const entrySize = view.getUint32(84, true);
+  // The spec: entries of 128 × 2^n bytes; a bound on the array keeps a forged header from asking for gigabytes.
+  if (entrySize < GPT_ENTRY_BYTES || entrySize % GPT_ENTRY_BYTES !== 0 || count * entrySize > 4 * ENTRY_ARRAY_BYTES)
+    return undefined;
+  return {
+    entriesOffset: Number(view.getBigUint64(72, true)) * block,
+    entrySize,
+    entriesBytes: count * entrySize,
+    entriesCrc: view.getUint32(88, true),
+  };
+}
+
+/**
+ * The used entries of an entry array whose CRC is the header's, numbered from 1 by slot as the
+ * kernel numbers them; undefined when the CRC does not match (a torn or foreign table).
+ */
+export function readGptEntries(entries: Uint8Array, header: GptHeader, block: number): GptEntry[] | undefined {
+  if (entries.length !== header.entriesBytes || crc32(entries) !== header.entriesCrc) return undefined;
+  const view = new DataView(entries.buffer, entries.byteOffset, entries.byteLength);
+  const { entrySize } = header;
+  const used: GptEntry[] = [];
+  for (let at = 0, slot = 1; at + GPT_ENTRY_BYTES <= entries.length; at += entrySize, slot += 1) {
+    if (entries.subarray(at, at + 16).every((b) => b === 0)) continue;
+    const first = Number(view.getBigUint64(at + 32, true));
+    const last = Number(view.getBigUint64(at + 40, true));
+    const raw = Buffer.from(entries.subarray(at + 56, at + 56 + NAME_CHARS * 2)).toString('utf16le');
+    const nul = raw.indexOf('\0');
+    used.push({
+      number: slot,
+      startBytes: first * block,
+      sizeBytes: (last - first + 1) * block,
+      name: nul === -1 ? raw : raw.slice(0, nul),
+    });
+  }
+  return used;
+}

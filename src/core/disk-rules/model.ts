@@ -6,6 +6,9 @@
 /** What the kernel says a block device is (sysfs `uevent` DEVTYPE, and the driver of its name). */
 export type DeviceType = 'disk' | 'part' | 'loop' | 'dm' | 'md' | 'mpath';
 
+/** The types a rule may carve: whole devices that take a partition table the kernel reads (a loop only when named). */
+export const CARVABLE_TYPES: readonly DeviceType[] = ['disk', 'loop'];
+
 /** How the device is attached (udev ID_BUS / the sysfs device path). */
 export type Transport = 'nvme' | 'sata' | 'sas' | 'scsi' | 'virtio' | 'usb' | 'unknown';
 
@@ -44,6 +47,11 @@ export interface Signature {
   /** `ext4`, `xfs`, `btrfs`, `swap`, `LVM2_member`, `crypto_LUKS`, `linux_raid_member`, `gpt`, `gpt-backup`, `dos` (MBR), `iso9660`, `vfat`, `ntfs`, `zfs_member`, `data` (non-zero bytes where no known signature is). */
   readonly type: string;
   readonly offset: number;
+  /**
+   * A `gpt` whose header and entries check out: its used entries' start and name, which tell the
+   * agent's partitions where the kernel did not read the names (no PARTNAME without its GPT parser).
+   */
+  readonly partitions?: readonly { readonly startBytes: number; readonly name: string }[];
 }
 
 /** Everything the checks need to know about one block device, read without writing to it. */

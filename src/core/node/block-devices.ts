@@ -19,6 +19,7 @@ import {
 import { open, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 
+import { readGptEntries, readGptHeader } from '../disk-rules/gpt.js';
 import type { DeviceFacts, DeviceType, Signature, Transport } from '../disk-rules/model.js';
 import { errnoCode, errorMessage } from '../unknown-values.js';
 import { parseDeviceNumber, parseUdevProperties, parseUevent } from './identity.js';
@@ -268,6 +269,16 @@ function gptEntries(image: DeviceImage, header: number, sector: number): [number
   return bytesAt(image, start, end - start) !== undefined && end > start ? [start, end] : undefined;
 }
 
+/** The start and name of each used entry of the primary table, when its header and entries check out. */
+function gptPartitionNames(image: DeviceImage, block: number): Signature['partitions'] {
+  const headerBytes = bytesAt(image, block, block);
+  const header = headerBytes === undefined ? undefined : readGptHeader(headerBytes, block);
+  if (header === undefined) return undefined;
+  const entryBytes = bytesAt(image, header.entriesOffset, header.entriesBytes);
+  const entries = entryBytes === undefined ? undefined : readGptEntries(entryBytes, header, block);
+  return entries?.map(({ startBytes, name }) => ({ startBytes, name }));
+}
+
 function partitionTableSignatures(image: DeviceImage, bootSector: boolean): Found[] {
   const found: Found[] = [];
   // Any 0x55AA not a filesystem's boot sector counts as a dos table (a protective MBR included).
@@ -277,7 +288,9 @@ function partitionTableSignatures(image: DeviceImage, bootSector: boolean): Foun
   for (const sector of [512, 4096]) {
     if (hasMagic(image, sector, latin1('EFI PART'))) {
       const entries = gptEntries(image, sector, sector);
-      found.push({ type: 'gpt', offset: sector, covers: [0, Math.max(2 * sector, entries?.[1] ?? 0)] });
+      const covers = [0, Math.max(2 * sector, entries?.[1] ?? 0)] as const;
+      const partitions = gptPartitionNames(image, sector);
+      found.push({ type: 'gpt', offset: sector, covers, ...(partitions === undefined ? {} : { partitions }) });
     }
     const backup = image.sizeBytes - sector;
     if (backup > sector && hasMagic(image, backup, latin1('EFI PART'))) {
@@ -314,7 +327,9 @@ export function detectSignatures(image: DeviceImage): Signature[] {
   const contents = filesystemSignatures(image);
   const bootSector = contents.some((s) => s.type === 'vfat' || s.type === 'ntfs');
   const found = [...contents, ...partitionTableSignatures(image, bootSector)].sort((a, b) => a.offset - b.offset);
-  const signatures: Signature[] = found.map(({ type, offset }) => ({ type, offset }));
+  const signatures: Signature[] = found.map(({ type, offset, partitions }) =>
+    partitions === undefined ? { type, offset } : { type, offset, partitions },
+  );
   if (found.every((s) => s.covers !== undefined)) {
     const data = firstUnexplainedByte(
       image,
@@ -422,6 +437,8 @@ interface SysfsDevice {
   readonly isPartition: boolean;
   /** The whole disk of a partition. */
   readonly parent?: { readonly name: string; readonly dir: string; readonly majorMinor: string };
+  /** A partition's first byte on its disk (sysfs `start`, in 512-byte sectors whatever the block size). */
+  readonly startBytes?: number;
   readonly holders: readonly string[];
   /**
    * The medium's sequence number (sysfs `diskseq`, kernel 5.15+; a partition's is its disk's):
@@ -497,6 +514,29 @@ function partitionsByDisk(readings: readonly ProbedDevice[]): Map<string, string
   const partitions = new Map<string, string[]>();
   for (const { device } of readings) if (device.isPartition) addTo(partitions, dirname(device.dir), device.name);
   return partitions;
+}
+
+/** The names in each disk's GPT by its sysfs directory: what its partitions' PARTNAME would say. */
+function tableNamesByDisk(readings: readonly ProbedDevice[]): Map<string, NonNullable<Signature['partitions']>> {
+  const tables = new Map<string, NonNullable<Signature['partitions']>>();
+  for (const { device, signatures } of readings) {
+    const names = signatures.find((s) => s.type === 'gpt')?.partitions;
+    if (!device.isPartition && names !== undefined) tables.set(device.dir, names);
+  }
+  return tables;
+}
+
+/**
+ * A partition's name in its disk's table, for a kernel that did not read it (no PARTNAME: built
+ * without its GPT parser, the partitions added by partx); undefined when the kernel did read one
+ * (that one is the truth) or the table does not list the partition's start.
+ */
+function namedInTable(
+  device: SysfsDevice,
+  tables: ReadonlyMap<string, NonNullable<Signature['partitions']>>,
+): string | undefined {
+  if (device.parent === undefined || device.startBytes === undefined || device.uevent.has('PARTNAME')) return undefined;
+  return tables.get(device.parent.dir)?.find((p) => p.startBytes === device.startBytes)?.name;
 }
 
 /**
@@ -587,8 +627,9 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     );
     const readings = probed.filter((reading) => reading !== undefined);
     const partitions = partitionsByDisk(readings);
+    const tables = tableNamesByDisk(readings);
     const found = await mapBounded(readings, PROBE_CONCURRENCY, (reading) =>
-      this.answer(reading, context, partitions.get(reading.device.dir) ?? []),
+      this.answer(reading, context, partitions.get(reading.device.dir) ?? [], tables),
     );
     return found.filter((facts) => facts !== undefined);
   }
@@ -665,13 +706,16 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     reading: ProbedDevice,
     context: NodeContext,
     partitions: readonly string[],
+    tables: ReadonlyMap<string, NonNullable<Signature['partitions']>>,
   ): Promise<DeviceFacts | undefined> {
     const { device } = reading;
     // Other partitions than before: a new table, which the reused signatures would miss.
     const stale = reading.reused && !sameList(reading.earlier?.partitions ?? [], partitions);
     const signatures = stale ? await this.probeStill(device) : reading.signatures;
     if (signatures === undefined) return undefined;
-    const answer: DeviceFacts = { ...this.describe(reading, context, partitions), signatures };
+    const described = this.describe(reading, context, partitions);
+    const madeByAgent = described.madeByAgent || namedInTable(device, tables) === AGENT_PARTITION_NAME;
+    const answer: DeviceFacts = { ...described, madeByAgent, signatures };
     this.sources.set(answer, { device, hardware: reading.hardware, udevRecord: reading.udevRecord });
     return answer;
   }
@@ -717,7 +761,9 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
       diskSeq: mediumOf(dir, isPartition, media),
     };
     if (parentNumber === undefined) return device;
-    return { ...device, parent: { name: basename(parentDir), dir: parentDir, majorMinor: parentNumber } };
+    const parent = { name: basename(parentDir), dir: parentDir, majorMinor: parentNumber };
+    const startBytes = sizeFromSectors(attribute(dir, 'start'));
+    return { ...device, parent, ...(startBytes === undefined ? {} : { startBytes }) };
   }
 
   /**

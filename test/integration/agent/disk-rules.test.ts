@@ -3,7 +3,7 @@
 // each kind of signature (ext4, xfs, swap, a GPT, a backup GPT only, an MBR, an LVM PV, data), a
 // mounted one, a read-only one, a too-small one and one a PV records stay byte-for-byte unchanged
 // and are reported with their reason; plan mode writes nothing; a restart changes nothing; a
-// reload removing the rule leaves the links and PVs.
+// reload removing the rule leaves the links and PVs; a carving rule turns a blank disk into N PVs.
 //
 // The rule selects loop devices of one exact size chosen at random for this run, so it never
 // takes a loop device of another test; other loop devices of the machine are only reported.
@@ -43,6 +43,8 @@ const NODE = `rules-${suffix}`;
 const BLOCK = `rules-${suffix}-block`;
 /** 8 MiB and a random number of 4 KiB pages: no other test's loop device has this size. */
 const SIZE = 8 * MiB + 4096 * (1 + Math.floor(Math.random() * 250));
+/** The disk the carving rule takes: 64 MiB and a random number of pages (3 partitions of 21 MiB). */
+const CARVE_SIZE = 64 * MiB + 4096 * (1 + Math.floor(Math.random() * 250));
 
 const digest = (loop: LoopDevice, bytes = SIZE): string =>
   createHash('sha256')
@@ -301,5 +303,51 @@ describe('disks by rule on real loop devices, the agent as a process', { skip: s
     );
     assert.equal((await pvs()).length, 2);
     assert.equal(Object.keys(links()).length, 2);
+  });
+
+  it('a rule with partitions: 3 carves a blank disk into 3 equal partitions, links each and publishes 3 PVs', async () => {
+    const disk = device('carve', CARVE_SIZE);
+    writeConfig(
+      `  deviceRules:\n    - mode: apply\n      types: [loop]\n      minSize: "${String(CARVE_SIZE)}"\n` +
+        `      maxSize: "${String(CARVE_SIZE)}"\n      settle: 1s\n      partitions: 3\n`,
+    );
+    const parts = [1, 2, 3].map((n) => `${disk.name}p${String(n)}`);
+    const carved = await eventually(
+      async () => {
+        const found = (await pvs()).filter((pv) => parts.some((p) => pv.spec.local?.path === join(blockDir(), p)));
+        return found.length === 3 ? found : undefined;
+      },
+      'the three partitions published',
+      60_000,
+      200,
+    ).catch((error: unknown) => {
+      throw new Error(`${String(error)}\nagent log:\n${agent?.stderr().slice(-6000) ?? ''}`);
+    });
+    const sizes = carved.map((pv) => parseQuantity(pv.spec.capacity?.['storage'] ?? ''));
+    assert.deepEqual(
+      sizes,
+      [21 * MiB, 21 * MiB, 21 * MiB],
+      'equal whole MiB: 64 MiB and under one more, less the first MiB and the backup table, in 3',
+    );
+    assert.deepEqual(
+      Object.fromEntries(Object.entries(links()).filter(([entry]) => entry.startsWith(disk.name))),
+      Object.fromEntries(parts.map((p) => [p, `/dev/${p}`])),
+      'each partition linked; the disk itself is not',
+    );
+    // the table the agent wrote, as util-linux reads it back
+    const listed = run('partx', ['--show', '--noheadings', '--output', 'NR,START,SECTORS,NAME', disk.path])
+      .trim()
+      .split('\n')
+      .map((line) => line.trim().split(/\s+/u));
+    assert.deepEqual(
+      listed.map(([nr, , sectors, name]) => [nr, Number(sectors) * 512, name]),
+      [1, 2, 3].map((n) => [String(n), 21 * MiB, 'lvp-carved']),
+    );
+    const events = await nodeEvents();
+    assert.ok(
+      events.some((e) => e.reason === 'DeviceClaimed' && e.message.includes(`/dev/${disk.name} `)),
+      `a DeviceClaimed event for the carve: ${JSON.stringify(events.filter((e) => e.message.includes(disk.name)))}`,
+    );
+    assert.equal((await pvs()).length, 5, 'the two earlier PVs stay');
   });
 });

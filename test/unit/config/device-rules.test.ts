@@ -326,13 +326,13 @@ const REFUSALS: readonly Refusal[] = [
   {
     lines: ['types: [disk, part]', 'partitions: 4'],
     path: 'partitions',
-    message: /^carves whole disks only: types must be \[disk\], found \[disk, part\]$/u,
+    message: /^carves whole devices only: types may be disk and loop, found \[disk, part\]$/u,
     at: '4',
   },
   {
-    lines: ['types: [loop]', 'partitions: 2'],
+    lines: ['types: [loop, md]', 'partitions: 2'],
     path: 'partitions',
-    message: /^carves whole disks only: types must be \[disk\], found \[loop\]$/u,
+    message: /^carves whole devices only: types may be disk and loop, found \[loop, md\]$/u,
     at: '2',
   },
   {

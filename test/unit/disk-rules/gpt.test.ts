@@ -15,6 +15,8 @@ import {
   buildGpt,
   decodeGuid,
   encodeGuid,
+  readGptEntries,
+  readGptHeader,
   type GptImage,
 } from '../../../src/core/disk-rules/gpt.js';
 import { AGENT_PARTITION_NAME } from '../../../src/core/node/block-devices.js';
@@ -371,5 +373,77 @@ describe('buildGpt, whatever the disk', () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('reading a table back (readGptHeader, readGptEntries)', () => {
+  /** The primary header and entry array of an image, read as the inventory reads them. */
+  const readBack = (image: GptImage, block: number): ReturnType<typeof readGptEntries> => {
+    const bytes = image.primary.bytes;
+    const header = readGptHeader(bytes.subarray(block, 2 * block), block);
+    if (header === undefined) return undefined;
+    return readGptEntries(
+      bytes.subarray(header.entriesOffset, header.entriesOffset + header.entriesBytes),
+      header,
+      block,
+    );
+  };
+
+  it('reads back every partition written: number, start, size and name, whatever the disk', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(512, 4096),
+        fc.integer({ min: 1, max: 128 }),
+        fc.integer({ min: 200, max: 4096 }),
+        fc.string({ minLength: 0, maxLength: 36 }),
+        (block, count, mib, name) => {
+          const image = buildGpt({
+            sizeBytes: mib * MiB,
+            logicalBlockBytes: block,
+            partitions: count,
+            partitionName: name,
+          });
+          const entries = readBack(image, block);
+          assert.deepEqual(
+            entries,
+            image.partitions.map((p) => ({ number: p.number, startBytes: p.startBytes, sizeBytes: p.sizeBytes, name })),
+          );
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('refuses a table with any byte of the header or the used entries changed (the CRCs no longer match)', () => {
+    const block = 512;
+    const image = buildGpt({ sizeBytes: 64 * MiB, partitions: 3 });
+    fc.assert(
+      fc.property(
+        // header bytes the CRC covers, or bytes of the three used entries
+        fc.oneof(
+          fc.integer({ min: block, max: block + 91 }),
+          fc.integer({ min: 2 * block, max: 2 * block + 3 * 128 - 1 }),
+        ),
+        fc.integer({ min: 1, max: 255 }),
+        (offset, flip) => {
+          const bytes = Uint8Array.from(image.primary.bytes);
+          bytes[offset] = (bytes[offset] ?? 0) ^ flip;
+          assert.equal(readBack({ ...image, primary: { offset: 0, bytes } }, block), undefined);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('refuses what is not a header, and a header asking for an entry array past the bound', () => {
+    assert.equal(readGptHeader(new Uint8Array(512), 512), undefined);
+    assert.equal(readGptHeader(Buffer.from('EFI PART'), 512), undefined, 'shorter than a header');
+    const image = buildGpt({ sizeBytes: 64 * MiB, partitions: 1 });
+    const header = Uint8Array.from(image.primary.bytes.subarray(512, 1024));
+    const view = new DataView(header.buffer);
+    view.setUint32(80, 1_000_000, true); // a million entries
+    view.setUint32(16, 0, true);
+    view.setUint32(16, crc32(header.subarray(0, 92)), true);
+    assert.equal(readGptHeader(header, 512), undefined);
   });
 });

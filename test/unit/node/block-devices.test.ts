@@ -9,6 +9,7 @@ import { mkdirSync, renameSync, rmSync, symlinkSync, truncateSync, utimesSync, w
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
+import { buildGpt } from '../../../src/core/disk-rules/gpt.js';
 import type { DeviceFacts, Signature } from '../../../src/core/disk-rules/model.js';
 import {
   AGENT_PARTITION_NAME,
@@ -540,6 +541,76 @@ function addUsers(node: FakeNode): void {
   node.byId('elsewhere', '/tmp/not-a-device');
   writeFileSync(join(node.dev, 'disk', 'by-id', 'not-a-link'), '');
 }
+
+describe('LinuxBlockDevices: the agent’s partitions on a kernel that did not read their names (fake node)', () => {
+  const cleanup = new Cleanup();
+  let devices: readonly DeviceFacts[] = [];
+
+  /** A disk of 64 MiB carved into 3 by buildGpt, its partitions added as partx adds them (no PARTNAME). */
+  const carvedDisk = (
+    node: FakeNode,
+    name: string,
+    major: number,
+    gpt: { name?: string; tear?: boolean } = {},
+  ): void => {
+    const image = buildGpt({
+      sizeBytes: 64 * MiB,
+      partitions: 3,
+      ...(gpt.name === undefined ? {} : { partitionName: gpt.name }),
+    });
+    node.addDisk(name, { majorMinor: `${String(major)}:0`, sizeBytes: 64 * MiB });
+    const primary = Buffer.from(image.primary.bytes);
+    if (gpt.tear === true) primary[2 * 512 + 60] = 0x41; // a byte of the first entry's name: the array's CRC fails
+    node.write(name, image.primary.offset, primary);
+    node.write(name, image.backup.offset, Buffer.from(image.backup.bytes));
+    for (const p of image.partitions)
+      node.addPartition(name, `${name}p${String(p.number)}`, {
+        majorMinor: `${String(major)}:${String(p.number)}`,
+        sizeBytes: p.sizeBytes,
+        number: p.number,
+        startBytes: p.startBytes,
+      });
+  };
+
+  before(async () => {
+    const node = new FakeNode(makeTempDir(cleanup, 'lvp-blockdev-names-'));
+    carvedDisk(node, 'loop1', 7);
+    carvedDisk(node, 'loop2', 8, { name: 'scratch' });
+    carvedDisk(node, 'loop3', 9, { tear: true });
+    carvedDisk(node, 'loop4', 10);
+    // the kernel read a name for this one: it is the truth, whatever the table says
+    node.attribute(
+      'loop4p1',
+      'uevent',
+      'MAJOR=10\nMINOR=1\nDEVNAME=loop4p1\nDEVTYPE=partition\nPARTN=1\nPARTNAME=data\n',
+    );
+    // a partition at a start the table does not list
+    node.attribute('loop4p2', 'start', '4\n');
+    devices = await node.inventory().devices();
+  });
+  after(() => {
+    cleanup.run();
+  });
+
+  const made = (disk: string): boolean[] => [1, 2, 3].map((n) => find(devices, `${disk}p${String(n)}`).madeByAgent);
+
+  it('reads the names from the disk’s own GPT: partitions named lvp-carved are the agent’s', () => {
+    assert.deepEqual(made('loop1'), [true, true, true]);
+    assert.deepEqual(
+      find(devices, 'loop1')
+        .signatures.find((s) => s.type === 'gpt')
+        ?.partitions?.map((p) => p.name),
+      ['lvp-carved', 'lvp-carved', 'lvp-carved'],
+    );
+  });
+
+  it('another name, a table whose entries fail their CRC, a kernel name, or a start the table does not list: not the agent’s', () => {
+    assert.deepEqual(made('loop2'), [false, false, false]);
+    assert.deepEqual(made('loop3'), [false, false, false]);
+    assert.equal(find(devices, 'loop3').signatures.find((s) => s.type === 'gpt')?.partitions, undefined);
+    assert.deepEqual(made('loop4'), [false, false, true]);
+  });
+});
 
 describe('LinuxBlockDevices change stamp and reuse (fake node)', () => {
   const cleanup = new Cleanup();

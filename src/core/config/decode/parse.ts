@@ -6,7 +6,7 @@ import { InvalidConfigError } from '../../errors.js';
 import type { ConfigIssue, SourcePosition } from '../../errors.js';
 import { configHash } from '../canonical.js';
 import { formatGoDuration, parseGoDuration } from '../duration.js';
-import type { DeviceRule, DeviceType, RuleMode } from '../../disk-rules/model.js';
+import { CARVABLE_TYPES, type DeviceRule, type DeviceType, type RuleMode } from '../../disk-rules/model.js';
 import {
   DEFAULT_RULE_DEVICE_TYPES,
   DEFAULT_RULE_MODE,
@@ -997,15 +997,15 @@ function ruleSizes(r: RuleFields): { minBytes?: number; maxBytes?: number } {
   return { ...(minBytes !== undefined ? { minBytes } : {}), ...(maxBytes !== undefined ? { maxBytes } : {}) };
 }
 
-/** partitions: 1-128, and only for whole disks (a partition or a loop device is not carved). */
+/** partitions: 1-128, and only for whole devices (a partition, dm, md or multipath device is not carved). */
 function rulePartitions(r: RuleFields, types: readonly DeviceType[]): number | undefined {
   const at = r.get('partitions');
   const where = `${r.path}.partitions`;
   const partitions = at ? r.d.count(at, where, MAX_RULE_PARTITIONS) : undefined;
-  if (partitions !== undefined && (types.length !== 1 || types[0] !== 'disk')) {
+  if (partitions !== undefined && !types.every((t) => CARVABLE_TYPES.includes(t))) {
     r.d.sink.error(
       where,
-      `carves whole disks only: types must be [disk], found [${types.join(', ')}]`,
+      `carves whole devices only: types may be disk and loop, found [${types.join(', ')}]`,
       r.posOf('partitions'),
     );
   }
