@@ -120,7 +120,19 @@ const GRACE_SKIPS: ReadonlySet<SkipReason> = new Set(['not-a-mount-point']);
 
 /** Disks by rule for a generation: absent without rules or without the node's devices; its verdicts feed the gauge. */
 function deviceRulesStep(config: ProvisionerConfig, node: NodeIdentity, deps: GenerationDeps): DeviceRules | undefined {
-  if (deps.deviceRules === undefined || ruleClasses(config).length === 0) return undefined;
+  const classes = ruleClasses(config);
+  if (classes.length === 0) return undefined;
+  if (deps.deviceRules === undefined) {
+    // --sandbox: directories stand for disks, so rules have nothing to select; say so once a config
+    deps.logger.log(
+      'warn',
+      'device rules are not run: this agent reads no block devices (--sandbox); `provisioner simulate` shows what they would do on a node',
+      {
+        storageClasses: classes.map((c) => c.name).join(','),
+      },
+    );
+    return undefined;
+  }
   return new DeviceRules(config, node, {
     ...deps,
     ...deps.deviceRules,

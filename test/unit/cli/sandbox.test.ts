@@ -226,6 +226,34 @@ describe('provisioner run --sandbox', () => {
     }
   });
 
+  it('says once a config that its device rules are not run (a sandbox reads no block devices), and serves the rest', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lvp-sandbox-rules-'));
+    const sandbox = startSandbox(['--sandbox', dir, '--config-debounce', '50ms']);
+    try {
+      await eventually(async () => ((await sandbox.client.status()).generation === 1 ? true : undefined), 'started');
+      assert.doesNotMatch(sandbox.stderr(), /device rules are not run/u, 'no rules, no warning');
+      appendFileSync(
+        join(dir, 'config/storageClassMap'),
+        '  deviceRules:\n    - mode: plan\n      transports: [nvme]\n',
+      );
+      const applied = await eventually(async () => {
+        const s = await sandbox.client.status();
+        return s.generation === 2 ? s : undefined;
+      }, 'the config with rules applied');
+      assert.equal(applied.lastReload?.outcome, 'applied');
+      assert.equal(applied.devices, undefined, 'no device verdicts');
+      const warnings = sandbox
+        .stderr()
+        .split('\n')
+        .filter((l) => l.includes('device rules are not run'));
+      assert.equal(warnings.length, 1, sandbox.stderr());
+      assert.match(warnings[0] ?? '', / WARN {2}device rules are not run: .* storageClasses=local-storage$/u);
+    } finally {
+      await sandbox.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('honours MY_NODE_NAME and --config-dir (a config outside DIR, disks still below DIR/disks)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'lvp-sandbox-flags-'));
     try {
