@@ -492,9 +492,10 @@ async function main(): Promise<void> {
         if (i === 0) applyToCanaryOpen.push(openAt - t0);
         if (previousLast !== undefined) waves[i - 1]?.toNextOpen.push(openAt - previousLast);
         slot.name = wave.name;
-        slot.nodes = wave.nodes.length;
+        const members = plan.ok ? (plan.members[i] ?? []) : [];
+        slot.nodes = members.length;
         slot.seenDelay.push(opened.at - openAt);
-        const lats = wave.nodes.map((n) => (leases.get(n) ?? NaN) - openAt);
+        const lats = members.map((n) => (leases.get(n) ?? NaN) - openAt);
         slot.latencies.push(...lats);
         slot.allApplied.push(Math.max(...lats));
         previousLast = openAt + Math.max(...lats);
@@ -526,7 +527,7 @@ async function main(): Promise<void> {
     const held = await until('the canary baking', () =>
       stateOfHash(heldHash, (s) => s.phase === 'progressing' && s.opened === 1 && s.bakeStartedAt !== undefined),
     );
-    const canaryNodes = held.state.waves[0]?.nodes.length ?? 0;
+    const canaryNodes = held.state.waves[0]?.size ?? 0;
     // What every state write sends to every agent: the candidate copy, state and data, as JSON.
     const candidateBytes = JSON.stringify(await admin.configMaps.get(stagedConfigMapName(CM, 'candidate'))).length;
     const idleHeld = await idle('rollout held');

@@ -21,8 +21,8 @@ export function rolloutState(opened: number, extra: Partial<RolloutState> = {}):
     candidate: { fingerprint: FINGERPRINT },
     stable: { fingerprint: FINGERPRINT },
     waves: [
-      { name: 'canary', nodes: ['node-a'] },
-      { name: 'wave-1', nodes: ['node-b'] },
+      { name: 'canary', nodes: ['node-a'], size: 1 },
+      { name: 'wave-1', nodes: ['node-b'], size: 1 },
     ],
     opened,
     waveOpenedAt: 1,

@@ -17,6 +17,7 @@ import { nodeProgress } from '../staged-rollout/decide.js';
 import { requestOf, stableRefOf, stagedConfigMapName, stateOf } from '../staged-rollout/objects.js';
 import type { ContentRef, RolloutRequest, RolloutState } from '../staged-rollout/state.js';
 import { ACTIVE_PHASES, runsCandidate } from '../staged-rollout/state.js';
+import { waveMembers } from '../staged-rollout/waves.js';
 import type { AppliedResult, PublishedState } from './applied-state.js';
 import { stateFromLease, statusSelector } from './applied-state.js';
 import { errorMessage } from '../unknown-values.js';
@@ -149,21 +150,28 @@ export function expectedConfig(
   return { expects: 'stable', hash: staged.stable?.hash ?? staged.state?.stable.hash };
 }
 
+/**
+ * Each wave's nodes counted against the candidate: the nodes of the wave among the Nodes and the
+ * Leases now (membership by rank, waves.ts). `gone`: how many fewer than when the wave was planned.
+ * A node in a wave but in neither list is not counted (its Node and its Lease are both gone).
+ */
 function waveProgress(
   state: RolloutState,
   reports: ReadonlyMap<string, PublishedState>,
-  exists: (node: string) => boolean,
+  members: readonly (readonly string[])[],
   now: number,
 ): WaveProgress[] {
   const hash = state.candidate.hash ?? '';
   const baking = state.phase === 'progressing' || state.phase === 'paused';
   return state.waves.map((wave, i) => {
-    const counts = { applied: 0, pending: 0, failed: 0, gone: 0 };
-    for (const node of wave.nodes) counts[nodeProgress(node, hash, reports.get(node), exists(node), now).kind] += 1;
+    const nodes = members[i] ?? [];
+    const counts = { applied: 0, pending: 0, failed: 0, gone: Math.max(0, wave.size - nodes.length) };
+    for (const node of nodes) counts[nodeProgress(node, hash, reports.get(node), true, now).kind] += 1;
     const last = i === state.opened - 1;
     return {
       name: wave.name,
-      nodes: wave.nodes.length,
+      // the planned nodes, or more when nodes joined it since (so the counts add up to it)
+      nodes: Math.max(wave.size, nodes.length),
       open: i < state.opened,
       ...counts,
       ...(last ? { openedAt: state.waveOpenedAt } : {}),
@@ -244,8 +252,12 @@ export function summarizeRollout(
     if (seen === undefined || (state.heartbeatAt ?? 0) > (seen.heartbeatAt ?? 0)) byNode.set(state.node, state);
   }
   const known = new Set(nodeNames);
+  const stagedWaves = staged?.state?.waves ?? [];
+  const members = waveMembers(stagedWaves, new Set([...known, ...byNode.keys()]));
   const waveOfNode = new Map<string, string>();
-  for (const wave of staged?.state?.waves ?? []) for (const node of wave.nodes) waveOfNode.set(node, wave.name);
+  members.forEach((names, i) => {
+    for (const node of names) waveOfNode.set(node, stagedWaves[i]?.name ?? '');
+  });
   const nodes = [...known].sort().map((name): NodeRollout => {
     if (staged === undefined) return classifyNode(name, desired.hash, byNode.get(name), now);
     const expected = expectedConfig(staged, name);
@@ -264,7 +276,7 @@ export function summarizeRollout(
     summary = {
       ...staged,
       followsDesired: state !== undefined && state.candidate.hash === desired.hash,
-      waves: state === undefined ? [] : waveProgress(state, byNode, (n) => known.has(n) || byNode.has(n), now),
+      waves: state === undefined ? [] : waveProgress(state, byNode, members, now),
     };
   }
   return {

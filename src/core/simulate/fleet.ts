@@ -32,6 +32,7 @@ import type { RunningRolloutController } from '../staged-rollout/service.js';
 import type { StagedRolloutPolicy } from '../staged-rollout/policy.js';
 import { encodeRolloutRequest } from '../staged-rollout/state.js';
 import type { RolloutAction, RolloutPhase, RolloutState } from '../staged-rollout/state.js';
+import { waveMembers } from '../staged-rollout/waves.js';
 import { errorMessage } from '../unknown-values.js';
 import { StepError } from './disks.js';
 import type { RolloutWorldView } from './expect.js';
@@ -371,7 +372,13 @@ export class StagedWorld {
           if (hash !== undefined) this.pastCandidates.add(hash);
         if (decoded.state.stable.hash !== undefined) this.pastCandidates.delete(decoded.state.stable.hash);
       }
-      for (const e of rolloutEvents(before, after, this.o.policy.bakeMs)) this.o.record(e);
+      for (const e of rolloutEvents(
+        before,
+        after,
+        this.o.policy.bakeMs,
+        this.nodes.map((n) => n.node),
+      ))
+        this.o.record(e);
       return after;
     };
     return {
@@ -586,6 +593,10 @@ export class StagedWorld {
     const on = (hash: string | undefined): string[] =>
       hash === undefined ? [] : nodes.filter((n) => n.applied === hash).map((n) => n.node);
     const halt = state?.halt;
+    const members = waveMembers(
+      state?.waves ?? [],
+      nodes.map((n) => n.node),
+    );
     const haltWave = halt !== undefined ? state?.waves[halt.wave]?.name : undefined;
     const world: RolloutWorldView = {
       phase: state?.phase ?? 'none',
@@ -600,7 +611,11 @@ export class StagedWorld {
       phase: world.phase,
       ...(state?.candidate.hash !== undefined ? { candidate: state.candidate.hash } : {}),
       ...(state?.stable.hash !== undefined ? { stable: state.stable.hash } : {}),
-      waves: (state?.waves ?? []).map((w, i) => ({ name: w.name, nodes: w.nodes, open: i < (state?.opened ?? 0) })),
+      waves: (state?.waves ?? []).map((w, i) => ({
+        name: w.name,
+        nodes: members[i] ?? [],
+        open: i < (state?.opened ?? 0),
+      })),
       ...(halt !== undefined
         ? { halt: { ...(haltWave !== undefined ? { wave: haltWave } : {}), node: halt.node, reason: halt.reason } }
         : {}),

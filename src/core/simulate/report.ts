@@ -8,7 +8,7 @@ import type { ConfigIssue } from '../errors.js';
 import type { LogFields, LogLevel } from '../log.js';
 import type { AppliedResult } from '../fleet/applied-state.js';
 import type { StagedRolloutPolicy } from '../staged-rollout/policy.js';
-import type { RolloutPhase, Wave } from '../staged-rollout/state.js';
+import type { RolloutPhase } from '../staged-rollout/state.js';
 import type { ExpectationResult } from './expect.js';
 import type { EntryType } from './node-facts.js';
 import type { RolloutStepType, ScenarioSettings } from './scenario.js';
@@ -120,7 +120,8 @@ export type RolloutEvent =
       readonly type: 'rollout-started';
       readonly candidate?: string;
       readonly stable?: string;
-      readonly waves: readonly Wave[];
+      /** Each wave with its nodes in the simulated fleet. */
+      readonly waves: readonly { readonly name: string; readonly nodes: readonly string[] }[];
     }
   | { readonly type: 'rollout-wave-opened'; readonly wave: string; readonly nodes: readonly string[] }
   /** Every node of the open waves reported the candidate applied: the bake started. */

@@ -7,6 +7,7 @@ import type { ConfigMap } from '../kube/objects.js';
 import { requestOf, stateOf } from '../staged-rollout/objects.js';
 import { ACTIVE_PHASES } from '../staged-rollout/state.js';
 import type { RolloutState } from '../staged-rollout/state.js';
+import { waveMembers } from '../staged-rollout/waves.js';
 import type { FleetNodeEvent, RolloutEvent } from './report.js';
 
 function stateIn(object: ConfigMap | undefined): RolloutState | undefined {
@@ -19,7 +20,7 @@ function waveName(state: RolloutState, index: number): string | undefined {
 }
 
 /** The events of a rollout that starts over with a new candidate (or the first state ever). */
-function fresh(prev: RolloutState | undefined, next: RolloutState): RolloutEvent[] {
+function fresh(prev: RolloutState | undefined, next: RolloutState, fleet: readonly string[]): RolloutEvent[] {
   const out: RolloutEvent[] = [];
   if (prev === undefined && next.phase === 'complete' && next.waves.length === 0)
     return [{ type: 'rollout-adopted', ...hash('configHash', next.stable.hash) }];
@@ -29,6 +30,7 @@ function fresh(prev: RolloutState | undefined, next: RolloutState): RolloutEvent
       ...hash('previous', prev.candidate.hash),
       ...hash('candidate', next.candidate.hash),
     });
+  const members = waveMembers(next.waves, fleet);
   switch (next.phase) {
     case 'progressing':
     case 'paused':
@@ -36,11 +38,11 @@ function fresh(prev: RolloutState | undefined, next: RolloutState): RolloutEvent
         type: 'rollout-started',
         ...hash('candidate', next.candidate.hash),
         ...hash('stable', next.stable.hash),
-        waves: next.waves,
+        waves: next.waves.map((w, i) => ({ name: w.name, nodes: members[i] ?? [] })),
       });
       for (let i = 0; i < next.opened; i++) {
         const wave = next.waves[i];
-        if (wave) out.push({ type: 'rollout-wave-opened', wave: wave.name, nodes: wave.nodes });
+        if (wave) out.push({ type: 'rollout-wave-opened', wave: wave.name, nodes: members[i] ?? [] });
       }
       return out;
     case 'invalid':
@@ -73,13 +75,20 @@ function halted(state: RolloutState): RolloutEvent {
 
 /**
  * What a write of the candidate ConfigMap says the controller did: `before` is the object it
- * replaced (with the operator's request, if any), `after` the one written; `bakeMs` the policy's.
+ * replaced (with the operator's request, if any), `after` the one written; `bakeMs` the policy's;
+ * `fleet` the node names, whose waves the state's rank bounds give.
  */
-export function rolloutEvents(before: ConfigMap | undefined, after: ConfigMap, bakeMs: number): RolloutEvent[] {
+export function rolloutEvents(
+  before: ConfigMap | undefined,
+  after: ConfigMap,
+  bakeMs: number,
+  fleet: readonly string[],
+): RolloutEvent[] {
   const prev = stateIn(before);
   const next = stateIn(after);
   if (next === undefined) return [];
-  if (prev === undefined || prev.candidate.fingerprint !== next.candidate.fingerprint) return fresh(prev, next);
+  if (prev === undefined || prev.candidate.fingerprint !== next.candidate.fingerprint) return fresh(prev, next, fleet);
+  const members = waveMembers(next.waves, fleet);
   const request = requestOf(before);
   const by = request?.by !== undefined ? { by: request.by } : {};
   const out: RolloutEvent[] = [];
@@ -87,7 +96,7 @@ export function rolloutEvents(before: ConfigMap | undefined, after: ConfigMap, b
   if (resumed) out.push({ type: 'rollout-resumed', ...by });
   for (let i = prev.opened; i < next.opened; i++) {
     const wave = next.waves[i];
-    if (wave) out.push({ type: 'rollout-wave-opened', wave: wave.name, nodes: wave.nodes });
+    if (wave) out.push({ type: 'rollout-wave-opened', wave: wave.name, nodes: members[i] ?? [] });
   }
   // With no bake time the next wave opens at the same instant: nothing to say about the bake.
   if (prev.bakeStartedAt === undefined && next.bakeStartedAt !== undefined && bakeMs > 0) {
@@ -120,7 +129,7 @@ export function rolloutEvents(before: ConfigMap | undefined, after: ConfigMap, b
                 type: 'rollout-completed',
                 ...hash('candidate', next.candidate.hash),
                 waves: next.waves.length,
-                nodes: next.waves.reduce((n, w) => n + w.nodes.length, 0),
+                nodes: next.waves.reduce((n, w) => n + w.size, 0),
               },
         );
         break;

@@ -24,7 +24,7 @@ import { Reflector } from '../kube/reflector.js';
 import type { Logger } from '../log.js';
 import type { RolloutMetrics } from '../metrics/rollout-metrics.js';
 import { errorMessage } from '../unknown-values.js';
-import { decide, EVENT_REASONS, nodeProgress } from './decide.js';
+import { decide, EVENT_REASONS, openWaveCounts } from './decide.js';
 import type { DesiredContent, RolloutDecision, RolloutView } from './decide.js';
 import {
   CONFIG_HASH_ANNOTATION,
@@ -630,16 +630,7 @@ export class RolloutController {
     for (const phase of ROLLOUT_PHASES) metrics.phase.set({ phase }, state?.phase === phase ? 1 : 0);
     metrics.waves.set({}, state?.waves.length ?? 0);
     metrics.wavesOpened.set({}, state?.opened ?? 0);
-    const counts = { applied: 0, pending: 0, failed: 0 };
-    if (state?.candidate.hash !== undefined) {
-      const existing = new Set(view.nodes.map((n) => n.name));
-      for (const wave of state.waves.slice(0, state.opened)) {
-        for (const node of wave.nodes) {
-          const p = nodeProgress(node, state.candidate.hash, view.reports.get(node), existing.has(node), view.now);
-          if (p.kind !== 'gone') counts[p.kind] += 1;
-        }
-      }
-    }
+    const counts = state === undefined ? { applied: 0, pending: 0, failed: 0 } : openWaveCounts(view, state);
     for (const [s, n] of Object.entries(counts)) metrics.nodes.set({ state: s }, n);
   }
 }

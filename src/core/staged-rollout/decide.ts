@@ -9,7 +9,7 @@ import type { StagedRolloutPolicy } from './policy.js';
 import { describePolicy } from './policy.js';
 import type { ContentRef, Halt, RolloutRequest, RolloutState } from './state.js';
 import { ACTIVE_PHASES } from './state.js';
-import { planWaves } from './waves.js';
+import { planWaves, waveIndexOf } from './waves.js';
 import type { FleetNode, WavePlan } from './waves.js';
 
 /** The operator's ConfigMap as the controller read it. */
@@ -145,16 +145,52 @@ function withoutBake(state: RolloutState, alsoHalt = false): RolloutState {
   return copy as RolloutState;
 }
 
+/**
+ * The nodes of the open waves the rollout waits for, with their wave: each Node whose wave is
+ * open and whose agent runs or ran since the rollout started (a status Lease not already stale
+ * when it started). A Node without an agent runs stable, as at the start (runningNodes); one that
+ * joins later is in its wave by rank and counts once its agent publishes.
+ */
+function openWaveNodes(view: RolloutView, state: RolloutState): { readonly node: string; readonly wave: number }[] {
+  const found: { node: string; wave: number }[] = [];
+  for (const { name } of view.nodes) {
+    const report = view.reports.get(name);
+    if (report === undefined || staleBefore(report, state.startedAt)) continue;
+    const wave = waveIndexOf(state.waves, name);
+    if (wave !== undefined && wave < state.opened) found.push({ node: name, wave });
+  }
+  // In wave order, then by name: the first failure or pending node reported is the same whatever the list order.
+  return found.sort((a, b) => a.wave - b.wave || (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+}
+
+/** The nodes of the open waves by their progress on the candidate (the controller's gauge). */
+export function openWaveCounts(
+  view: RolloutView,
+  state: RolloutState,
+): { readonly applied: number; readonly pending: number; readonly failed: number } {
+  const counts = { applied: 0, pending: 0, failed: 0 };
+  const hash = state.candidate.hash;
+  if (hash === undefined) return counts;
+  for (const { node } of openWaveNodes(view, state)) {
+    const p = nodeProgress(node, hash, view.reports.get(node), true, view.now);
+    if (p.kind !== 'gone') counts[p.kind] += 1;
+  }
+  return counts;
+}
+
+/** Whether the report had gone stale before `at`. */
+function staleBefore(report: PublishedState, at: number): boolean {
+  return report.heartbeatAt !== undefined && report.staleAfterMs > 0 && report.heartbeatAt + report.staleAfterMs < at;
+}
+
 /** When the first node of the open waves whose heartbeat is fresh now turns stale (a halt to notice). */
 function nextStaleAt(view: RolloutView, state: RolloutState): number | undefined {
   let next: number | undefined;
-  for (let w = 0; w < state.opened; w++) {
-    for (const node of state.waves[w]?.nodes ?? []) {
-      const r = view.reports.get(node);
-      if (r?.heartbeatAt === undefined || r.staleAfterMs <= 0 || isStale(r, view.now)) continue;
-      const at = r.heartbeatAt + r.staleAfterMs + 1;
-      next = next === undefined ? at : Math.min(next, at);
-    }
+  for (const { node } of openWaveNodes(view, state)) {
+    const r = view.reports.get(node);
+    if (r?.heartbeatAt === undefined || r.staleAfterMs <= 0 || isStale(r, view.now)) continue;
+    const at = r.heartbeatAt + r.staleAfterMs + 1;
+    next = next === undefined ? at : Math.min(next, at);
   }
   return next;
 }
@@ -233,7 +269,7 @@ function startRollout(
   events.push({
     type: 'Normal',
     reason: EVENT_REASONS.started,
-    message: `rollout of ${short(desired.hash)} started (${describePolicy(view.policy)}): ${String(plan.waves.length)} waves over ${String(running.length)} nodes running an agent; ${first?.name ?? 'no wave'} opened (${String(first?.nodes.length ?? 0)} nodes)`,
+    message: `rollout of ${short(desired.hash)} started (${describePolicy(view.policy)}): ${String(plan.waves.length)} waves over ${String(running.length)} nodes running an agent; ${first?.name ?? 'no wave'} opened (${String(first?.size ?? 0)} nodes)`,
   });
   return {
     state: {
@@ -371,17 +407,14 @@ function progressOf(
   readonly firstPending?: { node: string; why: string; wave: number };
 } {
   const hash = state.candidate.hash ?? '';
-  const existing = new Set(view.nodes.map((n) => n.name));
   let allApplied = true;
   let firstPending: { node: string; why: string; wave: number } | undefined;
-  for (let w = 0; w < state.opened; w++) {
-    for (const node of state.waves[w]?.nodes ?? []) {
-      const p = nodeProgress(node, hash, view.reports.get(node), existing.has(node), view.now);
-      if (p.kind === 'failed') return { failed: { wave: w, node, reason: p.why, at: view.now }, allApplied: false };
-      if (p.kind === 'pending') {
-        allApplied = false;
-        firstPending ??= { node, why: p.why, wave: w };
-      }
+  for (const { node, wave } of openWaveNodes(view, state)) {
+    const p = nodeProgress(node, hash, view.reports.get(node), true, view.now);
+    if (p.kind === 'failed') return { failed: { wave, node, reason: p.why, at: view.now }, allApplied: false };
+    if (p.kind === 'pending') {
+      allApplied = false;
+      firstPending ??= { node, why: p.why, wave };
     }
   }
   return { allApplied, ...(firstPending !== undefined ? { firstPending } : {}) };
@@ -446,7 +479,7 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
       state,
       now,
       EVENT_REASONS.completed,
-      `rollout of ${short(state.candidate.hash)} complete: ${String(state.waves.length)} waves, ${String(state.waves.reduce((n, w) => n + w.nodes.length, 0))} nodes; it is stable now`,
+      `rollout of ${short(state.candidate.hash)} complete: ${String(state.waves.length)} waves, ${String(state.waves.reduce((n, w) => n + w.size, 0))} nodes; it is stable now`,
     );
   const next = state.waves[state.opened];
   const rest = withoutBake(state);
@@ -457,7 +490,7 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
       {
         type: 'Normal',
         reason: EVENT_REASONS.waveOpened,
-        message: `rollout of ${short(state.candidate.hash)}: ${next?.name ?? 'next wave'} opened (${String(next?.nodes.length ?? 0)} nodes)`,
+        message: `rollout of ${short(state.candidate.hash)}: ${next?.name ?? 'next wave'} opened (${String(next?.size ?? 0)} nodes)`,
       },
     ],
     wakeAt: now,

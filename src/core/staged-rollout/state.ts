@@ -4,6 +4,7 @@
 // it to know whether their node takes the candidate. Read back from the API it is untrusted:
 // decodeRolloutState checks every field and bounds every list. Pure.
 import { isRecord } from '../unknown-values.js';
+import { MAX_LISTED_NODES, waveIndexOf } from './waves.js';
 
 export const ROLLOUT_PHASES = ['progressing', 'paused', 'halted', 'complete', 'aborted', 'invalid'] as const;
 export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];
@@ -11,7 +12,8 @@ export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];
 /** Phases in which opened waves run the candidate (a halt that reverted excepted). */
 export const ACTIVE_PHASES: readonly RolloutPhase[] = ['progressing', 'paused', 'halted'];
 
-export const ROLLOUT_STATE_FORMAT = 1;
+/** Format 2 freezes the waves as rank bounds (waves.ts); format 1 listed every node, and is still read. */
+export const ROLLOUT_STATE_FORMAT = 2;
 /** Annotations are at most 256 KiB together; the state keeps well under it. */
 export const MAX_STATE_BYTES = 200 * 1024;
 export const MAX_WAVES = 21;
@@ -20,8 +22,15 @@ export const MAX_REASON_CHARS = 1024;
 export interface Wave {
   /** `canary`, `wave-1`, `wave-2`, … */
   readonly name: string;
-  /** Sorted node names. */
-  readonly nodes: readonly string[];
+  /** Nodes listed by name, sorted: a canary a selector picked (and every wave of a format-1 state). */
+  readonly nodes?: readonly string[];
+  /**
+   * The highest node rank (waves.ts nodeRank) this wave takes of the nodes no wave lists: those
+   * above the previous wave's bound and up to this one. The last such wave's is the highest rank.
+   */
+  readonly upTo?: string;
+  /** How many nodes it had when the rollout started. */
+  readonly size: number;
 }
 
 /** The content a rollout is about: its bytes' fingerprint, and its config hash when it parses. */
@@ -64,16 +73,13 @@ export interface RolloutState {
 /** Whether `node` runs the candidate under `state` (undefined state: nobody does). */
 export function runsCandidate(state: RolloutState | undefined, node: string): boolean {
   if (state === undefined || !ACTIVE_PHASES.includes(state.phase) || state.reverted) return false;
-  for (let i = 0; i < state.opened && i < state.waves.length; i++) {
-    if (state.waves[i]?.nodes.includes(node) === true) return true;
-  }
-  return false;
+  const wave = waveIndexOf(state.waves, node);
+  return wave !== undefined && wave < state.opened;
 }
 
 /** The index of the wave `node` belongs to, or undefined. */
 export function waveOf(state: RolloutState, node: string): number | undefined {
-  const i = state.waves.findIndex((w) => w.nodes.includes(node));
-  return i < 0 ? undefined : i;
+  return waveIndexOf(state.waves, node);
 }
 
 export function encodeRolloutState(state: RolloutState): string {
@@ -98,6 +104,56 @@ function time(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
 }
 
+const RANK = /^[0-9a-f]{16}$/u;
+
+/**
+ * The waves of a stored state: names, listed nodes (valid, never in two waves, at most
+ * MAX_LISTED_NODES in all unless format 1, which listed every node), rank bounds that rise from
+ * wave to wave, and sizes.
+ */
+function decodeWaves(
+  raw: unknown,
+  listsAll: boolean,
+): { readonly ok: true; readonly waves: Wave[] } | { readonly ok: false; readonly reason: string } {
+  if (!Array.isArray(raw) || raw.length > MAX_WAVES)
+    return { ok: false, reason: `waves is not a list of at most ${String(MAX_WAVES)}` };
+  const waves: Wave[] = [];
+  const seen = new Set<string>();
+  let bound = '';
+  for (const w of raw as unknown[]) {
+    if (!isRecord(w) || typeof w['name'] !== 'string') return { ok: false, reason: 'a wave has no name' };
+    const name = w['name'].slice(0, 40);
+    const listed = w['nodes'];
+    if (listed !== undefined && !Array.isArray(listed))
+      return { ok: false, reason: `wave ${name}: nodes is not a list` };
+    const nodes: string[] = [];
+    for (const n of (listed ?? []) as unknown[]) {
+      if (typeof n !== 'string' || !NODE_NAME.test(n) || seen.has(n))
+        return { ok: false, reason: `wave ${name}: a node name is invalid or repeated` };
+      seen.add(n);
+      nodes.push(n);
+    }
+    if (!listsAll && seen.size > MAX_LISTED_NODES)
+      return { ok: false, reason: `more than ${String(MAX_LISTED_NODES)} nodes listed by name` };
+    const upTo = w['upTo'];
+    if (upTo !== undefined && (listsAll || typeof upTo !== 'string' || !RANK.test(upTo) || upTo <= bound))
+      return { ok: false, reason: `wave ${name}: upTo is not a rank above the previous wave's` };
+    if (typeof upTo === 'string') bound = upTo;
+    const size = listsAll ? nodes.length : w['size'];
+    if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0)
+      return { ok: false, reason: `wave ${name}: size is not a node count` };
+    if (listed === undefined && upTo === undefined)
+      return { ok: false, reason: `wave ${name}: neither nodes nor upTo` };
+    waves.push({
+      name,
+      ...(listed !== undefined ? { nodes } : {}),
+      ...(typeof upTo === 'string' ? { upTo } : {}),
+      size,
+    });
+  }
+  return { ok: true, waves };
+}
+
 function text(value: unknown): string | undefined {
   return typeof value === 'string' ? value.slice(0, MAX_REASON_CHARS) : undefined;
 }
@@ -112,8 +168,9 @@ export function decodeRolloutState(raw: string): DecodedState {
     return { ok: false, reason: 'not JSON' };
   }
   if (!isRecord(value)) return { ok: false, reason: 'not a JSON object' };
-  if (value['format'] !== ROLLOUT_STATE_FORMAT)
-    return { ok: false, reason: `format ${String(value['format'])} is not ${String(ROLLOUT_STATE_FORMAT)}` };
+  const format = value['format'];
+  if (format !== ROLLOUT_STATE_FORMAT && format !== 1)
+    return { ok: false, reason: `format ${String(format)} is not ${String(ROLLOUT_STATE_FORMAT)} (or 1)` };
   const phase = value['phase'];
   if (typeof phase !== 'string' || !(ROLLOUT_PHASES as readonly string[]).includes(phase))
     return { ok: false, reason: 'phase is not one of ' + ROLLOUT_PHASES.join(', ') };
@@ -121,23 +178,9 @@ export function decodeRolloutState(raw: string): DecodedState {
   const stable = contentRef(value['stable']);
   if (candidate === undefined || stable === undefined)
     return { ok: false, reason: 'candidate or stable is not a content reference' };
-  const rawWaves = value['waves'];
-  if (!Array.isArray(rawWaves) || rawWaves.length > MAX_WAVES)
-    return { ok: false, reason: `waves is not a list of at most ${String(MAX_WAVES)}` };
-  const waves: Wave[] = [];
-  const seen = new Set<string>();
-  for (const w of rawWaves) {
-    if (!isRecord(w) || typeof w['name'] !== 'string' || !Array.isArray(w['nodes']))
-      return { ok: false, reason: 'a wave is not {name, nodes}' };
-    const nodes: string[] = [];
-    for (const n of w['nodes'] as unknown[]) {
-      if (typeof n !== 'string' || !NODE_NAME.test(n) || seen.has(n))
-        return { ok: false, reason: `wave ${w['name'].slice(0, 40)}: a node name is invalid or repeated` };
-      seen.add(n);
-      nodes.push(n);
-    }
-    waves.push({ name: w['name'].slice(0, 40), nodes });
-  }
+  const decodedWaves = decodeWaves(value['waves'], format === 1);
+  if (!decodedWaves.ok) return decodedWaves;
+  const { waves } = decodedWaves;
   const opened = value['opened'];
   if (typeof opened !== 'number' || !Number.isInteger(opened) || opened < 0 || opened > waves.length)
     return { ok: false, reason: 'opened is not a wave count' };

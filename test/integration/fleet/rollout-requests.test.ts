@@ -185,8 +185,8 @@ void describe('staged rollout status and requests, as processes against the real
       candidate: ref(candidate),
       stable: ref(stable),
       waves: [
-        { name: 'canary', nodes: [nodes[0] ?? ''] },
-        { name: 'wave-1', nodes: [nodes[1] ?? ''] },
+        { name: 'canary', nodes: [nodes[0] ?? ''], size: 1 },
+        { name: 'wave-1', nodes: [nodes[1] ?? ''], size: 1 },
       ],
       opened: 1,
       waveOpenedAt: t,

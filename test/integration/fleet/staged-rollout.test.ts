@@ -19,6 +19,7 @@ import type { ConfigMap } from '../../../src/core/kube/objects.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import { stagedConfigMapName, stateOf } from '../../../src/core/staged-rollout/objects.js';
 import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
+import { waveMembers } from '../../../src/core/staged-rollout/waves.js';
 import { CLI, runCli } from '../../support/cli.js';
 import { forbiddenLogLines, rbacRolesFromManifests, tokenForServiceAccount } from '../../support/cluster.js';
 import type { RbacRole, ServiceAccountAccess } from '../../support/cluster.js';
@@ -519,7 +520,7 @@ void describe('staged config rollout: real agents, the real controller, the char
     // wave-2's node stays behind (stopped), so wave-2 stays open while the controller is killed.
     const state = await rolloutState();
     assert.ok(state);
-    const lastWave = state.waves.at(-1)?.nodes[0] ?? '';
+    const lastWave = waveMembers(state.waves, agents.keys()).at(-1)?.[0] ?? '';
     const straggler = agents.get(lastWave);
     assert.ok(straggler);
     straggler.child.kill('SIGSTOP');

@@ -427,8 +427,8 @@ describe('the config source port', () => {
         prepare: copies(
           rolloutState(1, {
             waves: [
-              { name: 'canary', nodes: ['node-b'] },
-              { name: 'wave-1', nodes: ['node-a'] },
+              { name: 'canary', nodes: ['node-b'], size: 1 },
+              { name: 'wave-1', nodes: ['node-a'], size: 1 },
             ],
           }),
         ),

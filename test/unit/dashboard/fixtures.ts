@@ -192,9 +192,9 @@ export function fleetStatus(reports: readonly PublishedState[], state?: Partial<
             candidate: { fingerprint: `sha256:${'d4'.repeat(32)}`, hash: HASH_B },
             stable: { fingerprint: HASH_C, hash: HASH_A },
             waves: [
-              { name: 'canary', nodes: ['worker-1'] },
-              { name: 'wave-1', nodes: ['worker-2', 'worker-3'] },
-              { name: 'wave-2', nodes: ['worker-4', 'worker-5'] },
+              { name: 'canary', nodes: ['worker-1'], size: 1 },
+              { name: 'wave-1', nodes: ['worker-2', 'worker-3'], size: 2 },
+              { name: 'wave-2', nodes: ['worker-4', 'worker-5'], size: 2 },
             ],
             opened: 1,
             waveOpenedAt: T0 - 60_000,

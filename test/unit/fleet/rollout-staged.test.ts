@@ -51,9 +51,9 @@ function rolloutState(overrides: Partial<RolloutState> = {}): RolloutState {
     candidate: CANDIDATE,
     stable: STABLE,
     waves: [
-      { name: 'canary', nodes: ['node-a'] },
-      { name: 'wave-1', nodes: ['node-b', 'node-c'] },
-      { name: 'wave-2', nodes: ['node-d', 'node-e'] },
+      { name: 'canary', nodes: ['node-a'], size: 1 },
+      { name: 'wave-1', nodes: ['node-b', 'node-c'], size: 2 },
+      { name: 'wave-2', nodes: ['node-d', 'node-e'], size: 2 },
     ],
     opened: 2,
     waveOpenedAt: NOW - 60_000,
@@ -364,8 +364,8 @@ void describe('reading a staged rollout from the cluster (in-memory)', () => {
       candidate: { fingerprint: candidateRef.fingerprint, ...(candidateRef.hash ? { hash: candidateRef.hash } : {}) },
       stable: { fingerprint: stableRef.fingerprint, ...(stableRef.hash ? { hash: stableRef.hash } : {}) },
       waves: [
-        { name: 'canary', nodes: ['node-a'] },
-        { name: 'wave-1', nodes: ['node-b', 'node-c'] },
+        { name: 'canary', nodes: ['node-a'], size: 1 },
+        { name: 'wave-1', nodes: ['node-b', 'node-c'], size: 2 },
       ],
       opened: 1,
       ...overrides,
@@ -415,7 +415,7 @@ void describe('reading a staged rollout from the cluster (in-memory)', () => {
     );
     const status = await readRollout(cluster, query, desired(), () => NOW);
     assert.equal(status.staged?.state, undefined);
-    assert.match(status.staged?.stateProblem ?? '', /unreadable \(format 99 is not 1\)/);
+    assert.match(status.staged?.stateProblem ?? '', /unreadable \(format 99 is not 2 \(or 1\)\)/);
     assert.deepEqual(
       status.nodes.map((n) => n.expects),
       ['stable', 'stable', 'stable'],

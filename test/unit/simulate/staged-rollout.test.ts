@@ -414,8 +414,8 @@ describe('simulate: reading the rollout off the objects', () => {
     candidate: { fingerprint: H('1'), hash: H('a') },
     stable: { fingerprint: H('2'), hash: H('b') },
     waves: [
-      { name: 'canary', nodes: ['n1'] },
-      { name: 'wave-1', nodes: ['n2', 'n3'] },
+      { name: 'canary', nodes: ['n1'], size: 1 },
+      { name: 'wave-1', nodes: ['n2', 'n3'], size: 2 },
     ],
     opened: 1,
     waveOpenedAt: 0,
@@ -435,7 +435,7 @@ describe('simulate: reading the rollout off the objects', () => {
 
   it('each write of the state says what the controller did', () => {
     const types = (before: RolloutState | undefined, after: RolloutState, request?: string): string[] =>
-      rolloutEvents(cm(before, request), cm(after), 60_000).map((e) => e.type);
+      rolloutEvents(cm(before, request), cm(after), 60_000, ['n1', 'n2', 'n3']).map((e) => e.type);
     assert.deepEqual(types(undefined, { ...base, phase: 'complete', waves: [], opened: 0 }), ['rollout-adopted']);
     assert.deepEqual(
       types({ ...base, phase: 'complete' }, { ...base, candidate: { fingerprint: H('3'), hash: H('c') } }),
@@ -453,7 +453,7 @@ describe('simulate: reading the rollout off the objects', () => {
       ['rollout-halted'],
     );
     const promote = encodeRolloutRequest({ action: 'promote', candidate: H('1'), by: 'alice', at: 1 });
-    const promoted = rolloutEvents(cm(base, promote), cm({ ...base, phase: 'complete' }), 0);
+    const promoted = rolloutEvents(cm(base, promote), cm({ ...base, phase: 'complete' }), 0, ['n1', 'n2', 'n3']);
     assert.deepEqual(promoted, [{ type: 'rollout-promoted', candidate: H('a'), by: 'alice' }]);
     assert.deepEqual(types({ ...base, opened: 2, bakeStartedAt: 1 }, { ...base, opened: 2, phase: 'complete' }), [
       'rollout-completed',

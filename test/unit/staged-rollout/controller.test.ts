@@ -25,6 +25,7 @@ import {
 import { policyFromFlags } from '../../../src/core/staged-rollout/policy.js';
 import { encodeRolloutRequest, runsCandidate } from '../../../src/core/staged-rollout/state.js';
 import type { RolloutAction, RolloutState } from '../../../src/core/staged-rollout/state.js';
+import { waveMembers } from '../../../src/core/staged-rollout/waves.js';
 
 const NS = 'default';
 const NAME = 'lvp-config';
@@ -232,7 +233,7 @@ async function adopted(options: HarnessOptions = {}): Promise<Harness> {
 
 /** The nodes of the open waves. */
 function openNodes(state: RolloutState): string[] {
-  return state.waves.slice(0, state.opened).flatMap((w) => w.nodes);
+  return waveMembers(state.waves, NODES).slice(0, state.opened).flat();
 }
 
 /** Every node of the open waves reports the candidate applied. */
@@ -284,7 +285,7 @@ describe('staged rollout controller (in-memory apiserver, manual clock)', () => 
       ['canary', 'wave-1', 'wave-2'],
     );
     assert.equal(state.opened, 1);
-    assert.equal(state.waves[0]?.nodes.length, 1);
+    assert.equal(state.waves[0]?.size, 1);
     assert.deepEqual((await h.get(`${NAME}-candidate`))?.data, configData('v2'), 'the candidate copy has the data');
     assert.deepEqual((await h.get(`${NAME}-stable`))?.data, configData('v1'), 'stable is untouched');
     assert.ok(h.events.reasons().includes(EVENT_REASONS.started));
@@ -601,7 +602,7 @@ describe('staged rollout controller (in-memory apiserver, manual clock)', () => 
     await h.advance(200);
     state = await h.state();
     assert.equal(state.phase, 'progressing');
-    assert.deepEqual(state.waves[0], { name: 'canary', nodes: ['node-c'] });
+    assert.deepEqual(state.waves[0], { name: 'canary', nodes: ['node-c'], size: 1 });
     assert.equal(state.opened, 1);
     await h.stop();
   });

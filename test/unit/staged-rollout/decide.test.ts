@@ -10,6 +10,7 @@ import { DEFAULT_POLICY } from '../../../src/core/staged-rollout/policy.js';
 import type { StagedRolloutPolicy } from '../../../src/core/staged-rollout/policy.js';
 import { decodeRolloutState, encodeRolloutState, runsCandidate } from '../../../src/core/staged-rollout/state.js';
 import type { ContentRef, RolloutRequest, RolloutState } from '../../../src/core/staged-rollout/state.js';
+import { waveIndexOf, waveMembers } from '../../../src/core/staged-rollout/waves.js';
 
 const h = (c: string): string => `sha256:${c.repeat(64)}`;
 const STABLE: ContentRef = { fingerprint: h('1'), hash: h('a') };
@@ -27,6 +28,10 @@ const POLICY: StagedRolloutPolicy = {
   bakeMs: 60_000,
   progressDeadlineMs: 600_000,
 };
+
+/** The canary's first node among `fleet` (waves are rank bounds: their nodes depend on the fleet). */
+const canaryOf = (state: RolloutState | undefined, fleet: readonly string[]): string =>
+  waveMembers(state?.waves ?? [], fleet)[0]?.[0] ?? '';
 
 function report(node: string, appliedHash: string, now: number, extra: Partial<PublishedState> = {}): PublishedState {
   return {
@@ -58,6 +63,8 @@ class Fleet {
     readonly nodes: readonly string[],
     readonly policy: StagedRolloutPolicy = POLICY,
     readonly fails: ReadonlySet<string> = new Set(),
+    /** Nodes without a running agent: their reports stay as the test sets them. */
+    public offline: ReadonlySet<string> = new Set(),
   ) {
     for (const n of nodes) this.reports.set(n, report(n, STABLE.hash ?? '', this.now));
   }
@@ -93,6 +100,7 @@ class Fleet {
   /** The agents react: each applies candidate or stable (or rejects the candidate). */
   agents(): void {
     for (const n of this.nodes) {
+      if (this.offline.has(n)) continue;
       const wantCandidate = runsCandidate(this.state, n);
       const candidateHash = this.state?.candidate.hash ?? '';
       if (wantCandidate && this.fails.has(n)) {
@@ -170,7 +178,7 @@ describe('staged rollout decide()', () => {
   it('halts at the canary when the canary rejects the candidate: no other node ever runs it, the canary reverts', () => {
     const probe = new Fleet(names(8));
     probe.step();
-    const canary = probe.state?.waves[0]?.nodes[0] ?? '';
+    const canary = canaryOf(probe.state, names(8));
     const f = new Fleet(names(8), POLICY, new Set([canary]));
     f.run();
     assert.equal(f.state?.phase, 'halted');
@@ -187,7 +195,7 @@ describe('staged rollout decide()', () => {
   it('on halt "halt" leaves the open waves on the candidate', () => {
     const probe = new Fleet(names(8));
     probe.step();
-    const canary = probe.state?.waves[0]?.nodes[0] ?? '';
+    const canary = canaryOf(probe.state, names(8));
     const f = new Fleet(names(8), { ...POLICY, onHalt: 'halt' }, new Set([canary]));
     f.run();
     assert.equal(f.state?.phase, 'halted');
@@ -198,16 +206,17 @@ describe('staged rollout decide()', () => {
   it('halts on a stale heartbeat, on errors since apply, and at the progress deadline', () => {
     const f = new Fleet(names(4));
     f.step();
-    const canary = f.state?.waves[0]?.nodes[0] ?? '';
-    // Stale: the canary's last heartbeat is older than its staleAfter.
-    f.reports.set(canary, report(canary, CANDIDATE.hash ?? '', f.now - 200_000));
+    const canary = canaryOf(f.state, names(4));
+    // Stale: the canary ran at the start, and its last heartbeat is now older than its staleAfter.
+    f.reports.set(canary, report(canary, CANDIDATE.hash ?? '', f.state?.startedAt ?? 0));
+    f.now = (f.state?.startedAt ?? 0) + 200_000;
     f.apply(decide(f.view()));
     assert.equal(f.state?.phase, 'halted');
     assert.match(f.state?.halt?.reason ?? '', /heartbeat is stale/);
 
     const g = new Fleet(names(4));
     g.step();
-    const c2 = g.state?.waves[0]?.nodes[0] ?? '';
+    const c2 = canaryOf(g.state, names(4));
     g.reports.set(c2, report(c2, CANDIDATE.hash ?? '', g.now, { errorsSinceApply: 2 }));
     g.apply(decide(g.view()));
     assert.equal(g.state?.phase, 'halted');
@@ -215,25 +224,53 @@ describe('staged rollout decide()', () => {
 
     const k = new Fleet(names(4));
     k.step();
-    const c3 = k.state?.waves[0]?.nodes[0] ?? '';
-    k.reports.delete(c3);
+    const c3 = canaryOf(k.state, names(4));
+    // alive (a fresh heartbeat) but still on stable
     k.now += POLICY.progressDeadlineMs - 1;
+    k.reports.set(c3, report(c3, STABLE.hash ?? '', k.now));
     const waiting = decide(k.view());
     assert.equal(waiting.state, undefined);
     assert.equal(waiting.wakeAt, (k.state?.waveOpenedAt ?? 0) + POLICY.progressDeadlineMs);
     k.now += 1;
+    k.reports.set(c3, report(c3, STABLE.hash ?? '', k.now));
     k.apply(decide(k.view()));
     assert.equal(k.state?.phase, 'halted');
     assert.match(k.state?.halt?.reason ?? '', /did not apply the candidate within 600s/);
   });
 
-  it('stages only the nodes that run an agent (a fresh status Lease); the others run stable until it completes', () => {
-    const f = new Fleet(names(6));
+  it('plans over and waits for the nodes that run an agent (a fresh status Lease); the others hold no wave back', () => {
+    const f = new Fleet(names(6), POLICY, new Set(), new Set(['node-4', 'node-5']));
     f.reports.delete('node-4');
     f.reports.set('node-5', report('node-5', STABLE.hash ?? '', f.now - 10 * 180_000));
     f.step();
-    const staged = f.state?.waves.flatMap((w) => w.nodes) ?? [];
-    assert.deepEqual([...staged].sort(), ['node-0', 'node-1', 'node-2', 'node-3']);
+    assert.equal(
+      f.state?.waves.reduce((n, w) => n + w.size, 0),
+      4,
+      'planned over node-0 … node-3',
+    );
+    f.run();
+    assert.equal(f.state?.phase, 'complete', 'no wave waited for node-4 or node-5');
+    assert.deepEqual([...f.everRanCandidate].sort(), ['node-0', 'node-1', 'node-2', 'node-3']);
+  });
+
+  it('a node whose agent starts during the rollout is held to its wave by rank: it takes the candidate once its wave is open, and its rejection halts', () => {
+    const fleet = names(8);
+    const late = fleet[7] ?? '';
+    const f = new Fleet(fleet, POLICY, new Set([late]), new Set([late]));
+    f.reports.delete(late);
+    f.step();
+    assert.equal(
+      f.state?.waves.reduce((n, w) => n + w.size, 0),
+      7,
+    );
+    const wave = waveIndexOf(f.state?.waves ?? [], late);
+    assert.notEqual(wave, undefined, 'the late node has a wave by its rank');
+    // its agent starts now, and rejects the candidate once its wave is open
+    f.offline = new Set();
+    f.run();
+    assert.equal(f.state?.phase, 'halted');
+    assert.equal(f.state?.halt?.node, late);
+    assert.equal(f.state?.halt?.wave, wave);
   });
 
   it('with no agent reporting (every Lease stale or missing) the rollout halts before the canary, never completes', () => {
@@ -344,7 +381,7 @@ describe('staged rollout decide()', () => {
   it('resume after a halt retries the halted wave', () => {
     const probe = new Fleet(names(5));
     probe.step();
-    const canary = probe.state?.waves[0]?.nodes[0] ?? '';
+    const canary = canaryOf(probe.state, names(5));
     const f = new Fleet(names(5), POLICY, new Set([canary]));
     f.run();
     assert.equal(f.state?.phase, 'halted');
@@ -392,10 +429,11 @@ describe('staged rollout decide()', () => {
             assert.equal(f.everRanCandidate.size, n);
           } else {
             assert.equal(state.phase, 'halted');
-            const failWave = state.waves.findIndex((w) => w.nodes.includes(failNode));
+            const failWave = waveIndexOf(state.waves, failNode);
             assert.equal(state.halt?.wave, failWave);
-            for (let w = failWave + 1; w < state.waves.length; w++)
-              for (const node of state.waves[w]?.nodes ?? [])
+            const members = waveMembers(state.waves, nodes);
+            for (let w = (failWave ?? 0) + 1; w < state.waves.length; w++)
+              for (const node of members[w] ?? [])
                 assert.ok(!f.everRanCandidate.has(node), `${node} of a later wave ran it`);
             assert.ok(
               nodes.every((x) => !runsCandidate(state, x)),

@@ -46,8 +46,8 @@ function rolloutState(overrides: Partial<RolloutState> = {}): RolloutState {
     candidate: CANDIDATE,
     stable: STABLE,
     waves: [
-      { name: 'canary', nodes: ['node-a'] },
-      { name: 'wave-1', nodes: ['node-b'] },
+      { name: 'canary', nodes: ['node-a'], size: 1 },
+      { name: 'wave-1', nodes: ['node-b'], size: 1 },
     ],
     opened: 1,
     waveOpenedAt: NOW - 60_000,
