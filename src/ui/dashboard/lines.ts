@@ -5,13 +5,16 @@ import {
   agentNow,
   cleanupsInFlight,
   configSync,
+  deviceState,
   HELP_KEY_WIDTH,
   HELP_LINES,
   rejectedErrors,
+  selectedDevices,
   visibleEvents,
   volumeRows,
 } from './model.js';
 import type { DashboardState, EventEntry, Pane, Severity, SyncState, VolumeRow } from './model.js';
+import type { DeviceVerdict } from '../../core/disk-rules/decide.js';
 import { plural, shortHash } from '../../render/text.js';
 
 export type Tone =
@@ -311,6 +314,57 @@ export function volumesSection(state: DashboardState, window?: { offset: number;
     ],
     rows: rows.map((r) => volumeRowLine(r, cols)),
     empty: [seg(state.filter !== '' ? '  no volume matches the filter' : '  no classes configured', 'dim')],
+  };
+}
+
+const DEVICE_TONE: Readonly<Record<DeviceVerdict['kind'], Tone>> = {
+  linked: 'ok',
+  carved: 'ok',
+  link: 'accent',
+  carve: 'accent',
+  skip: 'warn',
+};
+
+function deviceLine(v: DeviceVerdict, widths: { readonly device: number; readonly className: number }): Line {
+  // A device still settling is not a problem: it is taken when its size has been stable long enough.
+  const settling = v.kind === 'skip' && v.reason === 'settling';
+  return [
+    seg(`  ${pad(v.device, widths.device)}`),
+    seg(pad(v.className, widths.className), 'dim'),
+    seg(deviceState(v), settling ? 'dim' : DEVICE_TONE[v.kind]),
+    ...(v.kind === 'skip' ? [seg(`  ${v.detail}`, 'dim')] : []),
+  ];
+}
+
+/** `8 devices selected (3 linked, 2 planned, 2 skipped), 5 shown`: the counts are the agent's (lastPass.devices). */
+function devicesDetail(state: DashboardState, matching: number, shown: number | undefined): string {
+  const all = state.status?.devices ?? [];
+  const counts = state.status?.lastPass?.devices;
+  const parts = [
+    `${plural(all.length, 'device')} selected`,
+    ...(counts !== undefined
+      ? [` (${counts.linked} linked, ${counts.planned} planned, ${counts.skipped} skipped)`]
+      : []),
+    ...(state.filter !== '' ? [`, ${matching} match`] : []),
+    ...(shown !== undefined && shown < matching ? [`, ${shown} shown`] : []),
+  ];
+  return parts.join('');
+}
+
+/**
+ * The devices the disk rules select (docs/disk-rules.md), at most `shown` rows in the view: skipped
+ * ones first. Only shown when there are some (hasDevicePane).
+ */
+export function devicesSection(state: DashboardState, shown?: number): Section {
+  const list = selectedDevices(state);
+  const widths = {
+    device: Math.min(16, Math.max(0, ...list.map((v) => v.device.length))),
+    className: Math.min(24, Math.max(0, ...list.map((v) => v.className.length))),
+  };
+  return {
+    title: sectionTitle(state, undefined, 'Devices', devicesDetail(state, list.length, shown)),
+    rows: list.map((v) => deviceLine(v, widths)),
+    empty: [],
   };
 }
 

@@ -3,6 +3,7 @@
 // view renders. No React, no I/O: the reducer returns the side effects it wants (reload, load the
 // diff, quit) and the UI runs them and feeds their outcome back as actions.
 import type { AgentEvent, AgentStatusJson, CleanupStatus, ReloadResult } from '../../core/agent/reload-types.js';
+import type { DeviceVerdict } from '../../core/disk-rules/decide.js';
 import type { FeedMessage } from './feed.js';
 import { computeLayout } from './layout.js';
 import type { Layout } from './layout.js';
@@ -283,6 +284,57 @@ export function cleanupsInFlight(state: DashboardState): readonly CleanupStatus[
     .filter((c) => matches(state.filter, c.pv, c.method, c.state, c.lastError));
 }
 
+/**
+ * What the last pass did or would do with a device a rule selects, in words: `linked → ENTRY`,
+ * `carved into N partitions`, `will link → ENTRY (plan)`, `linking → ENTRY`, `skipped: REASON`.
+ */
+export function deviceState(v: DeviceVerdict): string {
+  switch (v.kind) {
+    case 'linked':
+      return `linked → ${v.entry}`;
+    case 'carved':
+      return `carved into ${plural(v.partitions, 'partition')}`;
+    case 'link':
+      return v.apply ? `linking → ${v.entry}` : `will link → ${v.entry} (plan)`;
+    case 'carve':
+      return v.apply
+        ? `carving into ${plural(v.partitions, 'partition')}`
+        : `will carve into ${plural(v.partitions, 'partition')} (plan)`;
+    case 'skip':
+      return `skipped: ${v.reason}`;
+  }
+}
+
+/** 0: skipped (a problem to look at); 1: still to do (settling, planned, linking, carving); 2: done. */
+function deviceRank(v: DeviceVerdict): number {
+  if (v.kind === 'skip') return v.reason === 'settling' ? 1 : 0;
+  return v.kind === 'link' || v.kind === 'carve' ? 1 : 2;
+}
+
+/** Kernel names in the order a person counts them: nvme2n1 before nvme10n1. */
+const DEVICE_NAME_ORDER = new Intl.Collator('en', { numeric: true });
+
+/** Whether the Devices pane is shown: the last pass has verdicts (disks-by-rule rules select devices). */
+export function hasDevicePane(state: DashboardState): boolean {
+  return (state.status?.devices?.length ?? 0) > 0;
+}
+
+/**
+ * The devices the rules select, with their verdicts: skipped first, then those still to do, then
+ * those linked or carved; by device name within each (then storage class). With a filter, the
+ * devices whose name, class, state or skip detail contain it.
+ */
+export function selectedDevices(state: DashboardState): readonly DeviceVerdict[] {
+  return (state.status?.devices ?? [])
+    .filter((v) => matches(state.filter, v.device, v.className, deviceState(v), v.kind === 'skip' ? v.detail : ''))
+    .toSorted(
+      (a, b) =>
+        deviceRank(a) - deviceRank(b) ||
+        DEVICE_NAME_ORDER.compare(a.device, b.device) ||
+        DEVICE_NAME_ORDER.compare(a.className, b.className),
+    );
+}
+
 export function visibleEvents(state: DashboardState): readonly EventEntry[] {
   if (state.filter === '') return state.events;
   return state.events.filter((e) => matches(state.filter, e.kind, e.severity, e.text));
@@ -294,6 +346,7 @@ export function layoutOf(state: DashboardState): Layout {
     rejectedErrors: rejectedErrors(state).length,
     cleanups: cleanupsInFlight(state).length,
     volumeRows: volumeRows(state).length,
+    ...(hasDevicePane(state) ? { devices: selectedDevices(state).length } : {}),
   });
 }
 
@@ -341,7 +394,7 @@ export const HELP_LINES: readonly (readonly [string, string])[] = [
   ['r', 'reload the config now (R: force, restarting the sync loop)'],
   ['d', 'the on-disk config against the applied one (d or Esc closes)'],
   ['f', "the fleet: a staged rollout's waves, every node (f or Esc closes)"],
-  ['/', 'filter volumes, cleanups and events (Enter keeps, Esc clears)'],
+  ['/', 'filter volumes, devices, cleanups and events (Enter keeps, Esc clears)'],
   ['Esc', 'clear the filter, close a panel'],
   ['Tab', 'switch the scrolled pane (volumes / events)'],
   ['Up Down', 'scroll one line (also k j); Left Right: sideways in a panel'],

@@ -8,6 +8,7 @@ import type { FleetRead } from './fleet.js';
 import {
   cleanupsSection,
   configLines,
+  devicesSection,
   errorLines,
   lastReloadLine,
   lineText,
@@ -15,7 +16,7 @@ import {
   volumesSection,
 } from './lines.js';
 import type { Line, Section } from './lines.js';
-import { initialState } from './model.js';
+import { hasDevicePane, initialState } from './model.js';
 
 function text(line: Line): string {
   return lineText(line).trimEnd();
@@ -55,6 +56,7 @@ export function renderDashboardText(
     '',
     ...section(volumesSection(state)),
     '',
+    ...(hasDevicePane(state) ? [...section(devicesSection(state)), ''] : []),
     ...(cleanups.rows.length > 0 ? section(cleanups) : [text(cleanups.title)]),
     '',
     ...(options.fleet !== undefined ? [...fleetSection(options.fleet), ''] : []),

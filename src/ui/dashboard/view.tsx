@@ -8,6 +8,7 @@ import type { DashboardState } from './model.js';
 import {
   cleanupsSection,
   configLines,
+  devicesSection,
   diffLine,
   errorLines,
   eventsSection,
@@ -155,6 +156,14 @@ export function DashboardView({
             offset={state.scroll.volumes}
             color={color}
           />
+          {layout.devicesPane && (
+            <SectionView
+              section={devicesSection(state, layout.devices)}
+              height={layout.devices}
+              offset={0}
+              color={color}
+            />
+          )}
           <SectionView
             section={cleanupsSection(state, layout.cleanups)}
             height={layout.cleanups}

@@ -24,6 +24,7 @@ import {
   REJECTED,
   status,
   T0,
+  withDevices,
 } from './fixtures.js';
 
 const ESC = '\u001b';
@@ -428,6 +429,67 @@ describe('dashboard view', () => {
     await h.press('d', '/', 'v', 'o', 'l', 'u', 'm', 'e', '-', '2');
     await h.waitFor('filter: volume-2_');
     check('filter');
+  });
+
+  it('shows the devices the rules select between the volumes and the cleanups, skipped first, at most five rows', async () => {
+    const h = mount({ status: withDevices() });
+    const frame = await h.waitFor('Devices');
+    const lines = frame.split('\n');
+    const at = lines.indexOf('  Devices  8 devices selected (3 linked, 2 planned, 2 skipped), 5 shown');
+    assert.ok(at > lines.findIndex((l) => l.includes('local-pv-33333333')), frame);
+    assert.deepEqual(lines.slice(at + 1, at + 7), [
+      '  nvme3n1  fast-disks skipped: signature  xfs signature at offset 0',
+      '  sdb      slow-disks skipped: mounted  mounted at /var/lib/containerd',
+      '  nvme2n1  fast-disks linking → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS2A',
+      '  nvme4n1  fast-disks skipped: settling  size stable for 4000 ms of 10000',
+      '  nvme10n1 fast-disks will link → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS10A (plan)',
+      '  Cleanups  1 in flight',
+    ]);
+    assert.equal(lines.length, 30);
+    await h.press('/', 's', 'd', 'c');
+    const filtered = await h.waitFor('filter: sdc_');
+    assert.match(
+      filtered,
+      /^ {2}Devices {2}8 devices selected \(3 linked, 2 planned, 2 skipped\), 1 match {2}filter "sdc"$/mu,
+    );
+    assert.match(
+      filtered,
+      /^ {2}sdc slow-disks carved into 4 partitions$/mu,
+      'the filter finds a row the view had cut',
+    );
+  });
+
+  it('a small terminal cuts the device rows to its width and its height', async () => {
+    const h = mount({ size: { columns: 60, rows: 16 }, status: withDevices() });
+    const frame = await h.waitFor('Devices');
+    const lines = frame.split('\n');
+    assert.ok(lines.length <= 16, frame);
+    assert.deepEqual(
+      widths(frame).filter((w) => w > 60),
+      [],
+      frame,
+    );
+    const at = lines.findIndex((l) => l.startsWith('  Devices'));
+    assert.deepEqual(lines.slice(at, at + 4), [
+      '  Devices  8 devices selected (3 linked, 2 planned, 2 skipp…',
+      '  nvme3n1  fast-disks skipped: signature  xfs signature at …',
+      '  sdb      slow-disks skipped: mounted  mounted at /var/lib…',
+      '  Cleanups  1 in flight',
+    ]);
+  });
+
+  it('shows no Devices section when no rule selects a device', async () => {
+    for (const agent of [status(), withDevices([], { linked: 0, skipped: 0, planned: 0 })]) {
+      const h = mount({ status: agent });
+      const frame = await h.waitFor('local-pv-33333333');
+      assert.doesNotMatch(frame, /Devices/u);
+      assert.match(
+        frame,
+        /^ {2}local-pv-33333333 .*\n {2}Cleanups {2}1 in flight$/mu,
+        'the cleanups follow the volumes',
+      );
+      h.unmount();
+    }
   });
 
   it('says so when the terminal is too small', async () => {

@@ -6,6 +6,7 @@ import type {
   ReloadOutcome,
   ReloadResult,
 } from '../../../src/core/agent/reload-types.js';
+import type { DeviceVerdict } from '../../../src/core/disk-rules/decide.js';
 import type { DashboardFeed, FeedMessage } from '../../../src/ui/dashboard/feed.js';
 import { summarizeRollout } from '../../../src/core/fleet/rollout.js';
 import type { RolloutStatus } from '../../../src/core/fleet/rollout.js';
@@ -81,6 +82,70 @@ export function status(overrides: Partial<AgentStatusJson> = {}): AgentStatusJso
     lastPass: { at: T0 - 3000, durationMs: 12, created: 0, deleted: 0, abnormal: 0, quarantined: 0 },
     ...overrides,
   };
+}
+
+const BY_ID = 'nvme-Amazon_EC2_NVMe_Instance_Storage_AWS';
+
+/**
+ * A pass of disks-by-rule rules over eight devices, in the agent's order (by name): every kind of
+ * verdict, plan and apply mode, and a device still settling.
+ */
+export const DEVICE_VERDICTS: readonly DeviceVerdict[] = [
+  { kind: 'linked', device: 'nvme0n1', className: 'fast-disks', entry: `${BY_ID}0A` },
+  {
+    kind: 'link',
+    device: 'nvme10n1',
+    className: 'fast-disks',
+    rule: 0,
+    apply: false,
+    entry: `${BY_ID}10A`,
+    target: `/dev/disk/by-id/${BY_ID}10A`,
+  },
+  {
+    kind: 'link',
+    device: 'nvme2n1',
+    className: 'fast-disks',
+    rule: 0,
+    apply: true,
+    entry: `${BY_ID}2A`,
+    target: `/dev/disk/by-id/${BY_ID}2A`,
+  },
+  {
+    kind: 'skip',
+    device: 'nvme3n1',
+    className: 'fast-disks',
+    rule: 0,
+    reason: 'signature',
+    detail: 'xfs signature at offset 0',
+  },
+  {
+    kind: 'skip',
+    device: 'nvme4n1',
+    className: 'fast-disks',
+    rule: 0,
+    reason: 'settling',
+    detail: 'size stable for 4000 ms of 10000',
+  },
+  {
+    kind: 'skip',
+    device: 'sdb',
+    className: 'slow-disks',
+    rule: 0,
+    reason: 'mounted',
+    detail: 'mounted at /var/lib/containerd',
+  },
+  { kind: 'carved', device: 'sdc', className: 'slow-disks', partitions: 4 },
+  { kind: 'carve', device: 'sdd', className: 'slow-disks', rule: 1, apply: false, partitions: 2 },
+];
+
+/** The status of an agent whose rules select `verdicts`, and the counts the agent gives for them (DEVICE_VERDICTS' by default). */
+export function withDevices(
+  verdicts: readonly DeviceVerdict[] = DEVICE_VERDICTS,
+  counts = { linked: 3, skipped: 2, planned: 2 },
+): AgentStatusJson {
+  const base = status({ devices: verdicts });
+  const lastPass = base.lastPass ?? { at: T0, durationMs: 0, created: 0, deleted: 0, abnormal: 0, quarantined: 0 };
+  return { ...base, lastPass: { ...lastPass, devices: counts } };
 }
 
 export function reloadResult(outcome: ReloadOutcome, overrides: Partial<ReloadResult> = {}): ReloadResult {

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   configLines,
+  devicesSection,
   diffLine,
   errorLines,
   fleetLine,
@@ -24,6 +25,7 @@ import { renderRolloutText } from '../../../src/render/rollout-status.js';
 import { fleetPaneLines, fleetWaveLines } from '../../../src/ui/dashboard/fleet.js';
 import {
   APPLIED,
+  DEVICE_VERDICTS,
   fleetStatus,
   HASH_A,
   HASH_B,
@@ -33,6 +35,7 @@ import {
   reloadResult,
   status,
   T0,
+  withDevices,
 } from './fixtures.js';
 
 const SIZE = { columns: 100, rows: 30 };
@@ -261,6 +264,86 @@ describe('dashboard lines: volumes', () => {
       lineText(volumesSection(s, { offset: 2, shown: 1 }).title),
       '> Volumes  2 classes, 3 PVs  3-3 of 3  filter "nvme"',
     );
+  });
+});
+
+describe('dashboard lines: devices', () => {
+  const devices = (filter = ''): DashboardState => ({
+    ...initialState({ now: T0, size: SIZE, status: withDevices() }),
+    filter,
+  });
+
+  it('lists each selected device: skipped first, then what is still to do, then what is done; by name within each', () => {
+    const section = devicesSection(devices());
+    assert.equal(lineText(section.title), '  Devices  8 devices selected (3 linked, 2 planned, 2 skipped)');
+    assert.deepEqual(section.rows.map(lineText), [
+      '  nvme3n1  fast-disks skipped: signature  xfs signature at offset 0',
+      '  sdb      slow-disks skipped: mounted  mounted at /var/lib/containerd',
+      '  nvme2n1  fast-disks linking → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS2A',
+      '  nvme4n1  fast-disks skipped: settling  size stable for 4000 ms of 10000',
+      '  nvme10n1 fast-disks will link → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS10A (plan)',
+      '  sdd      slow-disks will carve into 2 partitions (plan)',
+      '  nvme0n1  fast-disks linked → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS0A',
+      '  sdc      slow-disks carved into 4 partitions',
+    ]);
+    assert.deepEqual(
+      section.rows.map((r) => r[2]?.tone),
+      ['warn', 'warn', 'accent', 'dim', 'accent', 'accent', 'ok', 'ok'],
+      'a skip stands out, one still settling does not; planned and linking are accents, done is green',
+    );
+  });
+
+  it('the order does not depend on the order the agent sent', () => {
+    const reversed = withDevices([...DEVICE_VERDICTS].reverse());
+    const state = initialState({ now: T0, size: SIZE, status: reversed });
+    assert.deepEqual(devicesSection(state).rows.map(lineText), devicesSection(devices()).rows.map(lineText));
+  });
+
+  it('says how many rows the view shows, and how many match the filter', () => {
+    assert.equal(
+      lineText(devicesSection(devices(), 5).title),
+      '  Devices  8 devices selected (3 linked, 2 planned, 2 skipped), 5 shown',
+    );
+    const planned = devicesSection(devices('plan'), 5);
+    assert.equal(
+      lineText(planned.title),
+      '  Devices  8 devices selected (3 linked, 2 planned, 2 skipped), 2 match  filter "plan"',
+    );
+    assert.deepEqual(planned.rows.map(lineText), [
+      '  nvme10n1 fast-disks will link → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS10A (plan)',
+      '  sdd      slow-disks will carve into 2 partitions (plan)',
+    ]);
+    assert.deepEqual(
+      devicesSection(devices('containerd')).rows.map(lineText),
+      ['  sdb slow-disks skipped: mounted  mounted at /var/lib/containerd'],
+      'the filter reads the detail of a skip (the columns fit the rows shown)',
+    );
+    assert.deepEqual(devicesSection(devices('no-such-device')).rows, []);
+  });
+
+  it('the snapshot lists every device between the volumes and the cleanups', () => {
+    const text = renderDashboardText(withDevices(), { now: T0 });
+    const lines = text.split('\n');
+    const at = lines.indexOf('Devices  8 devices selected (3 linked, 2 planned, 2 skipped)');
+    assert.ok(at > lines.indexOf('Volumes  2 classes, 3 PVs'), text);
+    assert.deepEqual(lines.slice(at + 1, at + 11), [
+      '  nvme3n1  fast-disks skipped: signature  xfs signature at offset 0',
+      '  sdb      slow-disks skipped: mounted  mounted at /var/lib/containerd',
+      '  nvme2n1  fast-disks linking → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS2A',
+      '  nvme4n1  fast-disks skipped: settling  size stable for 4000 ms of 10000',
+      '  nvme10n1 fast-disks will link → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS10A (plan)',
+      '  sdd      slow-disks will carve into 2 partitions (plan)',
+      '  nvme0n1  fast-disks linked → nvme-Amazon_EC2_NVMe_Instance_Storage_AWS0A',
+      '  sdc      slow-disks carved into 4 partitions',
+      '',
+      'Cleanups  1 in flight',
+    ]);
+  });
+
+  it('no Devices section without rules, nor when the rules select no device', () => {
+    const plain = renderDashboardText(status(), { now: T0 });
+    assert.doesNotMatch(plain, /Devices/u);
+    assert.equal(renderDashboardText(withDevices([], { linked: 0, skipped: 0, planned: 0 }), { now: T0 }), plain);
   });
 });
 

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { computeLayout, MIN_COLUMNS, MIN_ROWS } from '../../../src/ui/dashboard/layout.js';
+import { computeLayout, MAX_DEVICE_ROWS, MIN_COLUMNS, MIN_ROWS } from '../../../src/ui/dashboard/layout.js';
 import {
   HELP_LINES,
   agentNow,
@@ -20,7 +20,19 @@ import {
   volumeRows,
 } from '../../../src/ui/dashboard/model.js';
 import type { Action, DashboardState, Effect, KeyPress } from '../../../src/ui/dashboard/model.js';
-import { APPLIED, cleanup, HASH_A, HASH_B, HASH_C, logEvent, REJECTED, reloadResult, status, T0 } from './fixtures.js';
+import {
+  APPLIED,
+  cleanup,
+  HASH_A,
+  HASH_B,
+  HASH_C,
+  logEvent,
+  REJECTED,
+  reloadResult,
+  status,
+  T0,
+  withDevices,
+} from './fixtures.js';
 
 const SIZE = { columns: 100, rows: 30 };
 
@@ -612,6 +624,49 @@ describe('dashboard model: scrolling and layout', () => {
           assert.equal(l.header + 2 + l.volumes + 1 + l.cleanups + 1 + l.events + l.footer, rows);
           assert.ok(l.volumes >= 1);
           assert.ok(l.cleanups <= cleanups);
+        },
+      ),
+    );
+  });
+
+  it('a Devices pane only when the rules select devices: its title and at most MAX_DEVICE_ROWS rows', () => {
+    const without = layoutOf(connected());
+    assert.deepEqual([without.devicesPane, without.devices], [false, 0]);
+    const state = { ...connected(), status: withDevices() };
+    const l = layoutOf(state);
+    assert.deepEqual([l.devicesPane, l.devices], [true, MAX_DEVICE_ROWS]);
+    assert.equal(l.header + 2 + l.volumes + 1 + l.devices + 1 + l.cleanups + 1 + l.events + l.footer, SIZE.rows);
+    assert.equal(l.events, without.events - 1 - MAX_DEVICE_ROWS, 'the rows come out of the events');
+    const filtered = layoutOf(press(state, '/', 'p', 'l', 'a', 'n').state);
+    assert.deepEqual([filtered.devicesPane, filtered.devices], [true, 2], 'the filter leaves two rows');
+    const none = layoutOf(press(state, '/', 'z', 'z', 'z').state);
+    assert.deepEqual([none.devicesPane, none.devices], [true, 0], 'the title stays while nothing matches');
+    assert.equal(layoutOf({ ...connected(), status: withDevices([]) }).devicesPane, false);
+  });
+
+  it('a short terminal squeezes the device rows before the volumes and events', () => {
+    const counts = { rejectedErrors: 0, cleanups: 1, volumeRows: 6, devices: 8 };
+    const short = computeLayout({ columns: 80, rows: 16 }, counts);
+    assert.deepEqual([short.cleanups, short.devices, short.volumes, short.events], [1, 2, 1, 1]);
+    const smallest = computeLayout({ columns: MIN_COLUMNS, rows: MIN_ROWS }, counts);
+    assert.deepEqual([smallest.devicesPane, smallest.devices, smallest.cleanups, smallest.volumes], [true, 0, 0, 1]);
+  });
+
+  it('property: with a Devices pane, any size and counts still fit the rows exactly', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: MIN_COLUMNS, max: 300 }),
+        fc.integer({ min: MIN_ROWS, max: 120 }),
+        fc.nat(10),
+        fc.nat(20),
+        fc.nat(2000),
+        fc.nat(100),
+        (columns, rows, rejectedErrors, cleanups, volumeRows, devices) => {
+          const l = computeLayout({ columns, rows }, { rejectedErrors, cleanups, volumeRows, devices });
+          for (const v of [l.header, l.volumes, l.devices, l.cleanups, l.events, l.overlay, l.body]) assert.ok(v >= 0);
+          assert.equal(l.header + 2 + l.volumes + 1 + l.devices + 1 + l.cleanups + 1 + l.events + l.footer, rows);
+          assert.ok(l.volumes >= 1);
+          assert.ok(l.devices <= Math.min(devices, MAX_DEVICE_ROWS));
         },
       ),
     );
