@@ -33,7 +33,6 @@ import {
   ROLLOUT_STATE_ANNOTATION,
   stagedConfigMap,
   stagedConfigMapName,
-  stagedSelector,
   stateAnnotation,
   stateOf,
   requestOf,
@@ -143,7 +142,8 @@ export class RolloutController {
   /** The operator's ConfigMap (one object, by a field selector on its name). */
   readonly desired: Reflector<ConfigMap>;
   /** The stable and the candidate copy (one label selector). */
-  readonly copies: Reflector<ConfigMap>;
+  readonly stableCopy: Reflector<ConfigMap>;
+  readonly candidateCopy: Reflector<ConfigMap>;
   /** The agents' status Leases of the instance. */
   readonly leases: Reflector<Lease>;
   /** The Nodes, metadata only (names and labels). */
@@ -190,16 +190,21 @@ export class RolloutController {
         this.changed('desired');
       },
     });
-    this.copies = new Reflector({
-      ...common,
-      client: cluster.configMaps,
-      resource: 'configmaps (stable and candidate copies)',
-      namespace,
-      labelSelector: stagedSelector(name),
-      onChange: () => {
-        this.changed('copies');
-      },
-    });
+    // One watch per copy, by name, as the agents watch them: the Role can then name the three
+    // ConfigMaps it reads (a label-selected watch needs every ConfigMap of the namespace).
+    const copy = (copyName: string, which: string): Reflector<ConfigMap> =>
+      new Reflector({
+        ...common,
+        client: cluster.configMaps,
+        resource: `configmaps (the ${which} copy)`,
+        namespace,
+        fieldSelector: `metadata.name=${copyName}`,
+        onChange: () => {
+          this.changed('copies');
+        },
+      });
+    this.stableCopy = copy(this.stableName, 'stable');
+    this.candidateCopy = copy(this.candidateName, 'candidate');
     this.leases = new Reflector({
       ...common,
       client: cluster.leases,
@@ -225,7 +230,7 @@ export class RolloutController {
 
   /** Every cache has listed once. */
   get synced(): boolean {
-    return [this.desired, this.copies, this.leases, this.nodes].every((r) => r.lastSync > 0);
+    return [this.desired, this.stableCopy, this.candidateCopy, this.leases, this.nodes].every((r) => r.lastSync > 0);
   }
 
   /** Decides now (this replica just became the leader). */
@@ -242,7 +247,7 @@ export class RolloutController {
   /** Runs the caches, and a pass on every change and due wake-up, until the signal aborts. */
   async run(signal: AbortSignal): Promise<void> {
     const { clock } = this.deps;
-    const reflectors = [this.desired, this.copies, this.leases, this.nodes];
+    const reflectors = [this.desired, this.stableCopy, this.candidateCopy, this.leases, this.nodes];
     const caches = Promise.all(reflectors.map((r) => r.run(signal)));
     try {
       await Promise.race([Promise.all(reflectors.map((r) => r.synced)), caches]);
@@ -309,7 +314,7 @@ export class RolloutController {
   private relevant(): boolean {
     if ([...this.dirty].some((s) => s !== 'leases' && s !== 'nodes')) return true;
     if (this.retryAt !== undefined) return true;
-    const stored = this.storedState(this.copies.get(this.candidateName));
+    const stored = this.storedState(this.candidateCopy.get(this.candidateName));
     const moving = stored?.ok === true && (stored.state.phase === 'progressing' || stored.state.phase === 'paused');
     if (!moving) this.dirty.clear();
     return moving;
@@ -336,8 +341,8 @@ export class RolloutController {
   private read(): Snapshot {
     const { namespace, name, policy } = this.settings;
     const desiredObject = this.desired.get(name);
-    const stableObject = this.copies.get(this.stableName);
-    const candidateObject = this.copies.get(this.candidateName);
+    const stableObject = this.stableCopy.get(this.stableName);
+    const candidateObject = this.candidateCopy.get(this.candidateName);
     const desired = desiredObject === undefined ? undefined : this.content(desiredObject, name);
     let stable: ContentRef | undefined;
     if (stableObject !== undefined) {
@@ -561,7 +566,7 @@ export class RolloutController {
 
   /** GET the candidate: whether it is the version decided from (else the cache is refreshed from it). */
   private async candidateIsLive(cached: ConfigMap): Promise<boolean> {
-    const since = this.copies.position();
+    const since = this.candidateCopy.position();
     let live: ConfigMap;
     try {
       live = await this.deps.cluster.configMaps.get(this.candidateName, { namespace: this.settings.namespace });
@@ -571,7 +576,7 @@ export class RolloutController {
       throw err;
     }
     if (live.metadata.resourceVersion === cached.metadata.resourceVersion) return true;
-    this.copies.upsert(live, since);
+    this.candidateCopy.upsert(live, since);
     return false;
   }
 
@@ -581,7 +586,8 @@ export class RolloutController {
     const { namespace } = this.settings;
     const name = next.metadata.name;
     const copy = name === this.stableName ? 'stable' : 'candidate';
-    const since = this.copies.position();
+    const cache = this.copyCache(name);
+    const since = cache.position();
     // The term is checked right before the request: a replica that lost the lease writes nothing.
     this.checkTerm(term);
     let written: ConfigMap;
@@ -601,15 +607,21 @@ export class RolloutController {
       metrics?.writeFailures.inc({ copy });
       throw err;
     }
-    this.copies.upsert(written, since);
+    cache.upsert(written, since);
     return 'ok';
+  }
+
+  /** The cache of the copy named `name`. */
+  private copyCache(name: string): Reflector<ConfigMap> {
+    return name === this.stableName ? this.stableCopy : this.candidateCopy;
   }
 
   /** Refreshes one copy in the cache from a GET (the watch may be behind). */
   private async reread(name: string): Promise<void> {
-    const since = this.copies.position();
+    const cache = this.copyCache(name);
+    const since = cache.position();
     try {
-      this.copies.upsert(await this.deps.cluster.configMaps.get(name, { namespace: this.settings.namespace }), since);
+      cache.upsert(await this.deps.cluster.configMaps.get(name, { namespace: this.settings.namespace }), since);
     } catch (err) {
       // Gone: the watch will say so; the next decision starts from there.
       if (!isNotFound(err)) throw err;

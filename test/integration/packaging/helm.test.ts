@@ -528,9 +528,14 @@ describe('Helm chart helm/provisioner', () => {
       ]);
     });
 
-    it('on: the controller runs as its own ServiceAccount with exactly these rules', () => {
+    it('on: the controller runs as its own ServiceAccount with exactly these rules (it reads only its three ConfigMaps)', () => {
       assert.deepEqual(rendered().one('Role', controllerName)['rules'], [
-        { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch'] },
+        {
+          apiGroups: [''],
+          resources: ['configmaps'],
+          resourceNames: [`${fullname}-config`, `${fullname}-config-stable`, `${fullname}-config-candidate`],
+          verbs: ['get', 'list', 'watch'],
+        },
         { apiGroups: [''], resources: ['configmaps'], verbs: ['create'] },
         {
           apiGroups: [''],
