@@ -167,6 +167,8 @@ export class Agent implements AdminTarget {
   private recording = false;
   private subPath = false;
   private current!: Generation;
+  /** Since when a config change noticed by the watcher has been waiting for its decision. */
+  private configChangeSince: number | undefined;
   private readonly host: ProcessHost;
   private node!: NodeIdentity;
   private generations = 0;
@@ -300,6 +302,9 @@ export class Agent implements AdminTarget {
         deferChecks: true,
         clock: deps.clock,
         logger: this.logger,
+        onActivity: (active) => {
+          this.noteConfigActivity(active);
+        },
         onChange: async (source, _fingerprint, read) => {
           await this.reloads.request(
             { trigger: source, ...(read.guardAllows !== undefined ? { allow: read.guardAllows } : {}) },
@@ -419,6 +424,7 @@ export class Agent implements AdminTarget {
           ? { deviceRules: { ...this.deps.devices, state: this.deviceRulesState } }
           : {}),
         host: this.host,
+        publishHeld: () => this.publishHeld(),
         onPass: (generation, pass) => {
           this.stream.emit(passEvent(generation, pass, this.errors.count));
         },
@@ -432,6 +438,23 @@ export class Agent implements AdminTarget {
         jobImage: this.options.jobImage,
       },
     );
+  }
+
+  /** A config change noticed (held) or decided (released: a pass publishes what was held under what serves now). */
+  private noteConfigActivity(active: boolean): void {
+    if (active) {
+      this.configChangeSince ??= this.deps.clock.now();
+      return;
+    }
+    const wasHeld = this.configChangeSince !== undefined;
+    this.configChangeSince = undefined;
+    if (wasHeld && this.generations > 0) this.current.trigger();
+  }
+
+  /** New PVs wait while a config change is decided, at most PUBLISH_HOLD_MAX_MS (a reload that hangs never stops publishing). */
+  private publishHeld(): boolean {
+    const since = this.configChangeSince;
+    return since !== undefined && this.deps.clock.now() - since < PUBLISH_HOLD_MAX_MS;
   }
 
   /** What the reload machine drives: the source, the generations, the Node and its events. */
@@ -597,6 +620,13 @@ export class Agent implements AdminTarget {
 
 /** The states of the config_source_state metric. */
 const SOURCE_STATES = ['ok', 'unreachable', 'deleted', 'fallback'] as const;
+
+/**
+ * The longest new PVs wait for a config change to be decided: the reload's drain deadline (a
+ * debounce, a read and a reload take well under a second; past this, the change is stuck and
+ * publishing goes on under the running config).
+ */
+export const PUBLISH_HOLD_MAX_MS = DEFAULT_DRAIN_TIMEOUT_MS;
 
 /** One word for a source status: the metric's state label. */
 function sourceState(status: ConfigSourceStatus): (typeof SOURCE_STATES)[number] {

@@ -47,6 +47,11 @@ export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
   readonly missingSince?: Map<string, number>;
   /** Since when reading cleanup Jobs has been forbidden (403), kept across generations by the agent. */
   readonly jobsForbidden?: JobsForbidden;
+  /**
+   * Whether new PVs are held back now: a config change is being decided (the agent's watcher
+   * noticed one), and a PV published meanwhile would keep the old settings for its whole life.
+   */
+  readonly publishHeld?: () => boolean;
   /** Disks by rule: the node's block devices, the link writer, and the state kept across generations. */
   readonly deviceRules?: {
     readonly inventory: DeviceInventory & { changeStamp?(): Promise<string> };
@@ -397,8 +402,11 @@ export class Generation {
     );
     // Every write below starts after this point of the PV watch (see Reflector.upsert).
     const since = this.persistentVolumes.position();
+    // The agent triggers a pass once the change is decided: under the new config, or this one.
+    const held = plan.create.length > 0 && this.deps.publishHeld?.() === true;
+    if (held) logger.log('debug', 'new PVs held back while a config change is decided', { count: plan.create.length });
     const published = await publishVolumes(
-      plan.create,
+      held ? [] : plan.create,
       {
         cluster: this.deps.cluster,
         clock,

@@ -96,6 +96,12 @@ export interface ConfigWatcherOptions {
   readonly readyTimeoutMs?: number;
   /** Creates the chokidar watcher; default chokidar's watch. A seam for tests that inject watcher failures. */
   readonly createFsWatcher?: (dir: string, options: ChokidarOptions) => FSWatcher;
+  /**
+   * Told when a change may be under way (true: an fs event, an 'api' request, or a check that
+   * read a new fingerprint) and when it is decided (false: no check pending or running, no burst
+   * waiting, onChange returned). The periodic poll alone is no activity. Transitions only.
+   */
+  readonly onActivity?: (active: boolean) => void;
 }
 
 export interface ConfigWatcherStats {
@@ -241,6 +247,9 @@ export class ConfigWatcher {
   private readonly logger: Logger;
   private readonly onChange: (source: ChangeSource, fingerprint: string, read: SourceRead) => Promise<void>;
   private readonly createFsWatcher: (dir: string, options: ChokidarOptions) => FSWatcher;
+  private readonly onActivity: ((active: boolean) => void) | undefined;
+  /** What onActivity was last told. */
+  private active = false;
 
   private readonly abort = new AbortController();
   private started = false;
@@ -305,6 +314,7 @@ export class ConfigWatcher {
     this.clock = options.clock;
     this.logger = options.logger;
     this.onChange = options.onChange;
+    this.onActivity = options.onActivity;
     this.createFsWatcher = options.createFsWatcher ?? watch;
   }
 
@@ -424,8 +434,20 @@ export class ConfigWatcher {
 
   private trigger(source: ChangeSource): void {
     if (this.isStopped()) return;
+    if (source !== 'poll') this.setActive(true);
     this.pending ??= source;
     if (this.ready) this.kick();
+  }
+
+  private setActive(active: boolean): void {
+    if (active === this.active) return;
+    this.active = active;
+    this.onActivity?.(active);
+  }
+
+  /** Nothing pending, running or waiting out a burst: whatever was noticed is decided. */
+  private settleActivity(): void {
+    if (this.pending === undefined && this.burstStartedAt === undefined && !this.draining) this.setActive(false);
   }
 
   private kick(): void {
@@ -447,6 +469,7 @@ export class ConfigWatcher {
       }
     } finally {
       this.draining = false;
+      this.settleActivity();
     }
   }
 
@@ -487,6 +510,7 @@ export class ConfigWatcher {
     const previous = this.current;
     if (fingerprint === previous) return;
     this.logger.log('debug', 'config source changed', { path: this.path, source, fingerprint, previous });
+    this.setActive(true);
     this.current = fingerprint;
     this.counters.changes[source]++;
     try {
@@ -517,6 +541,7 @@ export class ConfigWatcher {
     if (this.isStopped()) return;
     this.counters.fsEvents++;
     this.lastEventAt = this.clock.now();
+    this.setActive(true);
     if (this.burstStartedAt !== undefined) return;
     this.burstStartedAt = this.lastEventAt;
     this.track(this.debounce());

@@ -34,7 +34,7 @@ import {
   tokenForServiceAccount,
 } from '../../support/cluster.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
-import { attachLoopDevice, Cleanup, makeTempDir, skipUnlessRoot } from '../../support/real-node.js';
+import { attachLoopDevice, Cleanup, makeTempDir, mountTmpfs, skipUnlessRoot } from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
 import { eventually } from '../../support/eventually.js';
 import { runPvProtectionController } from '../../support/pv-protection.js';
@@ -215,6 +215,41 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
         hashOf(dir, last),
         'nothing older applied afterwards',
       );
+    } finally {
+      agent.child.kill('SIGTERM');
+      assert.equal(await agent.exited, 0, agent.stderr());
+    }
+  });
+
+  it('a disk mounted right after a config swap gets the swapped config: its PV is held until the reload decides (5 trials)', async () => {
+    const node = `rl-${suffix}-hold`;
+    await setupNode(node);
+    const disc = join(root, 'hold-disks');
+    mkdirSync(disc);
+    const dir = join(root, 'hold-config');
+    const cls = (fsType: string): string =>
+      `${node}-sc:\n  hostDir: ${disc}\n  mountDir: ${disc}\n  fsType: ${fsType}\n`;
+    await writeConfigMapVolume(dir, { storageClassMap: cls('ext4') });
+    const agent = startAgent(node, dir);
+    try {
+      await ready(agent);
+      const fsTypes = ['xfs', 'ext3', 'btrfs', 'ext4', 'xfs'];
+      for (const [i, fsType] of fsTypes.entries()) {
+        await writeConfigMapVolume(dir, { storageClassMap: cls(fsType) });
+        // the operator's next disk, mounted a moment after the edit reached the node
+        await delay(10);
+        const path = join(disc, `vol${String(i)}`);
+        mkdirSync(path);
+        mountTmpfs(cleanup, path, MiB);
+        const pv = await eventually(
+          async () =>
+            cluster.persistentVolumes
+              .get(persistentVolumeName(`vol${String(i)}`, node, `${node}-sc`))
+              .catch(() => undefined),
+          `the PV of ${path}`,
+        );
+        assert.equal(pv.spec.local?.fsType, fsType, `trial ${String(i + 1)}: the PV has the edit's fsType`);
+      }
     } finally {
       agent.child.kill('SIGTERM');
       assert.equal(await agent.exited, 0, agent.stderr());

@@ -269,6 +269,74 @@ describe('ConfigWatcher', () => {
     assert.equal(h.watcher.stats.checks, checks + 1, 'three requests, one check');
   });
 
+  it('onActivity: active from a swap’s first fs event until its onChange returned; an identical rewrite ends it too; the poll alone never starts it', async () => {
+    const dir = fresh('cm-activity');
+    await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/a0') });
+    const told: { active: boolean; calls: number }[] = [];
+    const h2: Harness = harness(dir, {
+      pollIntervalMs: 30,
+      onActivity: (active) => told.push({ active, calls: h2.calls.length }),
+    });
+    h2.handlerDelayMs = 150;
+    await h2.watcher.start();
+    await sleep(200);
+    assert.deepEqual(told, [], 'polls of unchanged content: no activity');
+    await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/a1') });
+    await h2.waitForCall(await fingerprintConfigSource(dir));
+    await waitFor(
+      () => told.length === 2,
+      () => `true then false; told ${JSON.stringify(told)}`,
+    );
+    assert.deepEqual(told, [
+      { active: true, calls: 0 },
+      { active: false, calls: 1 },
+    ]);
+    // the same bytes under a new ..data target: noticed, checked, nothing to do
+    await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/a1') });
+    await waitFor(
+      () => told.length === 4,
+      () => `a second true then false; told ${JSON.stringify(told)}`,
+    );
+    assert.deepEqual(told.slice(2), [
+      { active: true, calls: 1 },
+      { active: false, calls: 1 },
+    ]);
+  });
+
+  it('onActivity: an api request is activity until its change is handled; a change the poll finds is activity from its read', async () => {
+    const dir = fresh('cm-activity-api');
+    await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/b0') });
+    const told: boolean[] = [];
+    const clock = new ManualClock(1_000_000);
+    const h = harness(dir, {
+      useFsEvents: false,
+      pollIntervalMs: 5000,
+      clock,
+      onActivity: (active) => told.push(active),
+    });
+    await h.watcher.start();
+    await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/b1') });
+    h.handlerDelayMs = 100;
+    h.watcher.request('api');
+    assert.deepEqual(told, [true], 'at once, before the read');
+    await h.waitForCall(await fingerprintConfigSource(dir));
+    await waitFor(
+      () => told.length === 2,
+      () => `false after the call; told ${JSON.stringify(told)}`,
+    );
+    assert.deepEqual(told, [true, false]);
+    await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/b2') });
+    await clock.advance(5000);
+    await h.waitForCall(await fingerprintConfigSource(dir));
+    await waitFor(
+      () => told.length === 4,
+      () => `the poll's change: true then false; told ${JSON.stringify(told)}`,
+    );
+    await clock.advance(5000);
+    await sleep(50);
+    assert.deepEqual(told, [true, false, true, false], 'a poll that reads nothing new is no activity');
+  });
+
   it('the poll alone detects a change (fs events off)', async () => {
     const dir = fresh('cm-poll');
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/p0') });
