@@ -102,6 +102,11 @@ export function nodeProgress(
   return { kind: 'pending', why: `runs ${report.appliedHash.slice(0, 15)}` };
 }
 
+/** `1 node`, `3 nodes`. */
+function nodeCount(n: number): string {
+  return `${String(n)} ${n === 1 ? 'node' : 'nodes'}`;
+}
+
 function short(hash: string | undefined): string {
   return hash === undefined ? '(invalid)' : hash.slice(0, 15);
 }
@@ -269,7 +274,7 @@ function startRollout(
   events.push({
     type: 'Normal',
     reason: EVENT_REASONS.started,
-    message: `rollout of ${short(desired.hash)} started (${describePolicy(view.policy)}): ${String(plan.waves.length)} waves over ${String(running.length)} nodes running an agent; ${first?.name ?? 'no wave'} opened (${String(first?.size ?? 0)} nodes)`,
+    message: `rollout of ${short(desired.hash)} started (${describePolicy(view.policy)}): ${String(plan.waves.length)} waves over ${String(running.length)} nodes running an agent; ${first?.name ?? 'no wave'} opened (${nodeCount(first?.size ?? 0)})`,
   });
   return {
     state: {
@@ -423,7 +428,7 @@ function progressOf(
 function haltWith(view: RolloutView, state: RolloutState, halt: Halt): RolloutDecision {
   const revert = view.policy.onHalt === 'revert';
   const wave = state.waves[halt.wave]?.name ?? 'the rollout';
-  const who = halt.node === '' ? '' : `node ${halt.node} `;
+  const who = halt.node === '' ? '' : `node ${halt.node}: `;
   return {
     state: {
       state: {
@@ -490,7 +495,7 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
       {
         type: 'Normal',
         reason: EVENT_REASONS.waveOpened,
-        message: `rollout of ${short(state.candidate.hash)}: ${next?.name ?? 'next wave'} opened (${String(next?.size ?? 0)} nodes)`,
+        message: `rollout of ${short(state.candidate.hash)}: ${next?.name ?? 'next wave'} opened (${nodeCount(next?.size ?? 0)})`,
       },
     ],
     wakeAt: now,

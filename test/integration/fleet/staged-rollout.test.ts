@@ -413,7 +413,7 @@ void describe('staged config rollout: real agents, the real controller, the char
     assert.ok(seen.get(canary)?.has(h2), 'the canary applied the candidate before it halted');
     for (const node of nodes.slice(1)) assert.ok(!(seen.get(node)?.has(h2) ?? false), `${node} never applied it`);
     const warnings = await events('RolloutHalted');
-    assert.match(warnings.at(-1) ?? '', new RegExp(`halted at canary: node ${canary} `, 'u'));
+    assert.match(warnings.at(-1) ?? '', new RegExp(`halted at canary: node ${canary}: `, 'u'));
     // `rollout status --wait` reports the halt and exits 1.
     const status = await runCli(
       [

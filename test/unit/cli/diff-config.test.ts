@@ -269,5 +269,8 @@ describe('provisioner diff-config (process)', () => {
     const top = await runCli(['--help']);
     assert.equal(top.code, 0);
     assert.match(top.stdout, /diff-config/u);
+    // the rollout topic says what the topic is, not what its first command (abort) does
+    assert.match(top.stdout, /^ {2}rollout +See and steer config rollouts across the fleet/mu);
+    assert.doesNotMatch(top.stdout, /^ {2}rollout +Abort/mu);
   });
 });

@@ -343,7 +343,7 @@ describe('staged rollout controller (in-memory apiserver, manual clock)', () => 
     );
     const halted = h.events.events.find((e) => e.reason === EVENT_REASONS.halted);
     assert.equal(halted?.type, 'Warning');
-    assert.match(halted.message, new RegExp(`node ${canary} rejected`));
+    assert.match(halted.message, new RegExp(`node ${canary}: rejected`));
     assert.deepEqual((await h.get(`${NAME}-stable`))?.data, configData('v1'));
     assert.equal(h.metrics.halts.get(), 1);
     assert.equal(h.metrics.phase.get({ phase: 'halted' }), 1);
