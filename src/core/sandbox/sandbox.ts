@@ -12,6 +12,7 @@ import type { LoadedConfig } from '../config/source/port.js';
 import { UsageError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { MemoryCluster } from '../kube/memory/memory-cluster.js';
+import type { PersistentVolume } from '../kube/objects.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import { errnoCode, errorMessage } from '../unknown-values.js';
 import { isBelow, SandboxVolumes } from './sandbox-volumes.js';
@@ -171,6 +172,31 @@ export interface Sandbox {
 }
 
 /**
+ * What kube-controller-manager's PV controller does first with a PV nobody claims: moves it from
+ * Pending to Available. The sandbox has no controller-manager, and its PVs would stay Pending.
+ */
+async function markUnclaimedAvailable(cluster: MemoryCluster, signal: AbortSignal): Promise<void> {
+  try {
+    const listed = await cluster.persistentVolumes.list();
+    for (const pv of listed.items) await markAvailable(cluster, pv);
+    const events = cluster.persistentVolumes.watch({ resourceVersion: listed.metadata.resourceVersion ?? '0', signal });
+    for await (const event of events)
+      if (event.type === 'ADDED' || event.type === 'MODIFIED') await markAvailable(cluster, event.object);
+  } catch (error) {
+    if (!signal.aborted) throw error;
+  }
+}
+
+async function markAvailable(cluster: MemoryCluster, pv: PersistentVolume): Promise<void> {
+  const phase = pv.status?.phase;
+  if ((phase !== undefined && phase !== 'Pending') || pv.spec.claimRef !== undefined) return;
+  // A conflict or a deletion meanwhile: the watch brings the newer object.
+  await cluster.persistentVolumes
+    .updateStatus({ ...pv, status: { ...pv.status, phase: 'Available' } })
+    .catch(() => undefined);
+}
+
+/**
  * Prepares DIR (see prepareSandbox) and builds the sandbox's cluster, with the StorageClasses the
  * config names now, and its node. A config that does not load fails here, as at the agent's start.
  */
@@ -198,10 +224,16 @@ export async function openSandbox(options: SandboxOptions): Promise<Sandbox> {
     volumes,
     attach(started) {
       agent = started;
-      return started.subscribe((event) => {
+      const stop = new AbortController();
+      markUnclaimedAvailable(cluster, stop.signal).catch(() => undefined);
+      const unsubscribe = started.subscribe((event) => {
         if (event.type === 'reload' && event.result.outcome === 'applied')
           void ensureStorageClasses(cluster, started.appliedConfig().config);
       });
+      return () => {
+        stop.abort();
+        unsubscribe();
+      };
     },
   };
 }

@@ -188,6 +188,51 @@ describe('openSandbox', () => {
     assert.equal(agent.listeners.size, 0);
   });
 
+  it('once attached, moves a new unclaimed PV to Available as the PV controller does; a claimed one and one after detach stay as written', async () => {
+    const dir = tempDir();
+    const sandbox = await openSandbox({
+      dir,
+      configPath: undefined,
+      adminSocket: undefined,
+      nodeName: '',
+      node: new LinuxVolumes(),
+    });
+    const pvs = sandbox.cluster.persistentVolumes;
+    const pv = (name: string, claimed = false): Parameters<typeof pvs.create>[0] => ({
+      metadata: { name },
+      spec: {
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        local: { path: `/mnt/${name}` },
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [SANDBOX_NODE] }] },
+            ],
+          },
+        },
+        ...(claimed ? { claimRef: { namespace: 'default', name: 'c' } } : {}),
+      },
+    });
+    await pvs.create(pv('before-attach'));
+    const detach = sandbox.attach(
+      new FakeAgent(parseConfigSnapshot(await readConfigSnapshot(join(dir, 'config'))).config),
+    );
+    await pvs.create(pv('after-attach'));
+    await pvs.create(pv('claimed', true));
+    await eventually(async () => {
+      const phases = await Promise.all(
+        ['before-attach', 'after-attach'].map(async (n) => (await pvs.get(n)).status?.phase),
+      );
+      return phases.every((p) => p === 'Available');
+    }, 'both unclaimed PVs Available');
+    assert.equal((await pvs.get('claimed')).status?.phase, 'Pending', 'claimed: binding is not the sandbox’s job');
+    detach();
+    await pvs.create(pv('after-detach'));
+    await delay(50);
+    assert.equal((await pvs.get('after-detach')).status?.phase, 'Pending', 'nothing runs after detach');
+  });
+
   it('keeps the newest Events and a bounded change history: the cluster lives in the agent process', async () => {
     const sandbox = await openSandbox({
       dir: tempDir(),
