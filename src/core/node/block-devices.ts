@@ -516,13 +516,16 @@ function partitionsByDisk(readings: readonly ProbedDevice[]): Map<string, string
   return partitions;
 }
 
-/** The names in each disk's GPT by its sysfs directory: what its partitions' PARTNAME would say. */
-function tableNamesByDisk(readings: readonly ProbedDevice[]): Map<string, NonNullable<Signature['partitions']>> {
+/** The names in each disk's GPT (as answered this pass) by its sysfs directory: what its partitions' PARTNAME would say. */
+function tableNamesByDisk(
+  disks: readonly ProbedDevice[],
+  facts: readonly (DeviceFacts | undefined)[],
+): Map<string, NonNullable<Signature['partitions']>> {
   const tables = new Map<string, NonNullable<Signature['partitions']>>();
-  for (const { device, signatures } of readings) {
-    const names = signatures.find((s) => s.type === 'gpt')?.partitions;
-    if (!device.isPartition && names !== undefined) tables.set(device.dir, names);
-  }
+  disks.forEach(({ device }, i) => {
+    const names = facts[i]?.signatures.find((s) => s.type === 'gpt')?.partitions;
+    if (names !== undefined) tables.set(device.dir, names);
+  });
   return tables;
 }
 
@@ -627,11 +630,21 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     );
     const readings = probed.filter((reading) => reading !== undefined);
     const partitions = partitionsByDisk(readings);
-    const tables = tableNamesByDisk(readings);
-    const found = await mapBounded(readings, PROBE_CONCURRENCY, (reading) =>
-      this.answer(reading, context, partitions.get(reading.device.dir) ?? [], tables),
+    // Disks first: a disk whose partitions changed is probed again in its answer, and its
+    // partitions are named from that table (a freshly carved disk's reused probe had none).
+    const disks = readings.filter((r) => !r.device.isPartition);
+    const diskFacts = await mapBounded(disks, PROBE_CONCURRENCY, (reading) =>
+      this.answer(reading, context, partitions.get(reading.device.dir) ?? [], new Map()),
     );
-    return found.filter((facts) => facts !== undefined);
+    const tables = tableNamesByDisk(disks, diskFacts);
+    const partitionFacts = await mapBounded(
+      readings.filter((r) => r.device.isPartition),
+      PROBE_CONCURRENCY,
+      (reading) => this.answer(reading, context, [], tables),
+    );
+    return [...diskFacts, ...partitionFacts]
+      .filter((facts) => facts !== undefined)
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** One device read and probed, or with the earlier answer's signatures; undefined when gone. */

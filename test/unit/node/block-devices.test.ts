@@ -604,6 +604,34 @@ describe('LinuxBlockDevices: the agent’s partitions on a kernel that did not r
     );
   });
 
+  it('a disk carved between two passes: its partitions are the agent’s on the idle pass that follows (the disk probed again first)', async () => {
+    const node = new FakeNode(makeTempDir(cleanup, 'lvp-blockdev-carve-'));
+    node.addDisk('loop7', { majorMinor: '7:7', sizeBytes: 64 * MiB });
+    const inventory = node.inventory();
+    const before = await inventory.devices();
+    assert.deepEqual(find(before, 'loop7').signatures, [], 'blank');
+    const image = buildGpt({ sizeBytes: 64 * MiB, partitions: 2 });
+    node.write('loop7', image.primary.offset, Buffer.from(image.primary.bytes));
+    node.write('loop7', image.backup.offset, Buffer.from(image.backup.bytes));
+    for (const p of image.partitions)
+      node.addPartition('loop7', `loop7p${String(p.number)}`, {
+        majorMinor: `7:${String(100 + p.number)}`,
+        sizeBytes: p.sizeBytes,
+        number: p.number,
+        startBytes: p.startBytes,
+      });
+    const after = await inventory.devices({ previous: before });
+    assert.deepEqual(
+      ['loop7p1', 'loop7p2'].map((n) => find(after, n).madeByAgent),
+      [true, true],
+    );
+    assert.deepEqual(
+      after.map((d) => d.name),
+      ['loop7', 'loop7p1', 'loop7p2'],
+      'in name order',
+    );
+  });
+
   it('another name, a table whose entries fail their CRC, a kernel name, or a start the table does not list: not the agent’s', () => {
     assert.deepEqual(made('loop2'), [false, false, false]);
     assert.deepEqual(made('loop3'), [false, false, false]);
