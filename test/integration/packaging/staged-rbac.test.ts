@@ -158,10 +158,19 @@ describe("staged rollout: the chart's RBAC on the real apiserver", () => {
       { metadata: { annotations: { [ROLLOUT_STATE_ANNOTATION]: '{"phase":1}' } } },
       ns,
     );
-    assert.deepEqual(
-      names((await controller.configMaps.list({ ...ns, labelSelector: stagedSelector(configName) })).items),
-      [candidateName, stableName],
+    // each copy read by name (list + watch, as the controller's caches do); nothing label-selected or namespace-wide
+    for (const name of [stableName, candidateName]) {
+      assert.deepEqual(
+        names((await controller.configMaps.list({ ...ns, fieldSelector: `metadata.name=${name}` })).items),
+        [name],
+      );
+      assert.ok((await watchFor(controller.configMaps, { ...ns, fieldSelector: `metadata.name=${name}` })) >= 1);
+    }
+    await refused(
+      'a label-selected list of the copies',
+      controller.configMaps.list({ ...ns, labelSelector: stagedSelector(configName) }),
     );
+    await refused('every ConfigMap of its namespace', controller.configMaps.list(ns));
     const desired = await admin.configMaps.get(configName, ns);
     await refused("update of the operator's ConfigMap", controller.configMaps.update(desired, ns));
     await refused(
@@ -176,6 +185,7 @@ describe("staged rollout: the chart's RBAC on the real apiserver", () => {
       'update of another ConfigMap',
       controller.configMaps.patch(`${fullname}-other`, { data: { a: 'b' } }, ns),
     );
+    await refused('a read of another ConfigMap', controller.configMaps.get(`${fullname}-other`, ns));
 
     // Leases: the agents' status Leases read (list + watch by label); only its leader Lease written.
     const statusLease = await admin.leases.create(
