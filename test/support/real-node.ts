@@ -323,9 +323,32 @@ function detachStackedOn(name: string): void {
  * happens at the last close, so sysfs keeps the backing file and size for a moment; and if
  * the deferred detach lands first, `losetup -d` fails with ENXIO, which is success here.
  */
+/**
+ * Deletes the partitions the kernel lists on a loop device (`partx -d`). Partitions added by
+ * `partx -a` (BLKPG, as the carver does without the kernel's GPT parser) outlive a detach of a
+ * device attached without --partscan, and the next user of that loop number would find them.
+ */
+export function dropLoopPartitions(name: string): void {
+  const listed = (): string[] => {
+    try {
+      return readdirSync(`/sys/block/${name}`).filter((entry) => entry.startsWith(`${name}p`));
+    } catch {
+      return [];
+    }
+  };
+  if (listed().length === 0) return;
+  try {
+    run('partx', ['-d', `/dev/${name}`]);
+  } catch (error) {
+    // partx may complain about the table it reads first; what counts is that they are gone
+    if (listed().length > 0) throw error;
+  }
+}
+
 function detachIfBackedBy(name: string, path: string): void {
   if (!loopDevicesBackedBy(path).includes(name)) return;
   detachStackedOn(name);
+  dropLoopPartitions(name);
   try {
     run('losetup', ['-d', `/dev/${name}`]);
   } catch (error) {
@@ -361,6 +384,8 @@ export function attachLoopDevice(
   cleanup.defer(`detach ${path} (${backingFile})`, () => {
     detachIfBackedBy(name, backingFile);
   });
+  // partitions an earlier user of this loop number left behind belong to another file
+  if (options.partscan !== true) dropLoopPartitions(name);
   const [major, minor] = readFileSync(`/sys/block/${name}/dev`, 'utf8').trim().split(':').map(Number);
   if (major === undefined || minor === undefined) throw new Error(`cannot read /sys/block/${name}/dev`);
   return { path, name, major, minor, backingFile, sizeBytes };

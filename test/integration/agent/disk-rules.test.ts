@@ -27,6 +27,7 @@ import {
   attachLoopDevice,
   Cleanup,
   detachLoopDevice,
+  dropLoopPartitions,
   makeTempDir,
   readAt,
   run,
@@ -83,6 +84,7 @@ describe('disks by rule on real loop devices, the agent as a process', { skip: s
     run('truncate', ['-s', String(size), file]);
     const path = run('losetup', ['--find', '--show', '--read-only', file]).trim();
     const name = path.replace(/^\/dev\//u, '');
+    dropLoopPartitions(name);
     const [major = 0, minor = 0] = readFileSync(`/sys/block/${name}/dev`, 'utf8').trim().split(':').map(Number);
     const loop: LoopDevice = { path, name, major, minor, backingFile: file, sizeBytes: size };
     cleanup.defer(`detach ${path} (${file})`, () => {

@@ -5,11 +5,21 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 
+import { buildGpt } from '../../../src/core/disk-rules/gpt.js';
 import { LinuxVolumes, decodeDeviceNumber, directoryStamp } from '../../../src/core/node/linux-volumes.js';
 import { NodeVolumeError } from '../../../src/core/node/volume-error.js';
 import {
@@ -35,6 +45,7 @@ import {
   run,
   skipUnlessRoot,
   unmount,
+  writeAt,
   type LoopDevice,
 } from '../../support/real-node.js';
 import { waitFor } from '../../support/eventually.js';
@@ -502,5 +513,23 @@ describe('LinuxVolumes on a real node', { skip }, () => {
     } finally {
       if (loopBackingFile(stacked) === backing && backing !== undefined) run('losetup', ['-d', `/dev/${stacked}`]);
     }
+  });
+
+  it('leaves no partition behind: those partx added (as the carver does) are deleted before the detach', () => {
+    const local = new Cleanup();
+    const scratch = makeTempDir(local);
+    const loop = attachLoopDevice(local, join(scratch, 'backing'), 64 * 2 ** 20);
+    const image = buildGpt({ sizeBytes: 64 * 2 ** 20, partitions: 2 });
+    writeAt(loop.path, image.primary.offset, Buffer.from(image.primary.bytes));
+    writeAt(loop.path, image.backup.offset, Buffer.from(image.backup.bytes));
+    const listed = (): string[] =>
+      readdirSync(`/sys/block/${loop.name}`).filter((entry) => entry.startsWith(`${loop.name}p`));
+    try {
+      run('partx', ['-a', loop.path]);
+      assert.deepEqual(listed().sort(), [`${loop.name}p1`, `${loop.name}p2`], 'partx added them');
+    } finally {
+      local.run();
+    }
+    assert.deepEqual(listed(), [], `no partition of ${loop.name} left for its next user`);
   });
 });
