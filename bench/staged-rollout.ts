@@ -29,7 +29,6 @@ import { StagedConfigSource } from '../src/core/config/source/staged.js';
 import { stateFromLease, statusSelector } from '../src/core/fleet/applied-state.js';
 import { readDesiredConfig, readRollout } from '../src/core/fleet/rollout.js';
 import type { RolloutStatus } from '../src/core/fleet/rollout.js';
-import type { Cluster, LeaseCluster, ResourceClient } from '../src/core/kube/cluster.js';
 import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
 import { DEFAULT_LEADER_ELECTION_TIMING } from '../src/core/kube/leader-election.js';
 import type { ConfigMap, Lease } from '../src/core/kube/objects.js';
@@ -50,7 +49,7 @@ import {
   applyRevision,
   benchConfigData as configData,
   configHash,
-  counted,
+  countedCluster,
   countsBetween,
   cpuSeconds,
   kubeBinDir,
@@ -227,18 +226,6 @@ function forkWorker(from: number, to: number, kubeconfig: string): WorkerHandle 
 }
 
 // ---- this process: the apiserver, the controller, the measurements ------------------------------
-
-/** `cluster` with its ConfigMap, Lease, Node and Event clients counted in `counter`. */
-function countedCluster<C extends Cluster & LeaseCluster>(cluster: C, counter: Requests): C {
-  const clients = cluster as unknown as Record<string, ResourceClient<unknown>>;
-  const wrapped = new Map<PropertyKey, ResourceClient<unknown>>(
-    ['configMaps', 'leases', 'nodes', 'events'].map((r) => [
-      r,
-      counted(clients[r] as ResourceClient<unknown>, r.toLowerCase(), counter),
-    ]),
-  );
-  return new Proxy(cluster, { get: (target, p) => wrapped.get(p) ?? (Reflect.get(target, p, target) as unknown) });
-}
 
 /** The counters at one moment: requests (agents', the controller's), CPU seconds, the workers' event-loop delay since the last sample. */
 interface Sample {

@@ -17,7 +17,7 @@ import { InvalidConfigError } from '../src/core/errors.js';
 import { statusLeaseName } from '../src/core/fleet/applied-state.js';
 import type { AppliedResult, AppliedState } from '../src/core/fleet/applied-state.js';
 import { StatePublisher } from '../src/core/fleet/publisher.js';
-import type { ResourceClient } from '../src/core/kube/cluster.js';
+import type { Cluster, LeaseCluster, ResourceClient } from '../src/core/kube/cluster.js';
 import type { ConnectionSettings } from '../src/core/kube/kubeconfig.js';
 import type { ConfigMap, Lease } from '../src/core/kube/objects.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';
@@ -40,6 +40,12 @@ export function kubeBinDir(): string {
 /** A process's resident set size in bytes, from /proc (NaN when it cannot be read). */
 export function rssBytesOf(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/u.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+/** A live process's peak resident set size in bytes (VmHWM), from /proc (NaN when it cannot be read). */
+export function peakRssBytesOf(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/u.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'));
   return m ? Number(m[1]) * 1024 : NaN;
 }
 
@@ -202,6 +208,18 @@ export function counted<T>(client: ResourceClient<T>, resource: string, counter:
     patch: wrap('patch', client.patch.bind(client)),
     delete: wrap('delete', client.delete.bind(client)),
   };
+}
+
+/** `cluster` with its ConfigMap, Lease, Node and Event clients counted in `counter`. */
+export function countedCluster<C extends Cluster & LeaseCluster>(cluster: C, counter: Requests): C {
+  const clients = cluster as unknown as Record<string, ResourceClient<unknown>>;
+  const wrapped = new Map<PropertyKey, ResourceClient<unknown>>(
+    ['configMaps', 'leases', 'nodes', 'events'].map((r) => [
+      r,
+      counted(clients[r] as ResourceClient<unknown>, r.toLowerCase(), counter),
+    ]),
+  );
+  return new Proxy(cluster, { get: (target, p) => wrapped.get(p) ?? (Reflect.get(target, p, target) as unknown) });
 }
 
 /** Counts added up (every agent's, or every worker's). */
