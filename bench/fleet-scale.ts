@@ -21,7 +21,6 @@ import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { systemClock } from '../src/core/clock.js';
-import { StagedConfigSource } from '../src/core/config/source/staged.js';
 import { stateFromLease, statusSelector } from '../src/core/fleet/applied-state.js';
 import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
 import { DEFAULT_LEADER_ELECTION_TIMING } from '../src/core/kube/leader-election.js';
@@ -59,7 +58,7 @@ import {
   peakRssBytesOf,
   quantile,
   rssBytesOf,
-  startSimAgent,
+  startStagedSimAgent,
   startSimAgents,
   stopSimAgent,
   totals,
@@ -124,20 +123,7 @@ async function agentsRole(): Promise<RunningRole> {
   const t0 = Date.now();
   const agents = await startSimAgents(numberFlag('--to', 0) - from, (k) => {
     const node = nodeName(from + k);
-    return startSimAgent(connection, {
-      node,
-      namespace: NS,
-      instance: INSTANCE,
-      source: (client) =>
-        new StagedConfigSource({
-          client,
-          namespace: NS,
-          name: CM,
-          nodeName: node,
-          clock: systemClock,
-          logger: silentLogger,
-        }),
-    });
+    return startStagedSimAgent(connection, { node, namespace: NS, instance: INSTANCE, configMap: CM });
   });
   const lag = lagSampler();
   return {

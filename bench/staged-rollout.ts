@@ -25,7 +25,6 @@ import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { systemClock } from '../src/core/clock.js';
-import { StagedConfigSource } from '../src/core/config/source/staged.js';
 import { stateFromLease, statusSelector } from '../src/core/fleet/applied-state.js';
 import { readDesiredConfig, readRollout } from '../src/core/fleet/rollout.js';
 import type { RolloutStatus } from '../src/core/fleet/rollout.js';
@@ -57,7 +56,7 @@ import {
   numberFlag,
   quantile,
   rssBytesOf,
-  startSimAgent,
+  startStagedSimAgent,
   startSimAgents,
   stopSimAgent,
   timeCli,
@@ -113,20 +112,7 @@ async function worker(): Promise<void> {
     const t0 = Date.now();
     const agents = await startSimAgents(to - from, (k) => {
       const node = nodeName(from + k);
-      return startSimAgent(connection, {
-        node,
-        namespace: NS,
-        instance: INSTANCE,
-        source: (client) =>
-          new StagedConfigSource({
-            client,
-            namespace: NS,
-            name: CM,
-            nodeName: node,
-            clock: systemClock,
-            logger: silentLogger,
-          }),
-      });
+      return startStagedSimAgent(connection, { node, namespace: NS, instance: INSTANCE, configMap: CM });
     });
     send({ type: 'started', ms: Date.now() - t0 });
     // How late this process' timers run: 250 agents on shared cores delay every timestamp taken here.

@@ -11,6 +11,7 @@ import { systemClock } from '../src/core/clock.js';
 import { parseConfigSnapshot } from '../src/core/config/decode/parse.js';
 import { snapshotFromDirectoryFiles } from '../src/core/config/decode/layout.js';
 import { sourceLabel } from '../src/core/config/source/port.js';
+import { StagedConfigSource } from '../src/core/config/source/staged.js';
 import type { ConfigSource } from '../src/core/config/source/port.js';
 import { ConfigWatcher } from '../src/core/config/watcher.js';
 import { InvalidConfigError } from '../src/core/errors.js';
@@ -342,6 +343,28 @@ export async function stopSimAgent(agent: SimAgent): Promise<void> {
   await agent.source.stop();
   await agent.publisher.stop();
   agent.rest.close();
+}
+
+/** A simulated agent on the staged source of `configMap` (the stable and candidate copies, each by name). */
+export function startStagedSimAgent(
+  connection: ConnectionSettings,
+  target: { readonly node: string; readonly namespace: string; readonly instance: string; readonly configMap: string },
+): Promise<SimAgent> {
+  const { node, namespace, instance, configMap } = target;
+  return startSimAgent(connection, {
+    node,
+    namespace,
+    instance,
+    source: (client) =>
+      new StagedConfigSource({
+        client,
+        namespace,
+        name: configMap,
+        nodeName: node,
+        clock: systemClock,
+        logger: silentLogger,
+      }),
+  });
 }
 
 /** `count` agents, `batch` starting at a time. */

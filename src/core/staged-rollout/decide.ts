@@ -156,7 +156,9 @@ function withoutBake(state: RolloutState, alsoHalt = false): RolloutState {
  * when it started). A Node without an agent runs stable, as at the start (runningNodes); one that
  * joins later is in its wave by rank and counts once its agent publishes.
  */
-function openWaveNodes(view: RolloutView, state: RolloutState): { readonly node: string; readonly wave: number }[] {
+type OpenWaveNode = { readonly node: string; readonly wave: number };
+
+function openWaveNodes(view: RolloutView, state: RolloutState): OpenWaveNode[] {
   const found: { node: string; wave: number }[] = [];
   for (const { name } of view.nodes) {
     const report = view.reports.get(name);
@@ -189,9 +191,9 @@ function staleBefore(report: PublishedState, at: number): boolean {
 }
 
 /** When the first node of the open waves whose heartbeat is fresh now turns stale (a halt to notice). */
-function nextStaleAt(view: RolloutView, state: RolloutState): number | undefined {
+function nextStaleAt(view: RolloutView, open: readonly OpenWaveNode[]): number | undefined {
   let next: number | undefined;
-  for (const { node } of openWaveNodes(view, state)) {
+  for (const { node } of open) {
     const r = view.reports.get(node);
     if (r?.heartbeatAt === undefined || r.staleAfterMs <= 0 || isStale(r, view.now)) continue;
     const at = r.heartbeatAt + r.staleAfterMs + 1;
@@ -406,6 +408,7 @@ function applyRequest(view: RolloutView, state: RolloutState, request: RolloutRe
 function progressOf(
   view: RolloutView,
   state: RolloutState,
+  open: readonly OpenWaveNode[],
 ): {
   readonly failed?: Halt;
   readonly allApplied: boolean;
@@ -414,7 +417,7 @@ function progressOf(
   const hash = state.candidate.hash ?? '';
   let allApplied = true;
   let firstPending: { node: string; why: string; wave: number } | undefined;
-  for (const { node, wave } of openWaveNodes(view, state)) {
+  for (const { node, wave } of open) {
     const p = nodeProgress(node, hash, view.reports.get(node), true, view.now);
     if (p.kind === 'failed') return { failed: { wave, node, reason: p.why, at: view.now }, allApplied: false };
     if (p.kind === 'pending') {
@@ -454,7 +457,9 @@ function haltWith(view: RolloutView, state: RolloutState, halt: Halt): RolloutDe
 
 function advance(view: RolloutView, state: RolloutState): RolloutDecision {
   const { now, policy } = view;
-  const progress = progressOf(view, state);
+  // One walk of the fleet for this decision: the progress and the next heartbeat to watch.
+  const open = openWaveNodes(view, state);
+  const progress = progressOf(view, state, open);
   if (progress.failed !== undefined) return haltWith(view, state, progress.failed);
   if (state.phase === 'paused') return NONE;
   if (!progress.allApplied) {
@@ -467,7 +472,7 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
         reason: `did not apply the candidate within ${String(policy.progressDeadlineMs / 1000)}s of its wave opening (${pending.why})`,
         at: now,
       });
-    return { ...NONE, wakeAt: earliest(deadline, nextStaleAt(view, state)) };
+    return { ...NONE, wakeAt: earliest(deadline, nextStaleAt(view, open)) };
   }
   // Without a bake, the next wave opens at once (no write of a bake that ends when it starts).
   if (state.bakeStartedAt === undefined && policy.bakeMs > 0)
@@ -478,7 +483,7 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
       wakeAt: now + policy.bakeMs,
     };
   const bakeEnds = (state.bakeStartedAt ?? now) + policy.bakeMs;
-  if (now < bakeEnds) return { ...NONE, wakeAt: earliest(bakeEnds, nextStaleAt(view, state)) };
+  if (now < bakeEnds) return { ...NONE, wakeAt: earliest(bakeEnds, nextStaleAt(view, open)) };
   if (state.opened >= state.waves.length)
     return complete(
       state,

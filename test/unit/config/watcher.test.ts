@@ -279,7 +279,11 @@ describe('ConfigWatcher', () => {
     });
     h2.handlerDelayMs = 150;
     await h2.watcher.start();
-    await sleep(200);
+    // a poll's trigger would say so at once, before its check is counted
+    await waitFor(
+      () => h2.watcher.stats.checks >= 3,
+      () => 'three polls checked',
+    );
     assert.deepEqual(told, [], 'polls of unchanged content: no activity');
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/a1') });
     await h2.waitForCall(await fingerprintConfigSource(dir));
@@ -332,8 +336,12 @@ describe('ConfigWatcher', () => {
       () => told.length === 4,
       () => `the poll's change: true then false; told ${JSON.stringify(told)}`,
     );
+    const checks = h.watcher.stats.checks;
     await clock.advance(5000);
-    await sleep(50);
+    await waitFor(
+      () => h.watcher.stats.checks > checks,
+      () => 'the next poll checked',
+    );
     assert.deepEqual(told, [true, false, true, false], 'a poll that reads nothing new is no activity');
   });
 

@@ -228,8 +228,9 @@ describe('openSandbox', () => {
     }, 'both unclaimed PVs Available');
     assert.equal((await pvs.get('claimed')).status?.phase, 'Pending', 'claimed: binding is not the sandbox’s job');
     detach();
+    // its PV watch closed: nothing is left to move a PV created now
+    await eventually(() => Promise.resolve(sandbox.cluster.activeWatches === 0), 'the PV watch closed on detach');
     await pvs.create(pv('after-detach'));
-    await delay(50);
     assert.equal((await pvs.get('after-detach')).status?.phase, 'Pending', 'nothing runs after detach');
   });
 
