@@ -293,26 +293,7 @@ export class Agent implements AdminTarget {
     this.reportSource(this.source.status());
     // The source is read once: with a watcher, its first read (its checks wait until the agent
     // serves, so a change meanwhile is checked then); without, one read here.
-    if (options.watch) {
-      this.watcher = new ConfigWatcher({
-        source: this.source,
-        pollIntervalMs: options.watch.pollIntervalMs,
-        debounceMs: options.watch.debounceMs,
-        ...(options.watch.useFsEvents !== undefined ? { useFsEvents: options.watch.useFsEvents } : {}),
-        deferChecks: true,
-        clock: deps.clock,
-        logger: this.logger,
-        onActivity: (active) => {
-          this.noteConfigActivity(active);
-        },
-        onChange: async (source, _fingerprint, read) => {
-          await this.reloads.request(
-            { trigger: source, ...(read.guardAllows !== undefined ? { allow: read.guardAllows } : {}) },
-            read,
-          );
-        },
-      });
-    }
+    if (options.watch) this.watcher = this.configWatcher(options.watch);
     const read = this.watcher ? await this.watcher.start() : await this.source.read();
     if (read === undefined) throw new StartupError('stopped while reading the config');
     if (!read.ok) throw read.error;
@@ -438,6 +419,28 @@ export class Agent implements AdminTarget {
         jobImage: this.options.jobImage,
       },
     );
+  }
+
+  /** The watcher of the config source: each change it reads goes to the reload machine; its activity holds new PVs. */
+  private configWatcher(watch: NonNullable<AgentOptions['watch']>): ConfigWatcher {
+    return new ConfigWatcher({
+      source: this.source,
+      pollIntervalMs: watch.pollIntervalMs,
+      debounceMs: watch.debounceMs,
+      ...(watch.useFsEvents !== undefined ? { useFsEvents: watch.useFsEvents } : {}),
+      deferChecks: true,
+      clock: this.deps.clock,
+      logger: this.logger,
+      onActivity: (active) => {
+        this.noteConfigActivity(active);
+      },
+      onChange: async (source, _fingerprint, read) => {
+        await this.reloads.request(
+          { trigger: source, ...(read.guardAllows !== undefined ? { allow: read.guardAllows } : {}) },
+          read,
+        );
+      },
+    });
   }
 
   /** A config change noticed (held) or decided (released: a pass publishes what was held under what serves now). */
