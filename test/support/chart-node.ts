@@ -351,15 +351,19 @@ export class ChartNode {
         (e) =>
           `event ${e.involvedObject.kind ?? ''}/${e.involvedObject.name ?? ''} ${e.reason ?? ''}: ${e.message ?? ''}`,
       );
+    const jobs = await this.batch.listNamespacedJob({ namespace: CHART_NS }).catch(() => undefined);
+    const jobLines = (jobs?.items ?? []).map((j) => `job ${j.metadata?.name ?? '?'} ${JSON.stringify(j.status ?? {})}`);
     const logs: string[] = [];
     for (const p of pods?.items ?? []) {
-      if (p.metadata?.labels?.['app.kubernetes.io/instance'] !== CHART_RELEASE) continue;
+      const labels = p.metadata?.labels ?? {};
+      // the agents' pods and the cleanup Jobs' pods
+      if (labels['app.kubernetes.io/instance'] !== CHART_RELEASE && labels['job-name'] === undefined) continue;
       const text = await this.core
-        .readNamespacedPodLog({ name: p.metadata.name ?? '', namespace: CHART_NS, tailLines: 40 })
+        .readNamespacedPodLog({ name: p.metadata?.name ?? '', namespace: CHART_NS, tailLines: 40 })
         .catch((e: unknown) => `<${String(e)}>`);
-      logs.push(`log of ${p.metadata.name ?? ''}:\n${text}`);
+      logs.push(`log of ${p.metadata?.name ?? ''}:\n${text}`);
     }
-    return [...podLines, ...eventLines, ...logs].join('\n');
+    return [...podLines, ...jobLines, ...eventLines, ...logs].join('\n');
   }
 
   /** Stops the proxy, the node (its pods first), the extra controllers and the plane; every step runs. */

@@ -581,7 +581,9 @@ describe('the chart and the image on a real kubelet node', { skip: skipUnlessKub
         'the cleanup Job pod succeeded',
         SLOW,
         100,
-      );
+      ).catch(async (error: unknown) => {
+        throw new Error(`${String(error)}\n${await namespaceReport()}`, { cause: error });
+      });
       assert.equal(jobPod.spec?.nodeName, theNode().name);
       const again = await republished(path, first.pv.metadata?.uid ?? '');
       const ms = Date.now() - released;
