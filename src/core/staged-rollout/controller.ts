@@ -13,7 +13,6 @@ import { Backoff } from '../backoff.js';
 import type { Clock } from '../clock.js';
 import { isAborted, TIMER_NOT_NEEDED } from '../clock.js';
 import { stateFromLease, statusSelector } from '../fleet/applied-state.js';
-import type { PublishedState } from '../fleet/applied-state.js';
 import { isAlreadyExists, isConflict, isNotFound } from '../kube/cluster.js';
 import type { Cluster, LeaseCluster } from '../kube/cluster.js';
 import type { EventSink } from '../kube/events.js';
@@ -25,6 +24,7 @@ import type { Logger } from '../log.js';
 import type { RolloutMetrics } from '../metrics/rollout-metrics.js';
 import { errorMessage } from '../unknown-values.js';
 import { decide, EVENT_REASONS, openWaveCounts } from './decide.js';
+import { FleetIndex } from './fleet-index.js';
 import type { DesiredContent, RolloutDecision, RolloutView } from './decide.js';
 import {
   CONFIG_HASH_ANNOTATION,
@@ -138,6 +138,10 @@ function waitForAbort(signals: readonly AbortSignal[]): Promise<void> {
   });
 }
 
+function fleetNodeOf(n: MetadataOnly): FleetNode {
+  return { name: n.metadata.name, ...(n.metadata.labels !== undefined ? { labels: n.metadata.labels } : {}) };
+}
+
 export class RolloutController {
   /** The operator's ConfigMap (one object, by a field selector on its name). */
   readonly desired: Reflector<ConfigMap>;
@@ -158,9 +162,8 @@ export class RolloutController {
   /** Parsed once per object version (the caches replace an object when it changes). */
   private readonly contents = new WeakMap<ConfigMap, DesiredContent>();
   private readonly states = new WeakMap<ConfigMap, DecodedState | undefined>();
-  /** Each cached Lease decoded once: a pass over 10,000 nodes decodes only the Leases that changed. */
-  private readonly reportOf = new WeakMap<Lease, PublishedState | null>();
-  private readonly fleetNodeOf = new WeakMap<MetadataOnly, FleetNode>();
+  /** The Nodes, the freshest status Lease of each and the rollout's progress, kept per event. */
+  private readonly fleet = new FleetIndex();
   /** The damaged state last logged (its raw text), so it is said once. */
   private damagedLogged: string | undefined;
   /** Passes run while leading (tests, diagnostics). */
@@ -211,7 +214,9 @@ export class RolloutController {
       resource: 'leases (status)',
       namespace,
       labelSelector: statusSelector(settings.instance),
-      onChange: () => {
+      onChange: (type, lease) => {
+        // Each Lease decoded once per change: a pass over 10,000 nodes decodes none.
+        this.fleet.setLease(lease.metadata.name, type === 'DELETED' ? undefined : stateFromLease(lease));
         this.changed('leases');
       },
     });
@@ -221,7 +226,9 @@ export class RolloutController {
       resource: 'nodes',
       // A Node's status heartbeat changes nothing here: only a Node coming or going does (labels
       // matter when a rollout plans its waves, which a ConfigMap change starts).
-      onChange: (type) => {
+      onChange: (type, n) => {
+        if (type === 'DELETED') this.fleet.deleteNode(n.metadata.name);
+        else this.fleet.setNode(fleetNodeOf(n));
         if (type !== 'MODIFIED') this.changed('nodes');
       },
     });
@@ -364,28 +371,18 @@ export class RolloutController {
     }
     const rawRequest = candidateObject?.metadata.annotations?.[ROLLOUT_REQUEST_ANNOTATION];
     const request: RolloutRequest | undefined = requestOf(candidateObject);
-    const nodes: FleetNode[] = this.nodes.list().map((n) => {
-      let node = this.fleetNodeOf.get(n);
-      if (node === undefined) {
-        node = { name: n.metadata.name, ...(n.metadata.labels !== undefined ? { labels: n.metadata.labels } : {}) };
-        this.fleetNodeOf.set(n, node);
-      }
-      return node;
-    });
-    // Several Leases of one node (a copied instance): the freshest counts, as in `rollout status`.
-    const reports = new Map<string, PublishedState>();
-    for (const lease of this.leases.list()) {
-      let report = this.reportOf.get(lease);
-      if (report === undefined) {
-        report = stateFromLease(lease) ?? null;
-        this.reportOf.set(lease, report);
-      }
-      if (report === null) continue;
-      const seen = reports.get(report.node);
-      if (seen === undefined || (report.heartbeatAt ?? 0) > (seen.heartbeatAt ?? 0)) reports.set(report.node, report);
-    }
     return {
-      view: { now: this.deps.clock.now(), policy, desired, stable, state, request, nodes, reports },
+      view: {
+        now: this.deps.clock.now(),
+        policy,
+        desired,
+        stable,
+        state,
+        request,
+        nodes: this.fleet.nodes(),
+        reports: this.fleet.reports,
+        openWaves: (s, now) => this.fleet.openWaves(s, now),
+      },
       desired: desiredObject,
       stable: stableObject,
       candidate: candidateObject,

@@ -4,13 +4,18 @@
 // records. The service (controller.ts) reads, calls decide, writes, and calls it again until there
 // is nothing to do; every fact the next call needs is in the stored state, so a controller killed
 // at any point resumes from there.
-import type { AppliedResult, PublishedState } from '../fleet/applied-state.js';
+import type { PublishedState } from '../fleet/applied-state.js';
 import type { StagedRolloutPolicy } from './policy.js';
 import { describePolicy } from './policy.js';
 import type { ContentRef, Halt, RolloutRequest, RolloutState } from './state.js';
 import { ACTIVE_PHASES } from './state.js';
-import { planWaves, waveIndexOf } from './waves.js';
+import { isStale, walkOpenWaves } from './open-waves.js';
+import type { OpenWaveNode, OpenWaveProgress, OpenWaveSource } from './open-waves.js';
+import { planWaves } from './waves.js';
 import type { FleetNode, WavePlan } from './waves.js';
+
+export { nodeProgress } from './open-waves.js';
+export type { NodeProgress } from './open-waves.js';
 
 /** The operator's ConfigMap as the controller read it. */
 export interface DesiredContent extends ContentRef {
@@ -30,6 +35,8 @@ export interface RolloutView {
   readonly nodes: readonly FleetNode[];
   /** The agents' published states by node. */
   readonly reports: ReadonlyMap<string, PublishedState>;
+  /** The open waves' progress kept up to date (the controller's FleetIndex); absent: a walk of nodes and reports. */
+  readonly openWaves?: OpenWaveSource;
 }
 
 export interface RolloutEvent {
@@ -64,44 +71,6 @@ export const EVENT_REASONS = {
   adopted: 'RolloutStableAdopted',
 } as const;
 
-const NOT_APPLIED: readonly AppliedResult[] = ['rejected', 'refused', 'rolled-back', 'failed'];
-
-/** One node of an open wave against the candidate. */
-export type NodeProgress =
-  | { readonly kind: 'applied' }
-  | { readonly kind: 'pending'; readonly why: string }
-  | { readonly kind: 'failed'; readonly why: string }
-  | { readonly kind: 'gone' };
-
-/** Whether a node of an open wave runs the candidate healthily, waits, or halts the rollout. */
-export function nodeProgress(
-  node: string,
-  candidateHash: string,
-  report: PublishedState | undefined,
-  exists: boolean,
-  now: number,
-): NodeProgress {
-  if (!exists) return { kind: 'gone' };
-  if (report === undefined) return { kind: 'pending', why: 'no status Lease yet' };
-  if (isStale(report, now))
-    return { kind: 'failed', why: `its heartbeat is stale (last ${new Date(report.heartbeatAt ?? 0).toISOString()})` };
-  if (report.appliedHash === candidateHash) {
-    const errors = report.errorsSinceApply ?? 0;
-    if (errors > 0)
-      return {
-        kind: 'failed',
-        why: `${String(errors)} discovery or cleanup error${errors === 1 ? '' : 's'} since it applied the candidate`,
-      };
-    return { kind: 'applied' };
-  }
-  if (NOT_APPLIED.includes(report.result) && report.candidateHash === candidateHash)
-    return {
-      kind: 'failed',
-      why: `${report.result} the candidate${report.reason !== undefined ? `: ${report.reason}` : ''}`,
-    };
-  return { kind: 'pending', why: `runs ${report.appliedHash.slice(0, 15)}` };
-}
-
 /** `1 node`, `3 nodes`. */
 function nodeCount(n: number): string {
   return `${String(n)} ${n === 1 ? 'node' : 'nodes'}`;
@@ -113,10 +82,6 @@ function short(hash: string | undefined): string {
 
 function sameContent(a: ContentRef | undefined, b: ContentRef | undefined): boolean {
   return a !== undefined && b !== undefined && a.fingerprint === b.fingerprint;
-}
-
-function isStale(report: PublishedState, now: number): boolean {
-  return report.heartbeatAt !== undefined && report.staleAfterMs > 0 && now - report.heartbeatAt > report.staleAfterMs;
 }
 
 /**
@@ -150,24 +115,11 @@ function withoutBake(state: RolloutState, alsoHalt = false): RolloutState {
   return copy as RolloutState;
 }
 
-/**
- * The nodes of the open waves the rollout waits for, with their wave: each Node whose wave is
- * open and whose agent runs or ran since the rollout started (a status Lease not already stale
- * when it started). A Node without an agent runs stable, as at the start (runningNodes); one that
- * joins later is in its wave by rank and counts once its agent publishes.
- */
-type OpenWaveNode = { readonly node: string; readonly wave: number };
-
-function openWaveNodes(view: RolloutView, state: RolloutState): OpenWaveNode[] {
-  const found: { node: string; wave: number }[] = [];
-  for (const { name } of view.nodes) {
-    const report = view.reports.get(name);
-    if (report === undefined || staleBefore(report, state.startedAt)) continue;
-    const wave = waveIndexOf(state.waves, name);
-    if (wave !== undefined && wave < state.opened) found.push({ node: name, wave });
-  }
-  // In wave order, then by name: the first failure or pending node reported is the same whatever the list order.
-  return found.sort((a, b) => a.wave - b.wave || (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+/** The open waves' progress of `state` now, from the view's index or a walk of its nodes. */
+function openWavesOf(view: RolloutView, state: RolloutState): OpenWaveProgress {
+  return view.openWaves !== undefined
+    ? view.openWaves(state, view.now)
+    : walkOpenWaves(view.nodes, view.reports, state, view.now);
 }
 
 /** The nodes of the open waves by their progress on the candidate (the controller's gauge). */
@@ -175,31 +127,8 @@ export function openWaveCounts(
   view: RolloutView,
   state: RolloutState,
 ): { readonly applied: number; readonly pending: number; readonly failed: number } {
-  const counts = { applied: 0, pending: 0, failed: 0 };
-  const hash = state.candidate.hash;
-  if (hash === undefined) return counts;
-  for (const { node } of openWaveNodes(view, state)) {
-    const p = nodeProgress(node, hash, view.reports.get(node), true, view.now);
-    if (p.kind !== 'gone') counts[p.kind] += 1;
-  }
-  return counts;
-}
-
-/** Whether the report had gone stale before `at`. */
-function staleBefore(report: PublishedState, at: number): boolean {
-  return report.heartbeatAt !== undefined && report.staleAfterMs > 0 && report.heartbeatAt + report.staleAfterMs < at;
-}
-
-/** When the first node of the open waves whose heartbeat is fresh now turns stale (a halt to notice). */
-function nextStaleAt(view: RolloutView, open: readonly OpenWaveNode[]): number | undefined {
-  let next: number | undefined;
-  for (const { node } of open) {
-    const r = view.reports.get(node);
-    if (r?.heartbeatAt === undefined || r.staleAfterMs <= 0 || isStale(r, view.now)) continue;
-    const at = r.heartbeatAt + r.staleAfterMs + 1;
-    next = next === undefined ? at : Math.min(next, at);
-  }
-  return next;
+  const { applied, pending, failed } = openWavesOf(view, state);
+  return { applied, pending, failed };
 }
 
 function earliest(a: number, b: number | undefined): number {
@@ -404,28 +333,8 @@ function applyRequest(view: RolloutView, state: RolloutState, request: RolloutRe
   }
 }
 
-/** The open waves' progress: the first failure, or whether every node applied. */
-function progressOf(
-  view: RolloutView,
-  state: RolloutState,
-  open: readonly OpenWaveNode[],
-): {
-  readonly failed?: Halt;
-  readonly allApplied: boolean;
-  readonly firstPending?: { node: string; why: string; wave: number };
-} {
-  const hash = state.candidate.hash ?? '';
-  let allApplied = true;
-  let firstPending: { node: string; why: string; wave: number } | undefined;
-  for (const { node, wave } of open) {
-    const p = nodeProgress(node, hash, view.reports.get(node), true, view.now);
-    if (p.kind === 'failed') return { failed: { wave, node, reason: p.why, at: view.now }, allApplied: false };
-    if (p.kind === 'pending') {
-      allApplied = false;
-      firstPending ??= { node, why: p.why, wave };
-    }
-  }
-  return { allApplied, ...(firstPending !== undefined ? { firstPending } : {}) };
+function haltAt(failure: OpenWaveNode, now: number): Halt {
+  return { wave: failure.wave, node: failure.node, reason: failure.why, at: now };
 }
 
 function haltWith(view: RolloutView, state: RolloutState, halt: Halt): RolloutDecision {
@@ -457,22 +366,21 @@ function haltWith(view: RolloutView, state: RolloutState, halt: Halt): RolloutDe
 
 function advance(view: RolloutView, state: RolloutState): RolloutDecision {
   const { now, policy } = view;
-  // One walk of the fleet for this decision: the progress and the next heartbeat to watch.
-  const open = openWaveNodes(view, state);
-  const progress = progressOf(view, state, open);
-  if (progress.failed !== undefined) return haltWith(view, state, progress.failed);
+  const progress = openWavesOf(view, state);
+  if (progress.firstFailure !== undefined) return haltWith(view, state, haltAt(progress.firstFailure, now));
   if (state.phase === 'paused') return NONE;
-  if (!progress.allApplied) {
+  if (progress.pending > 0) {
     const deadline = state.waveOpenedAt + policy.progressDeadlineMs;
-    const pending = progress.firstPending;
-    if (now >= deadline && pending !== undefined)
+    // Only a deadline passed needs the first pending node (finding it may look at every one).
+    const pending: OpenWaveNode | undefined = now >= deadline ? progress.firstPending() : undefined;
+    if (pending !== undefined)
       return haltWith(view, state, {
         wave: pending.wave,
         node: pending.node,
         reason: `did not apply the candidate within ${String(policy.progressDeadlineMs / 1000)}s of its wave opening (${pending.why})`,
         at: now,
       });
-    return { ...NONE, wakeAt: earliest(deadline, nextStaleAt(view, open)) };
+    return { ...NONE, wakeAt: earliest(deadline, progress.nextStaleAt) };
   }
   // Without a bake, the next wave opens at once (no write of a bake that ends when it starts).
   if (state.bakeStartedAt === undefined && policy.bakeMs > 0)
@@ -483,7 +391,7 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
       wakeAt: now + policy.bakeMs,
     };
   const bakeEnds = (state.bakeStartedAt ?? now) + policy.bakeMs;
-  if (now < bakeEnds) return { ...NONE, wakeAt: earliest(bakeEnds, nextStaleAt(view, open)) };
+  if (now < bakeEnds) return { ...NONE, wakeAt: earliest(bakeEnds, progress.nextStaleAt) };
   if (state.opened >= state.waves.length)
     return complete(
       state,

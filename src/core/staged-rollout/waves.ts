@@ -132,9 +132,22 @@ export function planWaves(policy: StagedRolloutPolicy, nodes: readonly FleetNode
   return { ok: true, waves, members };
 }
 
+const listedSets = new WeakMap<Wave, ReadonlySet<string>>();
+
+/** A wave's listed nodes as a set (a selector canary lists up to MAX_LISTED_NODES: no scan per lookup). */
+function listedIn(wave: Wave): ReadonlySet<string> | undefined {
+  if (wave.nodes === undefined) return undefined;
+  let set = listedSets.get(wave);
+  if (set === undefined) {
+    set = new Set(wave.nodes);
+    listedSets.set(wave, set);
+  }
+  return set;
+}
+
 /** The index of the wave `node` belongs to: a wave listing it, else the first whose bound its rank is under. */
 export function waveIndexOf(waves: readonly Wave[], node: string): number | undefined {
-  const listed = waves.findIndex((w) => w.nodes?.includes(node) === true);
+  const listed = waves.findIndex((w) => listedIn(w)?.has(node) === true);
   if (listed >= 0) return listed;
   const rank = nodeRank(node);
   const i = waves.findIndex((w) => w.upTo !== undefined && rank <= w.upTo);
