@@ -1,7 +1,8 @@
 // What a staged rollout costs in-process as the fleet grows (issue 35): the stored state's bytes
 // (format 2, rank bounds) beside what format 1 (every node listed) would have been, the plan, one
 // controller pass (building the view from cached Leases and deciding) with the Leases decoded once
-// and decoded every pass, and `rollout status`'s classification of every node. No apiserver: the
+// and decoded every pass, the pass one Lease change costs with the controller's FleetIndex and the
+// index's rebuild when a wave opens, and `rollout status`'s classification of every node. No apiserver: the
 // functions the controller and the command call, on the same inputs, timed as medians of several
 // runs in one process. Not a timed test.
 //
@@ -12,6 +13,7 @@ import type { PublishedState } from '../src/core/fleet/applied-state.js';
 import { summarizeRollout } from '../src/core/fleet/rollout.js';
 import type { Lease } from '../src/core/kube/objects.js';
 import { decide } from '../src/core/staged-rollout/decide.js';
+import { FleetIndex } from '../src/core/staged-rollout/fleet-index.js';
 import type { RolloutView } from '../src/core/staged-rollout/decide.js';
 import { DEFAULT_POLICY } from '../src/core/staged-rollout/policy.js';
 import { encodeRolloutState } from '../src/core/staged-rollout/state.js';
@@ -89,6 +91,48 @@ function fleetMidRollout(n: number): { names: string[]; state: RolloutState; lea
   return { names, state, leases, members: plan.members.map((m) => [...m]) };
 }
 
+/**
+ * The controller as it runs now: a FleetIndex fed every Lease once, then one Lease changing (a node
+ * applying the candidate, then back) and the pass it triggers; and the index's rebuild when the
+ * rollout's plan changes (the walk it does once per wave opened).
+ */
+function perEvent(
+  leases: readonly Lease[],
+  nodes: readonly { name: string }[],
+  state: RolloutState,
+): { onePerEvent: number; rebuild: number } {
+  const index = new FleetIndex();
+  for (const n of nodes) index.setNode(n);
+  for (const l of leases) index.setLease(l.metadata.name, stateFromLease(l));
+  const view = (): RolloutView => ({
+    now: T0 + 1000,
+    policy: DEFAULT_POLICY,
+    desired: CANDIDATE,
+    stable: STABLE,
+    state,
+    request: undefined,
+    nodes: index.nodes(),
+    reports: index.reports,
+    openWaves: (s, now) => index.openWaves(s, now),
+  });
+  decide(view());
+  const pending = leases.map((l) => stateFromLease(l)).find((r) => r?.appliedHash === STABLE.hash);
+  const lease = leases.find((l) => stateFromLease(l)?.node === pending?.node);
+  if (pending === undefined || lease === undefined) throw new Error('no node on stable');
+  let flip = false;
+  const onePerEvent = time(RUNS * 20, () => {
+    flip = !flip;
+    index.setLease(lease.metadata.name, { ...pending, appliedHash: flip ? CANDIDATE.hash : STABLE.hash });
+    decide(view());
+  });
+  let startedAt = T0;
+  const rebuild = time(RUNS, () => {
+    startedAt += 1;
+    index.openWaves({ ...state, startedAt }, T0 + 1000);
+  });
+  return { onePerEvent, rebuild };
+}
+
 function measure(n: number): Record<string, string> {
   const { names, state, leases, members } = fleetMidRollout(n);
   const nodes = names.map((name) => ({ name }));
@@ -112,6 +156,7 @@ function measure(n: number): Record<string, string> {
   };
   const passCached = time(RUNS, () => decide(viewFrom(false)));
   const passDecoding = time(RUNS, () => decide(viewFrom(true)));
+  const { onePerEvent, rebuild } = perEvent(leases, nodes, state);
   const reports = [...decoded.values()].filter((r) => r !== undefined);
   const staged = { namespace: 'kube-system', name: 'lvp-config', state, stable: STABLE };
   const scope = { namespace: 'kube-system', instance: 'lvp' };
@@ -124,6 +169,8 @@ function measure(n: number): Record<string, string> {
     'plan the waves (ms)': planMs.toFixed(1),
     'controller pass, Leases decoded once (ms)': passCached.toFixed(1),
     'controller pass, every Lease decoded (ms)': passDecoding.toFixed(1),
+    'one Lease changed → a pass, with the FleetIndex (ms)': onePerEvent.toFixed(3),
+    'the FleetIndex rebuilt (a wave opened or a rollout started) (ms)': rebuild.toFixed(1),
     'rollout status: classify every node (ms)': status.toFixed(1),
   };
 }
