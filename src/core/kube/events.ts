@@ -6,6 +6,7 @@
 // the queue stays at its bound: the oldest events are dropped and counted (client-go's
 // broadcaster also queues at most 1000 and drops when full), with a warning at most once a
 // minute, so a slow API never grows the agent's memory. Events are best effort by design.
+import { createHash } from 'node:crypto';
 import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
@@ -40,6 +41,18 @@ const DROP_LOG_INTERVAL_MS = 60_000;
 /** How long an identical event is suppressed by default. */
 const DEFAULT_REPEAT_AFTER_MS = 10 * 60_000;
 
+/**
+ * What makes two events the same, as a digest: the map that suppresses repeats keeps up to
+ * maxTracked of them, and under reload churn every reload's event is new (~300 bytes of text each,
+ * built by concatenation) where the digest is 27 characters.
+ */
+function repeatKey(object: ObjectReference, reason: string, message: string): string {
+  return createHash('sha256')
+    .update(`${object.kind ?? ''}/${object.namespace ?? ''}/${object.name ?? ''}/${object.uid ?? ''}/${reason}/${message}`)
+    .digest('base64')
+    .slice(0, 27);
+}
+
 export class EventRecorder implements EventSink {
   private readonly lastSent = new Map<string, number>();
   private readonly queue: CoreEvent[] = [];
@@ -61,7 +74,7 @@ export class EventRecorder implements EventSink {
 
   record(object: ObjectReference, type: 'Normal' | 'Warning', reason: string, message: string): void {
     const { clock } = this.options;
-    const key = `${object.kind ?? ''}/${object.namespace ?? ''}/${object.name ?? ''}/${object.uid ?? ''}/${reason}/${message}`;
+    const key = repeatKey(object, reason, message);
     const now = clock.now();
     const repeatAfter = this.options.repeatAfterMs ?? DEFAULT_REPEAT_AFTER_MS;
     const last = this.lastSent.get(key);
@@ -97,7 +110,7 @@ export class EventRecorder implements EventSink {
   /**
    * Keeps lastSent to the keys that still suppress a repeat (sent since `before`), and at most
    * maxTracked. Every reload's event is new (its message names the generation), so without the
-   * expiry the map would hold maxTracked keys of ~300 bytes under reload churn.
+   * expiry the map would hold maxTracked keys under reload churn.
    */
   private forgetOld(before: number): void {
     const max = this.options.maxTracked ?? 2000;
