@@ -48,7 +48,9 @@ const DEFAULT_REPEAT_AFTER_MS = 10 * 60_000;
  */
 function repeatKey(object: ObjectReference, reason: string, message: string): string {
   return createHash('sha256')
-    .update(`${object.kind ?? ''}/${object.namespace ?? ''}/${object.name ?? ''}/${object.uid ?? ''}/${reason}/${message}`)
+    .update(
+      `${object.kind ?? ''}/${object.namespace ?? ''}/${object.name ?? ''}/${object.uid ?? ''}/${reason}/${message}`,
+    )
     .digest('base64')
     .slice(0, 27);
 }
