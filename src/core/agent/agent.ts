@@ -347,6 +347,7 @@ export class Agent implements AdminTarget {
       logger: this.logger,
       metrics: this.reloadMetrics,
       applied: loaded,
+      staged: this.source.status().configured.kind === 'staged',
       ...(options.reloadGuard !== undefined ? { reloadGuard: options.reloadGuard } : {}),
       ...(options.drainTimeoutMs !== undefined ? { drainTimeoutMs: options.drainTimeoutMs } : {}),
       ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),

@@ -56,6 +56,8 @@ export interface ReloadMachineOptions {
   /** The config the first generation serves. */
   readonly applied: LoadedConfig;
   readonly reloadGuard?: ReloadGuardPolicy;
+  /** The config comes from a staged rollout's copies: a refusal's advice is the rollout's, not a reload's. */
+  readonly staged?: boolean;
   /** Longest wait for the old generation to stop (default 10 s). */
   readonly drainTimeoutMs?: number;
   /** Longest wait for a new generation's caches to sync before rolling back (default 30 s). */
@@ -142,6 +144,7 @@ export class ReloadMachine {
   private readonly policy: ReloadGuardPolicy;
   private readonly drainTimeoutMs: number;
   private readonly startTimeoutMs: number;
+  private readonly staged: boolean;
   private appliedConfig: LoadedConfig;
   private diskHash: string | undefined;
   private last: ReloadResult | undefined;
@@ -163,6 +166,7 @@ export class ReloadMachine {
     this.policy = options.reloadGuard ?? DEFAULT_RELOAD_GUARD_POLICY;
     this.drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
     this.startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+    this.staged = options.staged ?? false;
     this.appliedConfig = options.applied;
     this.diskHash = options.applied.hash;
   }
@@ -356,7 +360,12 @@ export class ReloadMachine {
     changes: readonly ReloadChange[],
   ): ReloadState {
     const command = allowCommand(verdict.needs);
-    const error = `${guardReason(verdict)} was refused; generation ${String(this.host.current().number)} keeps serving ${this.appliedConfig.hash}. Apply it with \`${command}\` or by restarting the agent`;
+    // Under a staged rollout the refusal halts it and the node returns to stable: a reload or a
+    // restart of this agent would then apply stable, not this candidate.
+    const advice = this.staged
+      ? 'Under a staged rollout this halts it; to roll the change out, `provisioner rollout promote` it and restart the agents (start-up is not guarded), or set their guard to warn or apply'
+      : `Apply it with \`${command}\` or by restarting the agent`;
+    const error = `${guardReason(verdict)} was refused; generation ${String(this.host.current().number)} keeps serving ${this.appliedConfig.hash}. ${advice}`;
     const first = this.refusedHash !== loaded.hash;
     this.refusedHash = loaded.hash;
     this.logger.log(first ? 'warn' : 'info', 'config refused by the reload guard: the running config stays', {

@@ -202,16 +202,21 @@ function startRollout(
     };
   }
   const first = plan.waves[0];
+  // An operator's pause holds across a new apply: the new rollout waits, no wave open, for `resume`.
+  const paused = previous?.phase === 'paused';
+  const opening = paused
+    ? 'paused, as the rollout it supersedes was: no wave opens until `rollout resume`'
+    : `${first?.name ?? 'no wave'} opened (${nodeCount(first?.size ?? 0)})`;
   events.push({
     type: 'Normal',
     reason: EVENT_REASONS.started,
-    message: `rollout of ${short(desired.hash)} started (${describePolicy(view.policy)}): ${String(plan.waves.length)} waves over ${String(running.length)} nodes running an agent; ${first?.name ?? 'no wave'} opened (${nodeCount(first?.size ?? 0)})`,
+    message: `rollout of ${short(desired.hash)} started (${describePolicy(view.policy)}): ${String(plan.waves.length)} waves over ${String(running.length)} nodes running an agent; ${opening}`,
   });
+  const progress = paused
+    ? { phase: 'paused' as const, opened: 0, message: 'paused (carried over from the superseded rollout)' }
+    : { phase: 'progressing' as const, opened: Math.min(1, plan.waves.length) };
   return {
-    state: {
-      state: { ...base, phase: 'progressing', waves: plan.waves, opened: Math.min(1, plan.waves.length) },
-      content: 'desired',
-    },
+    state: { state: { ...base, ...progress, waves: plan.waves }, content: 'desired' },
     clearRequest: true,
     events,
     wakeAt: now,
@@ -415,6 +420,30 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
   };
 }
 
+/** An invalid candidate replaced by the stable content: the rollout that never started ends (as docs say). */
+function invalidReverted(state: RolloutState, stable: ContentRef, now: number): RolloutDecision {
+  return {
+    state: {
+      state: {
+        ...state,
+        candidate: stable,
+        phase: 'aborted',
+        updatedAt: now,
+        message: 'the invalid ConfigMap was set back to the stable config',
+      },
+      content: 'desired',
+    },
+    clearRequest: true,
+    events: [
+      {
+        type: 'Normal',
+        reason: EVENT_REASONS.aborted,
+        message: `the ConfigMap that did not parse is back to the stable config ${short(stable.hash)}; no node applied it`,
+      },
+    ],
+  };
+}
+
 /** A state with nothing in flight: `ref` is candidate and stable alike. */
 function settled(ref: ContentRef, now: number, message?: string): RolloutState {
   return {
@@ -498,6 +527,7 @@ export function decide(view: RolloutView): RolloutDecision {
   }
   if (desired !== undefined && desired.fingerprint !== state.candidate.fingerprint) {
     if (sameContent(desired, stable)) {
+      if (state.phase === 'invalid') return invalidReverted(state, stable, now);
       if (!ACTIVE_PHASES.includes(state.phase))
         return {
           state: {

@@ -82,6 +82,7 @@ async function until(check: () => boolean, what: string): Promise<void> {
 interface Setup {
   initial?: string;
   reloadGuard?: ReloadGuardPolicy;
+  staged?: boolean;
   /** How each launched generation behaves (default: syncs at once). */
   onLaunch?: (generation: FakeGeneration) => void;
 }
@@ -135,6 +136,7 @@ function setup(options: Setup = {}) {
     drainTimeoutMs: DRAIN_MS,
     startTimeoutMs: START_MS,
     ...(options.reloadGuard !== undefined ? { reloadGuard: options.reloadGuard } : {}),
+    ...(options.staged !== undefined ? { staged: options.staged } : {}),
   });
   const metric = (series: string): string | undefined =>
     new RegExp(`^local_volume_provisioner_${series.replace(/[{}]/gu, '\\$&')} (\\S+)$`, 'mu').exec(
@@ -292,6 +294,15 @@ describe('the reload state machine', () => {
     assert.equal(allowed.outcome, 'applied');
     assert.equal(t.machine.rejected, undefined);
     assert.equal(t.metric('config_reload_refused'), '0');
+  });
+
+  it('under a staged rollout a refusal advises the rollout’s way (promote, then restart), not a reload of this node', async () => {
+    const t = setup({ initial: `${FAST}${SLOW}`, staged: true });
+    const r = await t.machine.request({ trigger: 'fs' }, readOf(FAST));
+    assert.equal(r.outcome, 'refused');
+    assert.match(r.error ?? '', /would orphan existing PVs \(storageClassMap\.slow\)/u);
+    assert.match(r.error ?? '', /`provisioner rollout promote` it and restart the agents/u);
+    assert.doesNotMatch(r.error ?? '', /reload --allow|by restarting the agent/u);
   });
 
   it('policy warn applies a guarded change with a warning per change and a Warning event', async () => {

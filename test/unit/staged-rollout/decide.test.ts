@@ -312,6 +312,31 @@ describe('staged rollout decide()', () => {
     assert.equal(names(10).filter((n) => runsCandidate(f.state, n)).length, 1);
   });
 
+  it('a new apply while paused starts the new rollout paused, no wave open; resume opens its canary', () => {
+    const f = new Fleet(names(10));
+    f.step();
+    f.request = { action: 'pause', candidate: f.state?.candidate.fingerprint ?? '', at: f.now };
+    f.apply(decide(f.view()));
+    assert.equal(f.state?.phase, 'paused');
+    f.desired = OTHER;
+    const d = decide(f.view());
+    f.apply(d);
+    assert.equal(f.state?.phase, 'paused');
+    assert.equal(f.state?.candidate.fingerprint, OTHER.fingerprint);
+    assert.equal(f.state?.opened, 0);
+    assert.ok(f.events.includes(EVENT_REASONS.superseded));
+    assert.match(d.events.find((e) => e.reason === EVENT_REASONS.started)?.message ?? '', /paused, as the rollout/);
+    assert.equal(names(10).filter((n) => runsCandidate(f.state, n)).length, 0, 'no node runs the new candidate');
+    // it stays paused whatever the nodes do
+    f.step();
+    assert.equal(f.state?.phase, 'paused');
+    f.request = { action: 'resume', candidate: OTHER.fingerprint, at: f.now };
+    f.apply(decide(f.view()));
+    assert.equal(f.state?.phase, 'progressing');
+    assert.equal(f.state?.opened, 1);
+    assert.equal(names(10).filter((n) => runsCandidate(f.state, n)).length, f.state?.waves[0]?.size);
+  });
+
   it('the ConfigMap set back to stable ends the rollout: every node runs stable', () => {
     const f = new Fleet(names(5));
     f.step();
@@ -328,6 +353,26 @@ describe('staged rollout decide()', () => {
     assert.equal(f.state?.phase, 'invalid');
     assert.ok(f.events.includes(EVENT_REASONS.invalid));
     assert.ok(names(3).every((n) => !runsCandidate(f.state, n)));
+  });
+
+  it('an invalid ConfigMap set back to stable ends as aborted, with RolloutAborted (as the docs say)', () => {
+    const f = new Fleet(names(3));
+    f.desired = { fingerprint: h('4'), invalidReason: 'storageClassMap: not a map' };
+    f.apply(decide(f.view()));
+    assert.equal(f.state?.phase, 'invalid');
+    f.desired = { ...STABLE };
+    const d = decide(f.view());
+    f.apply(d);
+    assert.equal(f.state?.phase, 'aborted');
+    assert.equal(f.state?.candidate.fingerprint, STABLE.fingerprint);
+    assert.deepEqual(
+      d.events.map((e) => e.reason),
+      [EVENT_REASONS.aborted],
+    );
+    assert.match(d.events[0]?.message ?? '', /did not parse is back to the stable config/);
+    assert.ok(names(3).every((n) => !runsCandidate(f.state, n)));
+    // and it stays so: nothing more to decide
+    assert.equal(decide(f.view()).state, undefined);
   });
 
   it('the same config in other bytes becomes stable without a rollout', () => {
