@@ -6,7 +6,7 @@
 // repository's node_modules: the install lives under the temp dir, and so does every cwd.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join, relative } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
@@ -144,7 +144,7 @@ void describe('the CLI packed, installed into an empty directory and run as a us
     tarball = join(packDir, packed.filename);
     packedFiles = packed.files.map((f) => f.path).sort();
 
-    // As README says: `npm install --omit=dev` of the tarball into a directory of its own.
+    // As README says: the tarball installed into a directory of its own (--omit=dev: only what runs).
     // --prefer-offline: from npm's cache when it has what is needed, else the registry.
     const install = await run(
       'npm',
@@ -331,10 +331,21 @@ void describe('the CLI packed, installed into an empty directory and run as a us
       parsed.nodes.map((n) => [n.node, n.state]),
       [[NODE, 'in-sync']],
     );
-    // Without a kubeconfig it cannot read the cluster: exit 5, one line saying why.
-    const none = await provisioner([...args, '--config', configDir], { KUBECONFIG: join(root, 'no-such-kubeconfig') });
+    // No KUBECONFIG: ~/.kube/config, as kubectl (a laptop's usual setup).
+    const home = join(root, 'home');
+    mkdirSync(join(home, '.kube'), { recursive: true });
+    copyFileSync(kubeconfig, join(home, '.kube/config'));
+    const fromHome = await provisioner([...args, '--config', configDir], { HOME: home, KUBECONFIG: undefined });
+    assert.equal(fromHome.code, 0, fromHome.stdout + fromHome.stderr);
+    assert.match(fromHome.stdout, /^rollout complete: 1 of 1 nodes apply/u);
+    // Neither, outside a pod: exit 5, one line saying what was looked for.
+    const none = await provisioner([...args, '--config', configDir], {
+      HOME: work,
+      KUBECONFIG: undefined,
+      KUBERNETES_SERVICE_HOST: undefined,
+    });
     assert.equal(none.code, 5, none.stdout + none.stderr);
-    assert.match(none.stderr, /^error: /u);
+    assert.match(none.stderr, /^error: cannot connect to the cluster: .*no kubeconfig: .*~\/\.kube\/config/u);
     assert.ok(relative(prefix, bin).startsWith('node_modules'), 'ran the installed bin');
   });
 });
