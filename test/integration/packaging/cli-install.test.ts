@@ -264,6 +264,12 @@ void describe('the CLI packed, installed into an empty directory and run as a us
     assert.equal(same.code, 0, same.stdout + same.stderr);
   });
 
+  void it('simulate --demo: the agent code from the installed bundle, no cluster', async () => {
+    const demo = await provisioner(['simulate', '--demo']);
+    assert.equal(demo.code, 0, demo.stdout + demo.stderr);
+    assert.match(demo.stdout, /^Result: all \d+ expectations passed\.$/mu);
+  });
+
   void it('rollout status with a kubeconfig against the real apiserver: an agent started from the install, in sync (exit 0)', async () => {
     cluster = new RestCluster({ connection: await loadKubeconfig(kubeconfig) });
     await cluster.nodes.create({
