@@ -1,7 +1,7 @@
 // The CLI as an operator installs it on a laptop (README "Install the CLI", docs/install.md#the-cli-on-a-laptop):
 // `npm pack` of the built project, the tarball installed with `npm install --omit=dev` into an empty
 // directory, and the installed `provisioner` run as a process from another empty directory: --help,
-// diff-config on two files, and `rollout status` against the real apiserver with a kubeconfig (the
+// diff-config on two files, simulate --demo, and `rollout status` against the real apiserver with a kubeconfig (the
 // agent it reads is started from the installed package too). Nothing here can reach the
 // repository's node_modules: the install lives under the temp dir, and so does every cwd.
 import assert from 'node:assert/strict';
@@ -192,7 +192,7 @@ void describe('the CLI packed, installed into an empty directory and run as a us
     for (const path of packedFiles) {
       assert.match(
         path,
-        /^(package\.json|README\.md|oclif\.manifest\.json|bin\/run\.js|dist\/src\/cli\/(commands|run-lean)\.js|dist\/src\/cli\/chunks\/[\w-]+\.js)$/u,
+        /^(package\.json|README\.md|LICEN[CS]E(\.\w+)?|oclif\.manifest\.json|bin\/run\.js|dist\/src\/cli\/(commands|run-lean)\.js|dist\/src\/cli\/chunks\/[\w-]+\.js)$/u,
         `packed: ${path}`,
       );
     }
