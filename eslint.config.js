@@ -84,11 +84,6 @@ const OVER_BUDGET = [
     why: 'handleDue: the steps of one node cleanup, not split yet',
   },
   {
-    file: 'src/core/node-cleanup/service.ts',
-    lines: 100,
-    why: 'startNodeCleanup: to share one leader-elected service runner with the rollout controller',
-  },
-  {
     file: 'src/core/node/linux-change-watch.ts',
     lines: 86,
     why: 'watchLinuxChanges: the findmnt and udev watches with their restarts, not split yet',
@@ -113,11 +108,6 @@ const OVER_BUDGET = [
     file: 'src/core/simulate/run.ts',
     lines: 109,
     why: 'setup: the replay world assembled in one place (the dependency bag)',
-  },
-  {
-    file: 'src/core/staged-rollout/service.ts',
-    lines: 104,
-    why: 'startRolloutController: to share one leader-elected service runner with node-cleanup',
   },
   {
     file: 'src/render/simulate-timeline.ts',
