@@ -1,54 +1,23 @@
-// Assembles `provisioner rollout controller`: the real cluster, the service, signals; keeps the
-// process alive until SIGTERM/SIGINT, then stops it (releasing the leader lease) within a deadline.
-import { systemClock } from '../core/clock.js';
+// Assembles `provisioner rollout controller` (run-elected-service.ts: the cluster, the service,
+// signals).
 import type { RolloutControllerServiceOptions } from '../core/staged-rollout/service.js';
 import { startRolloutController } from '../core/staged-rollout/service.js';
-import { connectCluster } from './cluster-connection.js';
-import type { Product } from './cluster-connection.js';
-import { stopWithin, untilStopSignal } from './lifecycle.js';
-import { StderrLogger } from './logger.js';
+import { leaseIn, runElectedProcess } from './run-elected-service.js';
+import type { RunElectedProcessOptions } from './run-elected-service.js';
 
-export interface RunRolloutControllerOptions {
-  /** An empty settings.namespace or lease namespace: the kubeconfig context's, else default. */
-  readonly service: RolloutControllerServiceOptions;
-  readonly product: Product;
-  readonly kubeconfig: string | undefined;
-  readonly inCluster: { readonly host: string | undefined; readonly port: string | undefined };
-  readonly qps: number;
-  readonly burst: number;
-  readonly shutdownTimeoutMs: number;
-  readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
-  readonly logFormat: 'text' | 'json';
-}
+/** An empty settings.namespace or lease namespace: the kubeconfig context's, else default. */
+export type RunRolloutControllerOptions = RunElectedProcessOptions<RolloutControllerServiceOptions>;
 
 export async function runRolloutControllerProcess(options: RunRolloutControllerOptions): Promise<void> {
-  const logger = new StderrLogger(options.logLevel, options.logFormat);
-  const rest = await connectCluster({
-    kubeconfig: options.kubeconfig,
-    inCluster: options.inCluster,
-    qps: options.qps,
-    burst: options.burst,
-    clock: systemClock,
-    product: options.product,
-  });
-  const { stopped, uninstall } = untilStopSignal();
-  try {
-    const fallback = rest.contextNamespace ?? 'default';
-    const { settings, leaderElection: election } = options.service;
-    const service = await startRolloutController(
+  await runElectedProcess(options, (service, deps, fallback) => {
+    const { settings } = service;
+    return startRolloutController(
       {
-        ...options.service,
+        ...service,
         settings: settings.namespace !== '' ? settings : { ...settings, namespace: fallback },
-        leaderElection:
-          election === undefined || election.namespace !== '' ? election : { ...election, namespace: fallback },
+        leaderElection: leaseIn(service.leaderElection, fallback),
       },
-      { cluster: rest, clock: systemClock, logger },
+      deps,
     );
-    const signal = await stopped;
-    logger.log('info', 'stopping', { signal });
-    await stopWithin(service.stop(), options.shutdownTimeoutMs, logger);
-  } finally {
-    uninstall();
-    rest.close();
-  }
+  });
 }

@@ -1,7 +1,6 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
-import { errorMessage } from '../core/unknown-values.js';
 import { kubeconfigFlag, leaderElectFlags, logFlags, metricsPathFlag, rateLimitFlags } from './flags.js';
 
 export default class NodeCleanup extends ProvisionerCommand {
@@ -81,41 +80,18 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
           `--storageclass-names: ${JSON.stringify(name)} is not a StorageClass name: ${problems.join('; ')}`,
         );
     }
-    if (!flags['metrics-path'].startsWith('/'))
-      throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
-    if (flags['listen-address'] !== '') {
-      const { parseListenAddress } = await import('../core/agent/http.js');
-      try {
-        parseListenAddress(flags['listen-address']);
-      } catch (err) {
-        throw new UsageError(`--listen-address: ${errorMessage(err)}`);
-      }
-    }
-    const timing = {
-      leaseDurationMs: ms('leader-elect-lease-duration'),
-      renewDeadlineMs: ms('leader-elect-renew-deadline'),
-      retryPeriodMs: ms('leader-elect-retry-period'),
-    };
-    const { leaderElectionTimingProblem } = await import('../core/kube/leader-election.js');
-    const timingProblem = leaderElectionTimingProblem(timing);
-    if (timingProblem !== undefined) throw new UsageError(`--leader-elect-*: ${timingProblem}`);
-    const leaseName = flags['leader-elect-lease-name'];
-    const leaseNamespace = flags['leader-elect-lease-namespace'] ?? nonEmpty(process.env['POD_NAMESPACE']);
-    for (const [flag, value] of [
-      ['leader-elect-lease-name', leaseName],
-      ['leader-elect-lease-namespace', leaseNamespace],
-    ] as const) {
-      const problems = value === undefined ? [] : dns1123SubdomainErrors(value);
-      if (problems.length > 0) throw new UsageError(`--${flag}: ${problems.join('; ')}`);
-    }
-    const { hostname } = await import('node:os');
-    const { randomUUID } = await import('node:crypto');
-    const identity =
-      flags['leader-elect-identity'] ?? nonEmpty(process.env['POD_NAME']) ?? `${hostname()}_${randomUUID()}`;
+    const { electedOptions } = await import('../cli/elected-flags.js');
+    const common = await electedOptions(
+      flags,
+      { name: this.config.name, version: this.config.version },
+      process.env,
+      {},
+    );
     const { runNodeCleanupProcess } = await import('../cli/run-node-cleanup.js');
-    const { inClusterAddress } = await import('../cli/cluster-connection.js');
     await runNodeCleanupProcess({
+      ...common,
       service: {
+        ...common.service,
         settings: {
           storageClassNames: new Set(classes),
           gracePeriodMs: ms('pvc-deletion-delay', 'zero-or-positive'),
@@ -123,27 +99,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
           resyncMs: ms('resync', 'zero-or-positive'),
           dryRun: flags['dry-run'],
         },
-        listenAddress: flags['listen-address'],
-        metricsPath: flags['metrics-path'],
-        identity,
-        leaderElection: flags['leader-elect']
-          ? // '' is resolved once connected: the kubeconfig context's namespace, else default.
-            { name: leaseName, namespace: leaseNamespace ?? '', timing }
-          : undefined,
       },
-      product: { name: this.config.name, version: this.config.version },
-      kubeconfig: flags.kubeconfig,
-      inCluster: inClusterAddress(),
-      qps: flags['kube-api-qps'],
-      burst: flags['kube-api-burst'],
-      shutdownTimeoutMs: ms('shutdown-timeout'),
-      logLevel: flags['log-level'] as 'debug' | 'info' | 'warn' | 'error',
-      logFormat: flags['log-format'] as 'text' | 'json',
     });
     this.exit(0);
   }
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value === '' ? undefined : value;
 }

@@ -1,7 +1,6 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
-import { errorMessage } from '../core/unknown-values.js';
 import {
   DEFAULT_STATUS_NAME,
   STATUS_NAME_ENV,
@@ -121,43 +120,17 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       progressDeadline: flags['progress-deadline'],
       onHalt: flags['on-halt'],
     });
-    if (!flags['metrics-path'].startsWith('/'))
-      throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
-    if (flags['listen-address'] !== '') {
-      const { parseListenAddress } = await import('../core/agent/http.js');
-      try {
-        parseListenAddress(flags['listen-address']);
-      } catch (err) {
-        throw new UsageError(`--listen-address: ${errorMessage(err)}`);
-      }
-    }
-    const timing = {
-      leaseDurationMs: ms('leader-elect-lease-duration'),
-      renewDeadlineMs: ms('leader-elect-renew-deadline'),
-      retryPeriodMs: ms('leader-elect-retry-period'),
-    };
-    const { leaderElectionTimingProblem } = await import('../core/kube/leader-election.js');
-    const timingProblem = leaderElectionTimingProblem(timing);
-    if (timingProblem !== undefined) throw new UsageError(`--leader-elect-*: ${timingProblem}`);
+    const { electedOptions, nonEmpty } = await import('../cli/elected-flags.js');
     const namespace = flags.namespace ?? nonEmpty(process.env['POD_NAMESPACE']);
-    const leaseName = flags['leader-elect-lease-name'];
-    const leaseNamespace = flags['leader-elect-lease-namespace'] ?? namespace;
-    for (const [flag, value] of [
-      ['namespace', namespace],
-      ['leader-elect-lease-name', leaseName],
-      ['leader-elect-lease-namespace', leaseNamespace],
-    ] as const) {
-      const problems = value === undefined ? [] : dns1123SubdomainErrors(value);
-      if (problems.length > 0) throw new UsageError(`--${flag}: ${problems.join('; ')}`);
-    }
-    const { hostname } = await import('node:os');
-    const { randomUUID } = await import('node:crypto');
-    const identity =
-      flags['leader-elect-identity'] ?? nonEmpty(process.env['POD_NAME']) ?? `${hostname()}_${randomUUID()}`;
+    const common = await electedOptions(flags, { name: this.config.name, version: this.config.version }, process.env, {
+      namespace,
+      names: [['namespace', namespace]],
+    });
     const { runRolloutControllerProcess } = await import('../cli/run-rollout-controller.js');
-    const { inClusterAddress } = await import('../cli/cluster-connection.js');
     await runRolloutControllerProcess({
+      ...common,
       service: {
+        ...common.service,
         settings: {
           // '' is resolved once connected: the kubeconfig context's namespace, else default.
           namespace: namespace ?? '',
@@ -166,26 +139,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
           policy,
           resyncMs: ms('resync', 'zero-or-positive'),
         },
-        listenAddress: flags['listen-address'],
-        metricsPath: flags['metrics-path'],
-        identity,
-        leaderElection: flags['leader-elect']
-          ? { name: leaseName, namespace: leaseNamespace ?? '', timing }
-          : undefined,
       },
-      product: { name: this.config.name, version: this.config.version },
-      kubeconfig: flags.kubeconfig,
-      inCluster: inClusterAddress(),
-      qps: flags['kube-api-qps'],
-      burst: flags['kube-api-burst'],
-      shutdownTimeoutMs: ms('shutdown-timeout'),
-      logLevel: flags['log-level'] as 'debug' | 'info' | 'warn' | 'error',
-      logFormat: flags['log-format'] as 'text' | 'json',
     });
     this.exit(0);
   }
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value === '' ? undefined : value;
 }
