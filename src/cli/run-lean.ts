@@ -94,6 +94,7 @@ export function parseRunArgs(
     'mount-grace-period': required('mount-grace-period'),
     'create-concurrency': int('create-concurrency'),
     'cleanup-concurrency': int('cleanup-concurrency'),
+    'volume-stats-max-series': int('volume-stats-max-series'),
     'kube-api-qps': int('kube-api-qps'),
     'kube-api-burst': int('kube-api-burst'),
     kubeconfig: str('kubeconfig'),

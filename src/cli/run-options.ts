@@ -30,6 +30,7 @@ export interface RunFlagValues {
   readonly 'mount-grace-period': string;
   readonly 'create-concurrency': number;
   readonly 'cleanup-concurrency': number;
+  readonly 'volume-stats-max-series': number;
   readonly 'kube-api-qps': number;
   readonly 'kube-api-burst': number;
   readonly kubeconfig: string | undefined;
@@ -120,6 +121,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       mountGraceMs: ms('mount-grace-period', 'zero-or-positive'),
       createConcurrency: flags['create-concurrency'],
       cleanupConcurrency: flags['cleanup-concurrency'],
+      volumeStatsMaxSeries: flags['volume-stats-max-series'],
       jobImage: env['JOB_CONTAINER_IMAGE'],
       drainTimeoutMs: ms('drain-timeout'),
       reloadGuard: isReloadGuardPolicy(flags['reload-guard']) ? flags['reload-guard'] : DEFAULT_RELOAD_GUARD_POLICY,

@@ -7,6 +7,8 @@ import { registerProcessMetrics } from './process-metrics.js';
 import { MetricsRegistry } from './registry.js';
 import { nodeProcessHost } from '../process-host.js';
 import type { ProcessHost } from '../process-host.js';
+import { DEFAULT_VOLUME_SERIES_LIMIT, registerVolumeUsageMetrics } from './volume-usage.js';
+import type { VolumeUsageStore } from './volume-usage.js';
 
 const P = 'local_volume_provisioner';
 
@@ -42,6 +44,10 @@ export interface AgentMetrics {
    * generation's cache): an idle pass computes nothing for an agent nobody scrapes.
    */
   managedPersistentVolumes: () => Iterable<PersistentVolume>;
+  /** The last statfs of each volume (volume health probe), read by the per-volume gauges at scrape time. */
+  readonly volumeUsage: VolumeUsageStore;
+  /** This node's name, for the per-class Available gauges' `node` label (set by the agent). */
+  nodeName: () => string;
 }
 
 /** Sums per (storage class, second label) of this node's PVs, for the two volume gauges. */
@@ -63,7 +69,7 @@ function volumeTotals(
 
 export function createAgentMetrics(
   registry = new MetricsRegistry(),
-  options: { startTimeSeconds?: number; host?: ProcessHost } = {},
+  options: { startTimeSeconds?: number; host?: ProcessHost; volumeSeriesLimit?: number } = {},
 ): AgentMetrics {
   const start = options.startTimeSeconds ?? Date.now() / 1000;
   const holder: { metrics?: AgentMetrics } = {};
@@ -90,6 +96,13 @@ export function createAgentMetrics(
     },
   );
   registerProcessMetrics(registry, { startTimeSeconds: start, host: options.host ?? nodeProcessHost });
+  const volumeUsage: VolumeUsageStore = new Map();
+  registerVolumeUsageMetrics(registry, {
+    persistentVolumes: managed,
+    usage: volumeUsage,
+    node: () => holder.metrics?.nodeName() ?? '',
+    limit: options.volumeSeriesLimit ?? DEFAULT_VOLUME_SERIES_LIMIT,
+  });
   const metrics: AgentMetrics = {
     registry,
     discoveryTotal: registry.counter(
@@ -194,6 +207,8 @@ export function createAgentMetrics(
     ),
     cleanupStats: () => ({ running: 0, succeeded: 0, failed: 0 }),
     managedPersistentVolumes: () => [],
+    volumeUsage,
+    nodeName: () => '',
     adoptedVolumes: registry.counter(
       `${P}_adopted_persistentvolumes_total`,
       'Upstream-created PersistentVolumes labelled for this agent.',
