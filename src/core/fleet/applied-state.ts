@@ -180,9 +180,9 @@ export function appliedStateFromStatus(status: AgentStatusJson): AppliedState {
 }
 
 /** The first MAX_AVAILABLE_CLASSES classes of a status's `available`, or nothing when it has none. */
-function availableOf(
-  available: Readonly<Record<string, AvailableClass>> | undefined,
-): { available?: Readonly<Record<string, AvailableClass>> } {
+function availableOf(available: Readonly<Record<string, AvailableClass>> | undefined): {
+  available?: Readonly<Record<string, AvailableClass>>;
+} {
   if (available === undefined) return {};
   const names = Object.keys(available).sort().slice(0, MAX_AVAILABLE_CLASSES);
   if (names.length === 0) return {};

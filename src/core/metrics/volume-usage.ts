@@ -55,7 +55,7 @@ export function availableByClass(pvs: Iterable<PersistentVolume>): AvailableByCl
     const storageclass = pv.spec.storageClassName ?? '';
     const mode = pv.spec.volumeMode ?? 'Filesystem';
     let row = out.get(storageclass);
-    if (row === undefined) out.set(storageclass, (row = new Map()));
+    if (row === undefined) out.set(storageclass, (row = new Map<string, AvailableClass>()));
     const bytes = capacityOf(pv);
     const before = row.get(mode) ?? { volumes: 0, bytes: 0, largestBytes: 0 };
     row.set(mode, {
@@ -157,8 +157,8 @@ type UsageField = Exclude<keyof FilesystemUsage, 'capacityBytes'>;
 /** Registers the per-volume and per-class gauges; all of them are filled by the first one's collect. */
 export function registerVolumeUsageMetrics(registry: MetricsRegistry, sources: VolumeUsageSources): void {
   const usageGauges: [Gauge, UsageField][] = [];
-  let omittedGauge: Gauge | undefined;
-  let classGauges: { volumes: Gauge; bytes: Gauge; largest: Gauge } | undefined;
+  // Registered after the capacity gauge (rendered first, its collect fills them all).
+  const later: { omitted?: Gauge; classes?: { volumes: Gauge; bytes: Gauge; largest: Gauge } } = {};
   const fill = (capacity: Gauge): void => {
     const pvs = [...sources.persistentVolumes()];
     const { rows, omitted } = volumeRows(pvs, sources.usage, sources.limit);
@@ -168,7 +168,8 @@ export function registerVolumeUsageMetrics(registry: MetricsRegistry, sources: V
       const { usage } = row;
       if (usage !== undefined) for (const [g, field] of usageGauges) g.set(row.labels, usage[field]);
     }
-    omittedGauge?.set({}, omitted);
+    later.omitted?.set({}, omitted);
+    const classGauges = later.classes;
     if (classGauges === undefined) return;
     for (const g of Object.values(classGauges)) g.reset();
     const node = sources.node();
@@ -199,11 +200,11 @@ export function registerVolumeUsageMetrics(registry: MetricsRegistry, sources: V
   usage('volume_inodes', 'Inodes of the filesystem of each PV with its own filesystem (statfs).', 'inodes');
   usage('volume_inodes_used', 'Inodes used on the filesystem of each PV with its own filesystem.', 'inodesUsed');
   usage('volume_inodes_free', 'Inodes free on the filesystem of each PV with its own filesystem.', 'inodesFree');
-  omittedGauge = registry.gauge(
+  later.omitted = registry.gauge(
     `${P}_volume_stats_omitted`,
     'PVs of this node given no per-volume series because the per-node series cap (--volume-stats-max-series) was reached.',
   );
-  classGauges = {
+  later.classes = {
     volumes: registry.gauge(
       `${P}_available_persistentvolumes`,
       'Available PVs of this node not reserved for a claim, per storage class and volume mode.',
