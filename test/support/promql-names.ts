@@ -66,9 +66,10 @@ export function promqlNames(expr: string): PromqlNames {
       continue;
     }
     if (next === '(' || GROUPING.has(token) || KEYWORDS.has(token.toLowerCase()) || AGGREGATIONS.has(token)) continue;
-    const braces = next?.startsWith('{') === true;
-    selectors.push({ metric: token, labels: braces ? matcherLabels(next ?? '{}') : [] });
-    if (braces) i += 1;
+    if (next?.startsWith('{') === true) {
+      selectors.push({ metric: token, labels: matcherLabels(next) });
+      i += 1;
+    } else selectors.push({ metric: token, labels: [] });
   }
   return { selectors, grouping };
 }
