@@ -14,6 +14,8 @@ FROM node:24-bookworm-slim AS build
 WORKDIR /app
 ENV npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
 COPY package.json package-lock.json ./
+# npm ci installs the devDependencies (NODE_ENV is unset in this stage): the build tools and every
+# library the bundle is made of. package.json has no runtime dependencies: the bundle contains them.
 RUN npm ci
 COPY tsconfig.json ./
 COPY scripts/bundle.mjs scripts/oclif-manifest.mjs ./scripts/

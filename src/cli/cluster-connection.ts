@@ -1,5 +1,9 @@
 // Connection to the real cluster: a kubeconfig when one is given (KUBECONFIG / --kubeconfig, a
-// path list like kubectl's), else the pod's service account.
+// path list like kubectl's), else the pod's service account. The commands a person runs (from a
+// laptop or in a pod) also look for ~/.kube/config first, as kubectl does.
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { systemClock } from '../core/clock.js';
 import type { Clock } from '../core/clock.js';
 import { StartupError } from '../core/errors.js';
@@ -67,16 +71,43 @@ export async function connectCluster(options: ConnectOptions): Promise<RestClust
 }
 
 /**
- * The connection of a command that reads a little and exits (simulate, rollout status, the
- * dashboard's fleet pane): --kubeconfig, else the pod's service account, at a modest rate limit.
+ * The kubeconfig of a command a person runs, chosen as kubectl chooses it: --kubeconfig or
+ * KUBECONFIG, else ~/.kube/config when that file exists, else none (the pod's service account).
+ * In the image there is no ~/.kube/config, so a command run in the pod keeps its service account.
  */
-export function connectCommandCluster(kubeconfig: string | undefined, product: Product): Promise<RestCluster> {
-  return connectCluster({
-    kubeconfig,
-    inCluster: inClusterAddress(),
-    qps: 50,
-    burst: 100,
-    clock: systemClock,
-    product,
-  });
+export function commandKubeconfig(
+  kubeconfig: string | undefined,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  exists: (path: string) => boolean = existsSync,
+): string | undefined {
+  if (kubeconfig !== undefined && kubeconfig !== '') return kubeconfig;
+  const home = env['HOME'] !== undefined && env['HOME'] !== '' ? env['HOME'] : homedir();
+  const path = join(home, '.kube', 'config');
+  return exists(path) ? path : undefined;
+}
+
+/**
+ * The connection of a command that reads a little and exits (simulate, rollout status and the
+ * rollout requests, the dashboard's fleet pane): --kubeconfig (KUBECONFIG), else ~/.kube/config,
+ * else the pod's service account, at a modest rate limit.
+ */
+export async function connectCommandCluster(kubeconfig: string | undefined, product: Product): Promise<RestCluster> {
+  const chosen = commandKubeconfig(kubeconfig);
+  try {
+    return await connectCluster({
+      kubeconfig: chosen,
+      inCluster: inClusterAddress(),
+      qps: 50,
+      burst: 100,
+      clock: systemClock,
+      product,
+    });
+  } catch (err) {
+    if (chosen === undefined && err instanceof StartupError) {
+      throw new StartupError(
+        `${err.message} (no kubeconfig: --kubeconfig and KUBECONFIG are unset and there is no ~/.kube/config, so the pod's service account was tried)`,
+      );
+    }
+    throw err;
+  }
 }

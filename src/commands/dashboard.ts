@@ -54,7 +54,9 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
         "Snapshot only: also read the fleet pane's rollout from the cluster and print its summary and a staged rollout's waves.",
       default: false,
     }),
-    kubeconfig: kubeconfigFlag('Fleet pane: kubeconfig (default: in-cluster service account).'),
+    kubeconfig: kubeconfigFlag(
+      'Fleet pane: kubeconfig (default: ~/.kube/config, else the in-cluster service account).',
+    ),
   };
 
   async run(): Promise<void> {

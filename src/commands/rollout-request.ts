@@ -41,7 +41,7 @@ export abstract class RolloutRequestCommand extends ProvisionerCommand {
     }),
     output: outputFlag(),
     kubeconfig: kubeconfigFlag(
-      'Kubeconfig (default: in-cluster service account). Needs get and patch on the ConfigMap <name>-candidate.',
+      'Kubeconfig (default: ~/.kube/config, else the in-cluster service account). Needs get and patch on the ConfigMap <name>-candidate.',
     ),
   };
 

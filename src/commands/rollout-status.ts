@@ -49,7 +49,7 @@ Exit codes: 0 every node applies the desired config (staged: the rollout of it i
     'poll-interval': Flags.string({ description: 'With --wait: time between two reads (Go duration).', default: '1s' }),
     output: outputFlag(),
     kubeconfig: kubeconfigFlag(
-      'Kubeconfig (default: in-cluster service account). Needs list on leases and nodes, get on the ConfigMap (and its -candidate and -stable copies).',
+      'Kubeconfig (default: ~/.kube/config, else the in-cluster service account). Needs list on leases and nodes, get on the ConfigMap (and its -candidate and -stable copies).',
     ),
   };
 

@@ -35,7 +35,9 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
       default: 'live',
     }),
     cluster: Flags.string({ description: 'Cluster state from a fixture YAML file instead of a live cluster.' }),
-    kubeconfig: kubeconfigFlag('Kubeconfig of the live cluster, read-only (default: in-cluster service account).'),
+    kubeconfig: kubeconfigFlag(
+      'Kubeconfig of the live cluster, read-only (default: ~/.kube/config, else the in-cluster service account).',
+    ),
     namespace: Flags.string({ description: 'Namespace of cleanup Jobs (default: MY_NAMESPACE, else "default").' }),
     'job-image': Flags.string({ description: 'Image of cleanup Jobs (default: JOB_CONTAINER_IMAGE).' }),
     scenario: Flags.string({ description: 'Replay a scenario file instead of planning.', exclusive: ['demo'] }),
@@ -91,8 +93,9 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
     if (flags.cluster !== undefined) {
       cluster = { kind: 'fixture', path: flags.cluster };
     } else {
-      const { connectCommandCluster } = await import('../cli/cluster-connection.js');
-      const rest = await connectCommandCluster(flags.kubeconfig, {
+      const { commandKubeconfig, connectCommandCluster } = await import('../cli/cluster-connection.js');
+      const kubeconfig = commandKubeconfig(flags.kubeconfig);
+      const rest = await connectCommandCluster(kubeconfig, {
         name: this.config.name,
         version: this.config.version,
       });
@@ -102,8 +105,7 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
       cluster = {
         kind: 'live',
         cluster: rest,
-        description:
-          flags.kubeconfig !== undefined && flags.kubeconfig !== '' ? `kubeconfig ${flags.kubeconfig}` : 'in-cluster',
+        description: kubeconfig !== undefined ? `kubeconfig ${kubeconfig}` : 'in-cluster',
       };
     }
     try {

@@ -374,231 +374,274 @@ interface StepContext {
   readonly fleet: ReadonlySet<string>;
 }
 
-function readStep(input: Input, node: Node, i: number, baseDir: string, ctx: StepContext): Step | undefined {
-  const index = i + 1;
-  const where = `steps[${index}]`;
-  const position = input.position(node);
-  const errorsBefore = input.sink.issues.filter((x) => x.severity === 'error').length;
-  let typeText: string | undefined;
-  let value: Node | null = null;
-  let map: YAMLMap | undefined;
+/** What a step's reader gets: its argument (the value under its type key), where it is, and the common fields. */
+interface StepArgs {
+  readonly input: Input;
+  readonly value: Node | null;
+  /** `steps[N].TYPE`: where the step's argument is (for messages). */
+  readonly at: string;
+  readonly base: StepBase;
+  readonly baseDir: string;
+  readonly ctx: StepContext;
+}
+
+type StepReader = (a: StepArgs) => Step | undefined;
+
+function isEmptyArg(value: Node | null): boolean {
+  return value === null || (isScalar(value) && (value.value === null || value.value === ''));
+}
+
+function volumeStep(
+  a: StepArgs,
+  type: 'disk removed' | 'disk pulled' | 'claim released' | 'cleanup succeeds' | 'job succeeds' | 'identity accepted',
+): Step | undefined {
+  const { volume } = volumeArg(a.input, a.value, a.at);
+  return volume !== undefined ? { ...a.base, type, volume } : undefined;
+}
+
+function noArgsStep(a: StepArgs, type: 'agent restarted' | 'node rebuilt' | 'check'): Step {
+  if (!isEmptyArg(a.value)) a.input.error(a.at, `"${type}" takes no arguments`, a.value);
+  return { ...a.base, type };
+}
+
+function configStep(a: StepArgs, type: 'config changed' | 'apply config'): Step | undefined {
+  const config = readConfigInput(a.input, a.value, a.at, a.baseDir);
+  return config ? { ...a.base, type, config } : undefined;
+}
+
+function claimBound(a: StepArgs): Step | undefined {
+  const { input, at } = a;
+  const { volume, map: m } = volumeArg(input, a.value, at, ['claim']);
+  const claim = m ? input.string(input.get(m, 'claim'), `${at}.claim`) : undefined;
+  if (claim !== undefined && !/^[a-z0-9-.]+\/[a-z0-9-.]+$/u.test(claim))
+    input.error(`${at}.claim`, 'expected namespace/name', m ? input.get(m, 'claim') : null);
+  return volume !== undefined
+    ? { ...a.base, type: 'claim bound', volume, ...(claim !== undefined ? { claim } : {}) }
+    : undefined;
+}
+
+function failureStep(a: StepArgs, type: 'cleanup fails' | 'job fails'): Step | undefined {
+  const { volume, map: m } = volumeArg(a.input, a.value, a.at, ['message']);
+  const msg = m ? a.input.string(a.input.get(m, 'message'), `${a.at}.message`) : undefined;
+  if (volume === undefined) return undefined;
+  return type === 'cleanup fails'
+    ? { ...a.base, type, volume, message: msg ?? 'the cleaner failed (simulated)' }
+    : { ...a.base, type, volume, ...(msg !== undefined ? { message: msg } : {}) };
+}
+
+function slowCleanup(a: StepArgs): Step | undefined {
+  const { input, at, value } = a;
+  const { volume, map: m } = volumeArg(input, value, at, ['duration', 'then', 'message']);
+  if (!m && volume !== undefined) input.error(at, 'needs a duration: {volume: disk1, duration: 5m}', value);
+  const durationNode = m ? input.get(m, 'duration') : null;
+  const forever = durationNode !== null && isScalar(durationNode) && durationNode.value === 'forever';
+  const durationMs = forever ? Infinity : m ? input.duration(durationNode, `${at}.duration`) : undefined;
+  const then = m ? input.oneOf(input.get(m, 'then'), `${at}.then`, ['succeed', 'fail'] as const, 'succeed') : 'succeed';
+  const msg = m ? input.string(input.get(m, 'message'), `${at}.message`) : undefined;
+  if (volume === undefined || durationMs === undefined || then === undefined) return undefined;
+  return {
+    ...a.base,
+    type: 'cleanup is slow',
+    volume,
+    durationMs,
+    then,
+    ...(msg !== undefined ? { message: msg } : {}),
+  };
+}
+
+/** `- reload requested` or `- reload requested: { allow: [orphans-pvs], force: true }`. */
+function reloadRequested(a: StepArgs): Step | undefined {
+  const { input, at, value } = a;
+  const empty = isEmptyArg(value);
+  const m = empty ? undefined : input.map(value, at);
+  if (m) input.pairs(m, at, ['allow', 'force']);
+  const allowNode = m ? input.get(m, 'allow') : null;
+  const names =
+    allowNode === null ? [] : isScalar(allowNode) ? [allowNode] : (input.list(allowNode, `${at}.allow`) ?? []);
+  const allow: GuardedImpact[] = [];
+  names.forEach((n, i) => {
+    const name = input.oneOf(n, `${at}.allow[${String(i)}]`, Object.keys(ALLOW_NAMES));
+    const impact = name !== undefined ? ALLOW_NAMES[name] : undefined;
+    if (impact !== undefined && !allow.includes(impact)) allow.push(impact);
+  });
+  const force = m ? input.boolean(input.get(m, 'force'), `${at}.force`, false) : false;
+  return empty || m ? { ...a.base, type: 'reload requested', allow, force: force === true } : undefined;
+}
+
+/** `disk swapped: disk1`, or `{ volume: disk1, uuid | wwid | original: true }`. */
+function diskSwapped(a: StepArgs): Step | undefined {
+  const { input, at } = a;
+  const { volume, map: m } = volumeArg(input, a.value, at, [...IDENTITY_KEYS, 'original']);
+  const given = m ? readIdentity(input, m, at) : undefined;
+  const original = m ? input.boolean(input.get(m, 'original'), `${at}.original`, false) : false;
+  if (original === true && given !== undefined)
+    input.error(`${at}.original`, 'the original disk has its own identity: give original or uuid/wwid, not both', m);
+  const to: SwapTarget =
+    given !== undefined ? { kind: 'given', ...given } : original === true ? { kind: 'original' } : { kind: 'another' };
+  return volume !== undefined ? { ...a.base, type: 'disk swapped', volume, to } : undefined;
+}
+
+function deviceStep(a: StepArgs, type: 'device added' | 'device removed'): Step | undefined {
+  const devices = readDeviceStep(a.input, type, a.value, a.at);
+  return devices !== undefined ? { ...a.base, ...devices } : undefined;
+}
+
+/** `- rollout pause`, or `- rollout pause: { by: alice }`. */
+function rolloutRequest(
+  a: StepArgs,
+  type: 'rollout pause' | 'rollout resume' | 'rollout abort' | 'rollout promote',
+): Step | undefined {
+  const { input, at, value } = a;
+  const empty = isEmptyArg(value);
+  const m = empty ? undefined : input.map(value, at);
+  if (m) input.pairs(m, at, ['by']);
+  const by = m ? input.string(input.get(m, 'by'), `${at}.by`) : undefined;
+  return empty || m ? { ...a.base, type, ...(by !== undefined ? { by } : {}) } : undefined;
+}
+
+/** `node fails candidate: node-c`, or `{ node, how, reason, errors }`. */
+function nodeFailsCandidate(a: StepArgs): Step | undefined {
+  const { input, at, value } = a;
+  const m = value !== null && isMap(value) ? value : undefined;
+  if (m) input.pairs(m, at, ['node', 'how', 'reason', 'errors']);
+  const nodeArg = m ? input.get(m, 'node') : value;
+  if (m && nodeArg === null) input.error(`${at}.node`, 'is required', m);
+  const name = nodeArg === null ? undefined : fleetNode(input, nodeArg, m ? `${at}.node` : at, a.ctx);
+  const how = m ? input.oneOf(input.get(m, 'how'), `${at}.how`, NODE_FAILURES, 'rejected') : 'rejected';
+  const reason = m ? input.string(input.get(m, 'reason'), `${at}.reason`) : undefined;
+  const errorsNode = m ? input.get(m, 'errors') : null;
+  const errors = errorsNode === null ? 1 : input.integer(errorsNode, `${at}.errors`, { min: 1 });
+  if (errorsNode !== null && how !== 'errors')
+    input.error(`${at}.errors`, 'only with how: errors (the discovery or cleanup errors it reports)', errorsNode);
+  if (name === undefined || how === undefined || errors === undefined) return undefined;
+  return {
+    ...a.base,
+    type: 'node fails candidate',
+    node: name,
+    how,
+    errors,
+    ...(reason !== undefined ? { reason } : {}),
+  };
+}
+
+/** Each step type's reader: the argument under its key into the step. */
+const STEP_READERS: Readonly<Record<StepType, StepReader>> = {
+  'disk added': (a) => {
+    const disk = readDisk(a.input, a.value, a.at);
+    return disk ? { ...a.base, type: 'disk added', disk } : undefined;
+  },
+  'disk removed': (a) => volumeStep(a, 'disk removed'),
+  'disk pulled': (a) => volumeStep(a, 'disk pulled'),
+  'disk swapped': diskSwapped,
+  'device added': (a) => deviceStep(a, 'device added'),
+  'device removed': (a) => deviceStep(a, 'device removed'),
+  'claim bound': claimBound,
+  'claim released': (a) => volumeStep(a, 'claim released'),
+  'config changed': (a) => configStep(a, 'config changed'),
+  'reload requested': reloadRequested,
+  'cleanup succeeds': (a) => volumeStep(a, 'cleanup succeeds'),
+  'cleanup fails': (a) => failureStep(a, 'cleanup fails'),
+  'cleanup is slow': slowCleanup,
+  'job succeeds': (a) => volumeStep(a, 'job succeeds'),
+  'job fails': (a) => failureStep(a, 'job fails'),
+  'identity accepted': (a) => volumeStep(a, 'identity accepted'),
+  'agent restarted': (a) => noArgsStep(a, 'agent restarted'),
+  'node rebuilt': (a) => noArgsStep(a, 'node rebuilt'),
+  'time passes': (a) => {
+    const durationMs = a.input.duration(a.value, a.at);
+    return durationMs !== undefined ? { ...a.base, type: 'time passes', durationMs } : undefined;
+  },
+  check: (a) => noArgsStep(a, 'check'),
+  'apply config': (a) => configStep(a, 'apply config'),
+  'rollout pause': (a) => rolloutRequest(a, 'rollout pause'),
+  'rollout resume': (a) => rolloutRequest(a, 'rollout resume'),
+  'rollout abort': (a) => rolloutRequest(a, 'rollout abort'),
+  'rollout promote': (a) => rolloutRequest(a, 'rollout promote'),
+  'node fails candidate': nodeFailsCandidate,
+  'node fixed': (a) => {
+    const name = fleetNode(a.input, a.value, a.at, a.ctx);
+    return name !== undefined ? { ...a.base, type: 'node fixed', node: name } : undefined;
+  },
+};
+
+/** A step's type and argument: `- check` (a scalar), or a map with one type key beside note/expect. */
+function stepHead(
+  input: Input,
+  node: Node,
+  where: string,
+): { readonly typeText: string; readonly value: Node | null; readonly map?: YAMLMap } | undefined {
+  // `- agent restarted` / `- check`: a step without arguments.
   if (isScalar(node)) {
-    // `- agent restarted` / `- check`: a step without arguments.
-    typeText = input.string(node, where, { required: true });
-  } else {
-    map = input.map(node, where);
-    if (!map) return undefined;
-    const pairs = input.pairs(map, where);
-    const types = pairs.filter((p) => !STEP_EXTRA_KEYS.includes(p.key));
-    if (types.length === 0 && pairs.some((p) => p.key === 'expect')) typeText = 'check';
-    else if (types.length !== 1) {
-      input.error(
-        where,
-        types.length === 0
-          ? `a step needs a type; valid step types: ${STEP_TYPES.join(', ')}`
-          : `one step type per step, found ${types.map((t) => `"${t.key}"`).join(', ')}`,
-        map,
-      );
-      return undefined;
-    } else {
-      typeText = types[0]?.key;
-      value = types[0]?.value ?? null;
-    }
+    const typeText = input.string(node, where, { required: true });
+    return typeText === undefined ? undefined : { typeText, value: null };
   }
-  if (typeText === undefined) return undefined;
+  const map = input.map(node, where);
+  if (!map) return undefined;
+  const pairs = input.pairs(map, where);
+  const types = pairs.filter((p) => !STEP_EXTRA_KEYS.includes(p.key));
+  if (types.length === 0 && pairs.some((p) => p.key === 'expect')) return { typeText: 'check', value: null, map };
+  const only = types.length === 1 ? types[0] : undefined;
+  if (only !== undefined) return { typeText: only.key, value: only.value ?? null, map };
+  input.error(
+    where,
+    types.length === 0
+      ? `a step needs a type; valid step types: ${STEP_TYPES.join(', ')}`
+      : `one step type per step, found ${types.map((t) => `"${t.key}"`).join(', ')}`,
+    map,
+  );
+  return undefined;
+}
+
+/** The step type, if known and allowed here (staged steps need a stagedRollout block, and the reverse). */
+function stepType(
+  input: Input,
+  node: Node,
+  where: string,
+  head: NonNullable<ReturnType<typeof stepHead>>,
+  ctx: StepContext,
+): StepType | undefined {
+  const { typeText, map } = head;
+  const keyNode =
+    (map?.items.find((p) => isScalar(p.key) && p.key.value === typeText)?.key as Node | undefined) ?? node;
   if (!(STEP_TYPES as readonly string[]).includes(typeText)) {
-    const keyNode = map ? (input.pairs(map, where).find((p) => p.key === typeText)?.keyNode ?? node) : node;
     input.error(where, `unknown step type "${typeText}"; valid step types: ${STEP_TYPES.join(', ')}`, keyNode);
     return undefined;
   }
   const type = typeText as StepType;
-  const at = `${where}.${type}`;
-  const typeKey = (): Node =>
-    map ? (map.items.find((p) => isScalar(p.key) && p.key.value === type)?.key as Node) : node;
   if (!ctx.staged && STAGED_STEP_TYPES.includes(type))
-    input.error(
-      where,
-      `"${type}" needs a stagedRollout: block (the staged rollout controller and its fleet)`,
-      typeKey(),
-    );
+    input.error(where, `"${type}" needs a stagedRollout: block (the staged rollout controller and its fleet)`, keyNode);
   if (ctx.staged && type === 'config changed')
     input.error(
       where,
       'with stagedRollout, the operator\'s change is "apply config" (it becomes the candidate); "config changed" would reach the agent past the rollout',
-      typeKey(),
+      keyNode,
     );
+  return type;
+}
+
+function readStep(input: Input, node: Node, i: number, baseDir: string, ctx: StepContext): Step | undefined {
+  const index = i + 1;
+  const where = `steps[${index}]`;
+  const position = input.position(node);
+  const errorCount = (): number => input.sink.issues.filter((x) => x.severity === 'error').length;
+  const errorsBefore = errorCount();
+  const head = stepHead(input, node, where);
+  if (head === undefined) return undefined;
+  const type = stepType(input, node, where, head, ctx);
+  if (type === undefined) return undefined;
+  const { map } = head;
   const note = map ? input.string(input.get(map, 'note'), `${where}.note`) : undefined;
   const expectNode = map ? input.get(map, 'expect') : null;
   const expect =
     expectNode !== null ? parseExpectations(input, expectNode, `${where}.expect`, { staged: ctx.staged }) : undefined;
-  const base = {
+  const base: StepBase = {
     index,
     position,
     ...(note !== undefined ? { note } : {}),
     ...(expect !== undefined ? { expect } : {}),
   };
-  const noArgs = (): void => {
-    if (value !== null && !(isScalar(value) && (value.value === null || value.value === ''))) {
-      input.error(at, `"${type}" takes no arguments`, value);
-    }
-  };
-  let step: Step | undefined;
-  switch (type) {
-    case 'disk added': {
-      const disk = readDisk(input, value, at);
-      if (disk) step = { ...base, type, disk };
-      break;
-    }
-    case 'disk removed':
-    case 'disk pulled':
-    case 'claim released':
-    case 'cleanup succeeds':
-    case 'job succeeds': {
-      const { volume } = volumeArg(input, value, at);
-      if (volume !== undefined) step = { ...base, type, volume };
-      break;
-    }
-    case 'claim bound': {
-      const { volume, map: m } = volumeArg(input, value, at, ['claim']);
-      const claim = m ? input.string(input.get(m, 'claim'), `${at}.claim`) : undefined;
-      if (claim !== undefined && !/^[a-z0-9-.]+\/[a-z0-9-.]+$/u.test(claim))
-        input.error(`${at}.claim`, 'expected namespace/name', m ? input.get(m, 'claim') : null);
-      if (volume !== undefined) step = { ...base, type, volume, ...(claim !== undefined ? { claim } : {}) };
-      break;
-    }
-    case 'cleanup fails':
-    case 'job fails': {
-      const { volume, map: m } = volumeArg(input, value, at, ['message']);
-      const msg = m ? input.string(input.get(m, 'message'), `${at}.message`) : undefined;
-      if (volume !== undefined) {
-        step =
-          type === 'cleanup fails'
-            ? { ...base, type, volume, message: msg ?? 'the cleaner failed (simulated)' }
-            : { ...base, type, volume, ...(msg !== undefined ? { message: msg } : {}) };
-      }
-      break;
-    }
-    case 'cleanup is slow': {
-      const { volume, map: m } = volumeArg(input, value, at, ['duration', 'then', 'message']);
-      if (!m && volume !== undefined) input.error(at, 'needs a duration: {volume: disk1, duration: 5m}', value);
-      const durationNode = m ? input.get(m, 'duration') : null;
-      const forever = durationNode !== null && isScalar(durationNode) && durationNode.value === 'forever';
-      const durationMs = forever ? Infinity : m ? input.duration(durationNode, `${at}.duration`) : undefined;
-      const then = m
-        ? input.oneOf(input.get(m, 'then'), `${at}.then`, ['succeed', 'fail'] as const, 'succeed')
-        : 'succeed';
-      const msg = m ? input.string(input.get(m, 'message'), `${at}.message`) : undefined;
-      if (volume !== undefined && durationMs !== undefined && then !== undefined)
-        step = { ...base, type, volume, durationMs, then, ...(msg !== undefined ? { message: msg } : {}) };
-      break;
-    }
-    case 'config changed': {
-      const config = readConfigInput(input, value, at, baseDir);
-      if (config) step = { ...base, type, config };
-      break;
-    }
-    case 'reload requested': {
-      // `- reload requested` or `- reload requested: { allow: [orphans-pvs], force: true }`.
-      const empty = value === null || (isScalar(value) && (value.value === null || value.value === ''));
-      const m = empty ? undefined : input.map(value, at);
-      if (m) input.pairs(m, at, ['allow', 'force']);
-      const allowNode = m ? input.get(m, 'allow') : null;
-      const names =
-        allowNode === null ? [] : isScalar(allowNode) ? [allowNode] : (input.list(allowNode, `${at}.allow`) ?? []);
-      const allow: GuardedImpact[] = [];
-      names.forEach((n, i) => {
-        const name = input.oneOf(n, `${at}.allow[${String(i)}]`, Object.keys(ALLOW_NAMES));
-        const impact = name !== undefined ? ALLOW_NAMES[name] : undefined;
-        if (impact !== undefined && !allow.includes(impact)) allow.push(impact);
-      });
-      const force = m ? input.boolean(input.get(m, 'force'), `${at}.force`, false) : false;
-      if (empty || m) step = { ...base, type, allow, force: force === true };
-      break;
-    }
-    case 'disk swapped': {
-      // `disk swapped: disk1`, or `{ volume: disk1, uuid | wwid | original: true }`.
-      const { volume, map: m } = volumeArg(input, value, at, [...IDENTITY_KEYS, 'original']);
-      const given = m ? readIdentity(input, m, at) : undefined;
-      const original = m ? input.boolean(input.get(m, 'original'), `${at}.original`, false) : false;
-      if (original === true && given !== undefined)
-        input.error(
-          `${at}.original`,
-          'the original disk has its own identity: give original or uuid/wwid, not both',
-          m,
-        );
-      const to: SwapTarget =
-        given !== undefined
-          ? { kind: 'given', ...given }
-          : original === true
-            ? { kind: 'original' }
-            : { kind: 'another' };
-      if (volume !== undefined) step = { ...base, type, volume, to };
-      break;
-    }
-    case 'identity accepted': {
-      const { volume } = volumeArg(input, value, at);
-      if (volume !== undefined) step = { ...base, type, volume };
-      break;
-    }
-    case 'device added':
-    case 'device removed': {
-      const devices = readDeviceStep(input, type, value, at);
-      if (devices !== undefined) step = { ...base, ...devices };
-      break;
-    }
-    case 'time passes': {
-      const durationMs = input.duration(value, at);
-      if (durationMs !== undefined) step = { ...base, type, durationMs };
-      break;
-    }
-    case 'agent restarted':
-    case 'node rebuilt':
-    case 'check':
-      noArgs();
-      step = { ...base, type };
-      break;
-    case 'apply config': {
-      const config = readConfigInput(input, value, at, baseDir);
-      if (config) step = { ...base, type, config };
-      break;
-    }
-    case 'rollout pause':
-    case 'rollout resume':
-    case 'rollout abort':
-    case 'rollout promote': {
-      // `- rollout pause`, or `- rollout pause: { by: alice }`.
-      const empty = value === null || (isScalar(value) && (value.value === null || value.value === ''));
-      const m = empty ? undefined : input.map(value, at);
-      if (m) input.pairs(m, at, ['by']);
-      const by = m ? input.string(input.get(m, 'by'), `${at}.by`) : undefined;
-      if (empty || m) step = { ...base, type, ...(by !== undefined ? { by } : {}) };
-      break;
-    }
-    case 'node fails candidate': {
-      // `node fails candidate: node-c`, or `{ node, how, reason, errors }`.
-      const m = value !== null && isMap(value) ? value : undefined;
-      if (m) input.pairs(m, at, ['node', 'how', 'reason', 'errors']);
-      const nodeArg = m ? input.get(m, 'node') : value;
-      if (m && nodeArg === null) input.error(`${at}.node`, 'is required', m);
-      const name = nodeArg === null ? undefined : fleetNode(input, nodeArg, m ? `${at}.node` : at, ctx);
-      const how = m ? input.oneOf(input.get(m, 'how'), `${at}.how`, NODE_FAILURES, 'rejected') : 'rejected';
-      const reason = m ? input.string(input.get(m, 'reason'), `${at}.reason`) : undefined;
-      const errorsNode = m ? input.get(m, 'errors') : null;
-      const errors = errorsNode === null ? 1 : input.integer(errorsNode, `${at}.errors`, { min: 1 });
-      if (errorsNode !== null && how !== 'errors')
-        input.error(`${at}.errors`, 'only with how: errors (the discovery or cleanup errors it reports)', errorsNode);
-      if (name !== undefined && how !== undefined && errors !== undefined)
-        step = { ...base, type, node: name, how, errors, ...(reason !== undefined ? { reason } : {}) };
-      break;
-    }
-    case 'node fixed': {
-      const name = fleetNode(input, value, at, ctx);
-      if (name !== undefined) step = { ...base, type, node: name };
-      break;
-    }
-  }
-  const errorsAfter = input.sink.issues.filter((x) => x.severity === 'error').length;
-  return errorsAfter > errorsBefore ? undefined : step;
+  const step = STEP_READERS[type]({ input, value: head.value, at: `${where}.${type}`, base, baseDir, ctx });
+  return errorCount() > errorsBefore ? undefined : step;
 }
 
 type DeviceStepArgs =

@@ -137,28 +137,16 @@ function earliest(a: number, b: number | undefined): number {
 
 const NONE: RolloutDecision = { clearRequest: false, events: [] };
 
-function startRollout(
-  view: RolloutView,
+/** What every new rollout state starts from. */
+type RolloutBase = Pick<RolloutState, 'candidate' | 'stable' | 'startedAt' | 'updatedAt' | 'waveOpenedAt' | 'reverted'>;
+
+/** A rollout that ends as it starts: the candidate does not parse, or is the stable config. */
+function startSettled(
+  base: RolloutBase,
   desired: DesiredContent,
   stable: ContentRef,
-  previous: RolloutState | undefined,
-): RolloutDecision {
-  const { now } = view;
-  const events: RolloutEvent[] = [];
-  if (previous !== undefined && ACTIVE_PHASES.includes(previous.phase))
-    events.push({
-      type: 'Normal',
-      reason: EVENT_REASONS.superseded,
-      message: `candidate ${short(previous.candidate.hash)} superseded by ${short(desired.hash)} before it completed; starting again from the canary`,
-    });
-  const base = {
-    candidate: { fingerprint: desired.fingerprint, ...(desired.hash !== undefined ? { hash: desired.hash } : {}) },
-    stable,
-    startedAt: now,
-    updatedAt: now,
-    waveOpenedAt: now,
-    reverted: false,
-  };
+  events: RolloutEvent[],
+): RolloutDecision | undefined {
   if (desired.hash === undefined) {
     events.push({
       type: 'Warning',
@@ -174,33 +162,67 @@ function startRollout(
       events,
     };
   }
-  if (desired.hash === stable.hash) {
-    // The same config in other bytes (a comment, key order): nothing for the agents to do.
-    return {
-      stable: 'desired',
-      state: {
-        state: { ...base, phase: 'complete', waves: [], opened: 0, message: 'same config as stable' },
-        content: 'desired',
-      },
-      clearRequest: true,
-      events,
-    };
-  }
+  if (desired.hash !== stable.hash) return undefined;
+  // The same config in other bytes (a comment, key order): nothing for the agents to do.
+  return {
+    stable: 'desired',
+    state: {
+      state: { ...base, phase: 'complete', waves: [], opened: 0, message: 'same config as stable' },
+      content: 'desired',
+    },
+    clearRequest: true,
+    events,
+  };
+}
+
+/** No fleet to stage on (or a canary selector that matches none): halted before the canary. */
+function haltedBeforeCanary(
+  base: RolloutBase,
+  hash: string | undefined,
+  reason: string,
+  now: number,
+  events: RolloutEvent[],
+): RolloutDecision {
+  const halt: Halt = { wave: 0, node: '', reason, at: now };
+  events.push({
+    type: 'Warning',
+    reason: EVENT_REASONS.halted,
+    message: `rollout of ${short(hash)} halted before the canary: ${reason}`,
+  });
+  return {
+    state: { state: { ...base, phase: 'halted', waves: [], opened: 0, halt }, content: 'desired' },
+    clearRequest: true,
+    events,
+  };
+}
+
+function startRollout(
+  view: RolloutView,
+  desired: DesiredContent,
+  stable: ContentRef,
+  previous: RolloutState | undefined,
+): RolloutDecision {
+  const { now } = view;
+  const events: RolloutEvent[] = [];
+  if (previous !== undefined && ACTIVE_PHASES.includes(previous.phase))
+    events.push({
+      type: 'Normal',
+      reason: EVENT_REASONS.superseded,
+      message: `candidate ${short(previous.candidate.hash)} superseded by ${short(desired.hash)} before it completed; starting again from the canary`,
+    });
+  const base: RolloutBase = {
+    candidate: { fingerprint: desired.fingerprint, ...(desired.hash !== undefined ? { hash: desired.hash } : {}) },
+    stable,
+    startedAt: now,
+    updatedAt: now,
+    waveOpenedAt: now,
+    reverted: false,
+  };
+  const settledNow = startSettled(base, desired, stable, events);
+  if (settledNow !== undefined) return settledNow;
   const running = runningNodes(view);
   const plan = stagePlan(view, running);
-  if (!plan.ok) {
-    const halt: Halt = { wave: 0, node: '', reason: plan.reason, at: now };
-    events.push({
-      type: 'Warning',
-      reason: EVENT_REASONS.halted,
-      message: `rollout of ${short(desired.hash)} halted before the canary: ${plan.reason}`,
-    });
-    return {
-      state: { state: { ...base, phase: 'halted', waves: [], opened: 0, halt }, content: 'desired' },
-      clearRequest: true,
-      events,
-    };
-  }
+  if (!plan.ok) return haltedBeforeCanary(base, desired.hash, plan.reason, now, events);
   const first = plan.waves[0];
   // An operator's pause holds across a new apply: the new rollout waits, no wave open, for `resume`.
   const paused = previous?.phase === 'paused';
@@ -235,106 +257,128 @@ function complete(state: RolloutState, now: number, reason: string, message: str
   };
 }
 
-function applyRequest(view: RolloutView, state: RolloutState, request: RolloutRequest): RolloutDecision | undefined {
+/** A request the state does not allow (or no longer concerns it): cleared, nothing else. */
+const CLEARED: RolloutDecision = { clearRequest: true, events: [] };
+
+function pauseRequest(state: RolloutState, now: number, by: string): RolloutDecision {
+  if (state.phase !== 'progressing') return CLEARED;
+  return {
+    state: { state: { ...state, phase: 'paused', updatedAt: now, message: `paused${by}` }, content: 'keep' },
+    clearRequest: true,
+    events: [
+      {
+        type: 'Normal',
+        reason: EVENT_REASONS.paused,
+        message: `rollout of ${short(state.candidate.hash)} paused${by} at ${state.waves[state.opened - 1]?.name ?? 'start'}`,
+      },
+    ],
+  };
+}
+
+/** Resumed but still no fleet to plan the waves on: it stays halted, saying why. */
+function notResumed(state: RolloutState, reason: string, now: number, by: string): RolloutDecision {
+  return {
+    state: {
+      state: {
+        ...state,
+        phase: 'halted',
+        halt: { wave: 0, node: '', reason, at: now },
+        updatedAt: now,
+        message: `not resumed${by}: ${reason}`,
+      },
+      content: 'keep',
+    },
+    clearRequest: true,
+    events: [
+      {
+        type: 'Warning',
+        reason: EVENT_REASONS.halted,
+        message: `rollout of ${short(state.candidate.hash)} cannot resume${by}: ${reason}`,
+      },
+    ],
+  };
+}
+
+function resumeRequest(view: RolloutView, state: RolloutState, by: string): RolloutDecision {
   const { now } = view;
-  if (request.candidate !== state.candidate.fingerprint) return { clearRequest: true, events: [] };
+  if (state.phase !== 'paused' && state.phase !== 'halted') return CLEARED;
+  const rest = withoutBake(state, true);
+  // Halted before its canary (the plan failed: no wave): plan now. Resumed with no wave, it
+  // would complete at once and make the candidate stable without a node having run it.
+  let waves = rest.waves;
+  if (waves.length === 0) {
+    const plan = stagePlan(view, runningNodes(view));
+    if (!plan.ok) return notResumed(state, plan.reason, now, by);
+    waves = plan.waves;
+  }
+  const opened = Math.max(rest.opened, Math.min(1, waves.length));
+  return {
+    state: {
+      state: {
+        ...rest,
+        waves,
+        opened,
+        phase: 'progressing',
+        reverted: false,
+        waveOpenedAt: now,
+        updatedAt: now,
+        message: `resumed${by}`,
+      },
+      content: 'keep',
+    },
+    clearRequest: true,
+    events: [
+      {
+        type: 'Normal',
+        reason: EVENT_REASONS.resumed,
+        message: `rollout of ${short(state.candidate.hash)} resumed${by}`,
+      },
+    ],
+    wakeAt: now,
+  };
+}
+
+function abortRequest(state: RolloutState, now: number, by: string): RolloutDecision {
+  if (!ACTIVE_PHASES.includes(state.phase)) return CLEARED;
+  return {
+    state: {
+      state: { ...state, phase: 'aborted', updatedAt: now, message: `aborted${by}: every node runs stable` },
+      content: 'keep',
+    },
+    clearRequest: true,
+    events: [
+      {
+        type: 'Normal',
+        reason: EVENT_REASONS.aborted,
+        message: `rollout of ${short(state.candidate.hash)} aborted${by}; every node returns to stable ${short(state.stable.hash)}`,
+      },
+    ],
+  };
+}
+
+function promoteRequest(state: RolloutState, now: number, by: string): RolloutDecision {
+  if (state.candidate.hash === undefined || state.phase === 'complete') return CLEARED;
+  return complete(
+    state,
+    now,
+    EVENT_REASONS.promoted,
+    `candidate ${short(state.candidate.hash)} promoted${by}: it is stable on every node now`,
+  );
+}
+
+/** The operator's request for this candidate (one for another candidate is cleared unread). */
+function applyRequest(view: RolloutView, state: RolloutState, request: RolloutRequest): RolloutDecision {
+  if (request.candidate !== state.candidate.fingerprint) return CLEARED;
   const by = request.by !== undefined ? ` by ${request.by}` : '';
-  const active = ACTIVE_PHASES.includes(state.phase);
   switch (request.action) {
     case 'pause':
-      if (state.phase !== 'progressing') return { clearRequest: true, events: [] };
-      return {
-        state: { state: { ...state, phase: 'paused', updatedAt: now, message: `paused${by}` }, content: 'keep' },
-        clearRequest: true,
-        events: [
-          {
-            type: 'Normal',
-            reason: EVENT_REASONS.paused,
-            message: `rollout of ${short(state.candidate.hash)} paused${by} at ${state.waves[state.opened - 1]?.name ?? 'start'}`,
-          },
-        ],
-      };
-    case 'resume': {
-      if (state.phase !== 'paused' && state.phase !== 'halted') return { clearRequest: true, events: [] };
-      const rest = withoutBake(state, true);
-      // Halted before its canary (the plan failed: no wave): plan now. Resumed with no wave, it
-      // would complete at once and make the candidate stable without a node having run it.
-      let waves = rest.waves;
-      if (waves.length === 0) {
-        const plan = stagePlan(view, runningNodes(view));
-        if (!plan.ok)
-          return {
-            state: {
-              state: {
-                ...state,
-                phase: 'halted',
-                halt: { wave: 0, node: '', reason: plan.reason, at: now },
-                updatedAt: now,
-                message: `not resumed${by}: ${plan.reason}`,
-              },
-              content: 'keep',
-            },
-            clearRequest: true,
-            events: [
-              {
-                type: 'Warning',
-                reason: EVENT_REASONS.halted,
-                message: `rollout of ${short(state.candidate.hash)} cannot resume${by}: ${plan.reason}`,
-              },
-            ],
-          };
-        waves = plan.waves;
-      }
-      const opened = Math.max(rest.opened, Math.min(1, waves.length));
-      return {
-        state: {
-          state: {
-            ...rest,
-            waves,
-            opened,
-            phase: 'progressing',
-            reverted: false,
-            waveOpenedAt: now,
-            updatedAt: now,
-            message: `resumed${by}`,
-          },
-          content: 'keep',
-        },
-        clearRequest: true,
-        events: [
-          {
-            type: 'Normal',
-            reason: EVENT_REASONS.resumed,
-            message: `rollout of ${short(state.candidate.hash)} resumed${by}`,
-          },
-        ],
-        wakeAt: now,
-      };
-    }
+      return pauseRequest(state, view.now, by);
+    case 'resume':
+      return resumeRequest(view, state, by);
     case 'abort':
-      if (!active) return { clearRequest: true, events: [] };
-      return {
-        state: {
-          state: { ...state, phase: 'aborted', updatedAt: now, message: `aborted${by}: every node runs stable` },
-          content: 'keep',
-        },
-        clearRequest: true,
-        events: [
-          {
-            type: 'Normal',
-            reason: EVENT_REASONS.aborted,
-            message: `rollout of ${short(state.candidate.hash)} aborted${by}; every node returns to stable ${short(state.stable.hash)}`,
-          },
-        ],
-      };
+      return abortRequest(state, view.now, by);
     case 'promote':
-      if (state.candidate.hash === undefined || state.phase === 'complete') return { clearRequest: true, events: [] };
-      return complete(
-        state,
-        now,
-        EVENT_REASONS.promoted,
-        `candidate ${short(state.candidate.hash)} promoted${by}: it is stable on every node now`,
-      );
+      return promoteRequest(state, view.now, by);
   }
 }
 
@@ -420,30 +464,6 @@ function advance(view: RolloutView, state: RolloutState): RolloutDecision {
   };
 }
 
-/** An invalid candidate replaced by the stable content: the rollout that never started ends (as docs say). */
-function invalidReverted(state: RolloutState, stable: ContentRef, now: number): RolloutDecision {
-  return {
-    state: {
-      state: {
-        ...state,
-        candidate: stable,
-        phase: 'aborted',
-        updatedAt: now,
-        message: 'the invalid ConfigMap was set back to the stable config',
-      },
-      content: 'desired',
-    },
-    clearRequest: true,
-    events: [
-      {
-        type: 'Normal',
-        reason: EVENT_REASONS.aborted,
-        message: `the ConfigMap that did not parse is back to the stable config ${short(stable.hash)}; no node applied it`,
-      },
-    ],
-  };
-}
-
 /** A state with nothing in flight: `ref` is candidate and stable alike. */
 function settled(ref: ContentRef, now: number, message?: string): RolloutState {
   return {
@@ -460,112 +480,92 @@ function settled(ref: ContentRef, now: number, message?: string): RolloutState {
   };
 }
 
-/** One step of the controller: what to write and record now. */
-export function decide(view: RolloutView): RolloutDecision {
+/** No stable copy: restore it (it was deleted), or adopt the operator's ConfigMap (the first start). */
+function withoutStable(view: RolloutView): RolloutDecision {
   const { desired, state, now } = view;
-  if (view.stable === undefined && state !== undefined) {
+  if (state !== undefined) {
     // The stable copy was deleted: restore it from the candidate copy when that holds the same
     // content (a finished rollout); never adopt the operator's ConfigMap, which may be untested.
     if (!ACTIVE_PHASES.includes(state.phase) && state.candidate.fingerprint === state.stable.fingerprint)
       return { stable: 'candidate', clearRequest: false, events: [] };
     return NONE;
   }
-  if (view.stable === undefined) {
-    // First start: the fleet runs the operator's ConfigMap already (or nothing): it becomes stable.
-    if (desired === undefined || desired.hash === undefined) return NONE;
-    const ref: ContentRef = { fingerprint: desired.fingerprint, hash: desired.hash };
-    return {
-      stable: 'desired',
-      state: {
-        state: settled(ref, now, 'adopted the ConfigMap as stable'),
-        content: 'desired',
+  // First start: the fleet runs the operator's ConfigMap already (or nothing): it becomes stable.
+  if (desired === undefined || desired.hash === undefined) return NONE;
+  const ref: ContentRef = { fingerprint: desired.fingerprint, hash: desired.hash };
+  return {
+    stable: 'desired',
+    state: { state: settled(ref, now, 'adopted the ConfigMap as stable'), content: 'desired' },
+    clearRequest: true,
+    events: [
+      {
+        type: 'Normal',
+        reason: EVENT_REASONS.adopted,
+        message: `config ${short(desired.hash)} adopted as stable (staged rollout starts with the next change)`,
       },
-      clearRequest: true,
-      events: [
-        {
-          type: 'Normal',
-          reason: EVENT_REASONS.adopted,
-          message: `config ${short(desired.hash)} adopted as stable (staged rollout starts with the next change)`,
-        },
-      ],
-    };
-  }
-  const stable = view.stable;
-  if (state === undefined) {
-    if (desired === undefined || sameContent(desired, stable)) {
-      const ref = stable;
-      return {
-        state: {
-          state: settled(ref, now),
-          content: 'keep',
-        },
-        clearRequest: true,
-        events: [],
-      };
-    }
-    return startRollout(view, desired, stable, undefined);
-  }
-  if (view.request !== undefined) {
-    const applied = applyRequest(view, state, view.request);
-    if (applied !== undefined) return applied;
-  }
-  if (
-    desired?.hash !== undefined &&
-    desired.fingerprint !== state.candidate.fingerprint &&
-    desired.hash === state.candidate.hash &&
-    ACTIVE_PHASES.includes(state.phase)
-  ) {
+    ],
+  };
+}
+
+/**
+ * The ConfigMap set back to the stable content: a rollout in flight ends `aborted` (an invalid
+ * candidate's too: it never started), one already ended is `complete` on stable.
+ */
+function backToStable(state: RolloutState, stable: ContentRef, now: number): RolloutDecision {
+  const ended = !ACTIVE_PHASES.includes(state.phase) && state.phase !== 'invalid';
+  const message = ended
+    ? 'the ConfigMap is the stable config'
+    : state.phase === 'invalid'
+      ? 'the invalid ConfigMap was set back to the stable config'
+      : 'the ConfigMap was set back to the stable config';
+  const event =
+    state.phase === 'invalid'
+      ? `the ConfigMap that did not parse is back to the stable config ${short(stable.hash)}; no node applied it`
+      : `rollout of ${short(state.candidate.hash)} ended: the ConfigMap is back to the stable config ${short(stable.hash)}`;
+  return {
+    state: {
+      state: { ...state, candidate: stable, phase: ended ? 'complete' : 'aborted', updatedAt: now, message },
+      content: 'desired',
+    },
+    clearRequest: true,
+    events: ended ? [] : [{ type: 'Normal', reason: EVENT_REASONS.aborted, message: event }],
+  };
+}
+
+/** The operator's ConfigMap differs from the candidate: the same config in other bytes, stable again, or a new rollout. */
+function desiredChanged(
+  view: RolloutView,
+  desired: DesiredContent,
+  stable: ContentRef,
+  state: RolloutState,
+): RolloutDecision {
+  if (desired.hash !== undefined && desired.hash === state.candidate.hash && ACTIVE_PHASES.includes(state.phase))
     // The same config in other bytes (a comment, key order): the rollout goes on with the new copy.
     return {
       state: {
-        state: { ...state, candidate: { fingerprint: desired.fingerprint, hash: desired.hash }, updatedAt: now },
+        state: { ...state, candidate: { fingerprint: desired.fingerprint, hash: desired.hash }, updatedAt: view.now },
         content: 'desired',
       },
       clearRequest: false,
       events: [],
     };
+  if (sameContent(desired, stable)) return backToStable(state, stable, view.now);
+  return startRollout(view, desired, stable, state);
+}
+
+/** One step of the controller: what to write and record now. */
+export function decide(view: RolloutView): RolloutDecision {
+  const { desired, state, now } = view;
+  const stable = view.stable;
+  if (stable === undefined) return withoutStable(view);
+  if (state === undefined) {
+    if (desired === undefined || sameContent(desired, stable))
+      return { state: { state: settled(stable, now), content: 'keep' }, clearRequest: true, events: [] };
+    return startRollout(view, desired, stable, undefined);
   }
-  if (desired !== undefined && desired.fingerprint !== state.candidate.fingerprint) {
-    if (sameContent(desired, stable)) {
-      if (state.phase === 'invalid') return invalidReverted(state, stable, now);
-      if (!ACTIVE_PHASES.includes(state.phase))
-        return {
-          state: {
-            state: {
-              ...state,
-              candidate: stable,
-              phase: 'complete',
-              updatedAt: now,
-              message: 'the ConfigMap is the stable config',
-            },
-            content: 'desired',
-          },
-          clearRequest: true,
-          events: [],
-        };
-      return {
-        state: {
-          state: {
-            ...state,
-            candidate: stable,
-            phase: 'aborted',
-            updatedAt: now,
-            message: 'the ConfigMap was set back to the stable config',
-          },
-          content: 'desired',
-        },
-        clearRequest: true,
-        events: [
-          {
-            type: 'Normal',
-            reason: EVENT_REASONS.aborted,
-            message: `rollout of ${short(state.candidate.hash)} ended: the ConfigMap is back to the stable config ${short(stable.hash)}`,
-          },
-        ],
-      };
-    }
-    return startRollout(view, desired, stable, state);
-  }
+  if (view.request !== undefined) return applyRequest(view, state, view.request);
+  if (desired !== undefined && desired.fingerprint !== state.candidate.fingerprint)
+    return desiredChanged(view, desired, stable, state);
   if (state.phase === 'progressing' || state.phase === 'paused') return advance(view, state);
   return NONE;
 }

@@ -32,7 +32,24 @@ export interface SoakContext {
   /** Base of the chart's ConfigMap data (its keys other than the soak's). */
   readonly baseData: Readonly<Record<string, string>>;
   readonly recoveries: Map<FaultKind, number[]>;
+  /** Recoveries slower than SLOW_RECOVERY_MS, with where the time went and the agent's log then. */
+  readonly slowRecoveries: SlowRecovery[];
   readonly log: (line: string) => void;
+}
+
+/** A recovery over this long is kept with its parts and the agent's log (the soak's unexplained tails). */
+export const SLOW_RECOVERY_MS = 10_000;
+
+export interface SlowRecovery {
+  readonly kind: FaultKind;
+  /** From the fault healed: the agent's pod Ready seen through the apiserver. */
+  readonly readyMs: number;
+  /** Then: the disk added has its PV. */
+  readonly publishMs: number;
+  /** The pod's restarts and Ready condition as seen then. */
+  readonly pod: string;
+  /** The agent's last log lines (its current container, from the apiserver). */
+  readonly agentLog: string;
 }
 
 /** A whole number in [min, max]. */
@@ -263,8 +280,10 @@ export function killAgent(ctx: SoakContext): boolean {
 /** After a fault: the agent Ready and publishing a disk added now; records the time from `healedAt`. */
 export async function recover(ctx: SoakContext, kind: FaultKind, healedAt: number): Promise<number> {
   const { world } = ctx;
+  let readyAt = healedAt;
   try {
     await world.env.agentPod('the agent Ready after the fault', isReady, RECOVERY_BOUND_MS);
+    readyAt = Date.now();
     const disk = addDisk(ctx, 'fs', 'tmpfs');
     await world.env.pvAt(disk.path, 'published after the fault', () => true, RECOVERY_BOUND_MS);
   } catch (error) {
@@ -275,7 +294,28 @@ export async function recover(ctx: SoakContext, kind: FaultKind, healedAt: numbe
   }
   const ms = Date.now() - healedAt;
   ctx.recoveries.set(kind, [...(ctx.recoveries.get(kind) ?? []), ms]);
+  if (ms > SLOW_RECOVERY_MS) ctx.slowRecoveries.push(await slowRecovery(ctx, kind, readyAt - healedAt, ms));
   return ms;
+}
+
+/** Where a slow recovery's time went, and what the agent logged meanwhile. */
+async function slowRecovery(ctx: SoakContext, kind: FaultKind, readyMs: number, ms: number): Promise<SlowRecovery> {
+  const { env } = ctx.world;
+  const pod = await env.agentPod('the agent pod', () => true, 5_000).catch(() => undefined);
+  const ready = pod?.status?.conditions?.find((c) => c.type === 'Ready');
+  const agentLog =
+    pod === undefined
+      ? '<no agent pod>'
+      : await env.core
+          .readNamespacedPodLog({ name: pod.metadata?.name ?? '', namespace: CHART_NS, tailLines: 60 })
+          .catch((e: unknown) => `<${String(e)}>`);
+  return {
+    kind,
+    readyMs,
+    publishMs: ms - readyMs,
+    pod: `${pod?.metadata?.name ?? '?'} restarts ${String(pod?.status?.containerStatuses?.[0]?.restartCount ?? '?')}, Ready ${ready?.status ?? '?'} since ${String(ready?.lastTransitionTime ?? '?')}`,
+    agentLog,
+  };
 }
 
 /** Waits until `check` holds (polling), a violation named `rule` when it does not within `ms`. */

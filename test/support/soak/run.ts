@@ -15,7 +15,14 @@ import type { Cleanup } from '../real-node.js';
 import { isReady } from '../node-pods.js';
 import { CHORES } from './chores.js';
 import { blockCleaner, configHash, INITIAL_MODEL, type SoakDirs } from './config-model.js';
-import { addDisk, expectApplied, writeModel, type SoakContext } from './context.js';
+import {
+  addDisk,
+  expectApplied,
+  SLOW_RECOVERY_MS,
+  writeModel,
+  type SlowRecovery,
+  type SoakContext,
+} from './context.js';
 import { ControllerReplicas } from './controllers.js';
 import { FAULTS } from './faults.js';
 import { FAULT_KINDS, isFault, seededRandom, soakSchedule, type FaultKind, type StepKind } from './plan.js';
@@ -41,6 +48,8 @@ export interface SoakReport {
   readonly chores: Readonly<Record<string, number>>;
   readonly counts: SoakWorld['counts'];
   readonly recoveries: Readonly<Partial<Record<FaultKind, readonly number[]>>>;
+  /** Recoveries over SLOW_RECOVERY_MS: the time to Ready and to the PV, and the agent's log. */
+  readonly slowRecoveries: readonly SlowRecovery[];
   readonly republishMs: readonly number[];
   readonly violations: readonly SoakViolation[];
   /** Steps that failed for another reason than a violation (the soak's own expectations). */
@@ -144,6 +153,7 @@ async function setUp(options: SoakOptions, started: number): Promise<SoakContext
     nodeCleanup,
     baseData: {},
     recoveries: new Map(),
+    slowRecoveries: [],
     log,
   };
   return ctx;
@@ -302,6 +312,7 @@ async function finish(ctx: SoakContext, tally: Tally): Promise<SoakReport> {
     chores: tally.chores,
     counts: world.counts,
     recoveries: Object.fromEntries(ctx.recoveries),
+    slowRecoveries: ctx.slowRecoveries,
     republishMs: world.republishMs,
     violations,
     stepErrors: tally.errors,
@@ -326,6 +337,16 @@ export function describeSoak(report: SoakReport): string {
     `recovery ms by fault (median/max): ${Object.entries(report.recoveries)
       .map(([k, v]) => `${k} ${String(median(v))}/${String(Math.max(...v))}`)
       .join(', ')}`,
+    `slow recoveries (over ${String(SLOW_RECOVERY_MS)} ms): ${String(report.slowRecoveries.length)}${report.slowRecoveries
+      .map(
+        (r) =>
+          `\n- ${r.kind}: Ready after ${String(r.readyMs)} ms, then the PV after ${String(r.publishMs)} ms; pod ${r.pod}\n  agent log:\n${r.agentLog
+            .trimEnd()
+            .split('\n')
+            .map((l) => `    ${l}`)
+            .join('\n')}`,
+      )
+      .join('')}`,
     `claim deleted → republished ms (median/max): ${String(median(report.republishMs))}/${String(Math.max(...report.republishMs))}`,
     `agent RSS: ${rss.length > 0 ? `first ${mib(rss[0] ?? 0)}, max ${mib(Math.max(...rss))}, last ${mib(rss.at(-1) ?? 0)} (${String(rss.length)} samples)` : 'no sample'}`,
     `checker: ${report.checker}`,
