@@ -107,7 +107,6 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       );
     configMap = { namespace, name: source.spec.name, ...(kind === 'staged' ? { staged: true } : {}) };
   }
-  const logLevel = flags['log-level'];
   return {
     agent: {
       configPath: flags['config-dir'],
@@ -141,7 +140,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
     qps: flags['kube-api-qps'],
     burst: flags['kube-api-burst'],
     shutdownTimeoutMs: ms('shutdown-timeout'),
-    logLevel: isLogLevel(logLevel) ? logLevel : 'info',
+    logLevel: isLogLevel(flags['log-level']) ? flags['log-level'] : 'info',
     logFormat: flags['log-format'] === 'json' ? 'json' : 'text',
     statusLease: flags['publish-status']
       ? { name: flags['status-name'], heartbeatMs: ms('status-heartbeat') }

@@ -67,6 +67,13 @@ function volumeTotals(
   return totals;
 }
 
+/** The cleanup table's gauges (upstream's names; succeeded and failed are cumulative, as upstream). */
+const PROCTABLE = [
+  ['running', 'In-process cleanups running.'],
+  ['succeeded', 'Cleanups that succeeded since the start (cumulative, as upstream).'],
+  ['failed', 'Cleanups that failed since the start (cumulative, as upstream).'],
+] as const;
+
 export function createAgentMetrics(
   registry = new MetricsRegistry(),
   options: { startTimeSeconds?: number; host?: ProcessHost; volumeSeriesLimit?: number } = {},
@@ -76,25 +83,10 @@ export function createAgentMetrics(
   const stats = (): { running: number; succeeded: number; failed: number } =>
     holder.metrics?.cleanupStats() ?? { running: 0, succeeded: 0, failed: 0 };
   const managed = (): Iterable<PersistentVolume> => holder.metrics?.managedPersistentVolumes() ?? [];
-  registry.gauge('local_volume_provisioner_proctable_running', 'In-process cleanups running.', [], (g) => {
-    g.set({}, stats().running);
-  });
-  registry.gauge(
-    'local_volume_provisioner_proctable_succeeded',
-    'Cleanups that succeeded since the start (cumulative, as upstream).',
-    [],
-    (g) => {
-      g.set({}, stats().succeeded);
-    },
-  );
-  registry.gauge(
-    'local_volume_provisioner_proctable_failed',
-    'Cleanups that failed since the start (cumulative, as upstream).',
-    [],
-    (g) => {
-      g.set({}, stats().failed);
-    },
-  );
+  for (const [key, help] of PROCTABLE)
+    registry.gauge(`${P}_proctable_${key}`, help, [], (g) => {
+      g.set({}, stats()[key]);
+    });
   registerProcessMetrics(registry, { startTimeSeconds: start, host: options.host ?? nodeProcessHost });
   const volumeUsage: VolumeUsageStore = new Map();
   registerVolumeUsageMetrics(registry, {
