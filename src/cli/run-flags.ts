@@ -103,6 +103,13 @@ export const RUN_FLAGS = {
     default: 16,
     min: 1,
   },
+  'volume-stats-max-series': {
+    kind: 'integer',
+    description:
+      'Cap on per-volume usage series (local_volume_provisioner_volume_*) this node exports; PVs past it (in name order) get none and are counted in local_volume_provisioner_volume_stats_omitted. 0 exports none.',
+    default: 10000,
+    min: 0,
+  },
   'cleanup-concurrency': {
     kind: 'integer',
     description: 'In-process volume cleanups running at once (more wait their turn).',

@@ -45,9 +45,8 @@ export function parseRunArgs(
   }
   const text = (name: RunFlagName): string | undefined => {
     const spec: RunFlagSpec = RUN_FLAGS[name];
-    const envName = spec.kind === 'string' ? spec.env : undefined;
     // oclif reads a flag's env var when the flag is absent and the variable is not empty.
-    const envValue = envName === undefined ? undefined : env[envName];
+    const envValue = spec.kind === 'string' && spec.env !== undefined ? env[spec.env] : undefined;
     return given.get(name) ?? (envValue === undefined || envValue === '' ? undefined : envValue);
   };
   const invalid: RunFlagName[] = [];
@@ -94,6 +93,7 @@ export function parseRunArgs(
     'mount-grace-period': required('mount-grace-period'),
     'create-concurrency': int('create-concurrency'),
     'cleanup-concurrency': int('cleanup-concurrency'),
+    'volume-stats-max-series': int('volume-stats-max-series'),
     'kube-api-qps': int('kube-api-qps'),
     'kube-api-burst': int('kube-api-burst'),
     kubeconfig: str('kubeconfig'),

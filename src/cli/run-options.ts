@@ -30,6 +30,7 @@ export interface RunFlagValues {
   readonly 'mount-grace-period': string;
   readonly 'create-concurrency': number;
   readonly 'cleanup-concurrency': number;
+  readonly 'volume-stats-max-series': number;
   readonly 'kube-api-qps': number;
   readonly 'kube-api-burst': number;
   readonly kubeconfig: string | undefined;
@@ -106,7 +107,6 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       );
     configMap = { namespace, name: source.spec.name, ...(kind === 'staged' ? { staged: true } : {}) };
   }
-  const logLevel = flags['log-level'];
   return {
     agent: {
       configPath: flags['config-dir'],
@@ -120,6 +120,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
       mountGraceMs: ms('mount-grace-period', 'zero-or-positive'),
       createConcurrency: flags['create-concurrency'],
       cleanupConcurrency: flags['cleanup-concurrency'],
+      volumeStatsMaxSeries: flags['volume-stats-max-series'],
       jobImage: env['JOB_CONTAINER_IMAGE'],
       drainTimeoutMs: ms('drain-timeout'),
       reloadGuard: isReloadGuardPolicy(flags['reload-guard']) ? flags['reload-guard'] : DEFAULT_RELOAD_GUARD_POLICY,
@@ -139,7 +140,7 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
     qps: flags['kube-api-qps'],
     burst: flags['kube-api-burst'],
     shutdownTimeoutMs: ms('shutdown-timeout'),
-    logLevel: isLogLevel(logLevel) ? logLevel : 'info',
+    logLevel: isLogLevel(flags['log-level']) ? flags['log-level'] : 'info',
     logFormat: flags['log-format'] === 'json' ? 'json' : 'text',
     statusLease: flags['publish-status']
       ? { name: flags['status-name'], heartbeatMs: ms('status-heartbeat') }

@@ -42,6 +42,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     'mount-grace-period': Flags.string(RUN_FLAGS['mount-grace-period']),
     'create-concurrency': Flags.integer(RUN_FLAGS['create-concurrency']),
     'cleanup-concurrency': Flags.integer(RUN_FLAGS['cleanup-concurrency']),
+    'volume-stats-max-series': Flags.integer(RUN_FLAGS['volume-stats-max-series']),
     'kube-api-qps': Flags.integer(RUN_FLAGS['kube-api-qps']),
     'kube-api-burst': Flags.integer(RUN_FLAGS['kube-api-burst']),
     kubeconfig: Flags.string(RUN_FLAGS['kubeconfig']),

@@ -10,6 +10,8 @@ import type {
 } from '../core/fleet/rollout.js';
 import type { ContentRef, RolloutAction, RolloutPhase } from '../core/staged-rollout/state.js';
 import { plural, shortHash } from './text.js';
+import { formatByteQuantity } from '../core/config/quantity.js';
+import type { AvailableClass } from '../core/metrics/volume-usage.js';
 
 export const ROLLOUT_FORMAT_VERSION = 1;
 
@@ -45,6 +47,8 @@ export interface NodeRolloutJson {
   readonly devicesLinked?: number;
   readonly devicesSkipped?: number;
   readonly devicesPlanned?: number;
+  /** Available PVs not reserved for a claim, per storage class (absent: none, or an older agent). */
+  readonly available?: Readonly<Record<string, AvailableClass>>;
   /** Staged rollout: the config the node should run now, and its wave (absent: in none). */
   readonly expects?: 'candidate' | 'stable';
   readonly wave?: string;
@@ -129,6 +133,7 @@ function nodeJson(n: NodeRollout, now: number): NodeRolloutJson {
     ...(p.devicesLinked !== undefined ? { devicesLinked: p.devicesLinked } : {}),
     ...(p.devicesSkipped !== undefined ? { devicesSkipped: p.devicesSkipped } : {}),
     ...(p.devicesPlanned !== undefined ? { devicesPlanned: p.devicesPlanned } : {}),
+    ...(p.available !== undefined ? { available: p.available } : {}),
     ...stagedNodeJson(n),
   };
 }
@@ -425,9 +430,41 @@ export function renderRolloutText(status: RolloutStatus, timedOut?: boolean, opt
   });
   const header = staged ? ['NODE', 'WAVE', 'APPLIED', 'STATE', 'DETAIL'] : ['NODE', 'APPLIED', 'STATE', 'DETAIL'];
   lines.push(...table(header, rows));
+  lines.push(...availableLines(status));
   if (status.unknownNodes.length > 0)
     lines.push('', `status Leases of nodes not in the Node list (ignored): ${status.unknownNodes.join(', ')}`);
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * One line per storage class with Available PVs on the nodes shown: how many, their bytes, on how
+ * many nodes, and the largest claim a node can still take (which node). Nothing when none publish it.
+ */
+export function availableLines(status: Pick<RolloutStatus, 'nodes'>): string[] {
+  const classes = new Map<string, { volumes: number; bytes: number; nodes: number; largest: number; at: string }>();
+  for (const n of status.nodes) {
+    for (const [name, a] of Object.entries(n.published?.available ?? {})) {
+      const c = classes.get(name) ?? { volumes: 0, bytes: 0, nodes: 0, largest: 0, at: '' };
+      classes.set(name, {
+        volumes: c.volumes + a.volumes,
+        bytes: c.bytes + a.bytes,
+        nodes: c.nodes + 1,
+        ...(a.largestBytes > c.largest ? { largest: a.largestBytes, at: n.node } : { largest: c.largest, at: c.at }),
+      });
+    }
+  }
+  if (classes.size === 0) return [];
+  const rows = [...classes.keys()].sort().map((name) => {
+    const c = classes.get(name) ?? { volumes: 0, bytes: 0, nodes: 0, largest: 0, at: '' };
+    return [
+      name,
+      String(c.volumes),
+      formatByteQuantity(c.bytes),
+      String(c.nodes),
+      `${formatByteQuantity(c.largest)} (${c.at})`,
+    ];
+  });
+  return ['', ...table(['AVAILABLE CLASS', 'PVS', 'BYTES', 'NODES', 'LARGEST'], rows)];
 }
 
 /** `--wait`'s progress line (stderr), one per change. */

@@ -293,6 +293,22 @@ export function nodeVolumesContract(
       });
     });
 
+    describe('filesystemUsage', () => {
+      it('is one statfs: the capacity filesystemCapacity gives, used + available within it, inodes used + free', async () => {
+        const { fx, volumes, dir } = await fresh();
+        const mnt = posix.join(dir, 'disk');
+        await fx.mountFilesystem(mnt, FS_BYTES);
+        assert.ok(volumes.filesystemUsage !== undefined, 'both implementations read usage');
+        const usage = await volumes.filesystemUsage(mnt);
+        assert.equal(usage.capacityBytes, FS_BYTES);
+        assert.ok(usage.usedBytes >= 0 && usage.availableBytes > 0, JSON.stringify(usage));
+        assert.ok(usage.usedBytes + usage.availableBytes <= usage.capacityBytes, JSON.stringify(usage));
+        assert.ok(usage.inodes > 0 && usage.inodesUsed + usage.inodesFree === usage.inodes, JSON.stringify(usage));
+        const missing = posix.join(dir, 'missing');
+        await assert.rejects(volumes.filesystemUsage(missing), volumeError('filesystemUsage', missing, 'ENOENT'));
+      });
+    });
+
     describe('blockDeviceCapacity', () => {
       it('is the size of the device, also through symlinks', async () => {
         const { fx, volumes, dir } = await fresh();

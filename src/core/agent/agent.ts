@@ -88,6 +88,8 @@ export interface AgentOptions {
   readonly createConcurrency: number;
   /** In-process cleanups running at once. */
   readonly cleanupConcurrency: number;
+  /** Cap on per-volume usage series (--volume-stats-max-series; default 10,000). */
+  readonly volumeStatsMaxSeries?: number;
   /** JOB_CONTAINER_IMAGE: the image of cleanup Jobs. */
   readonly jobImage: string | undefined;
   readonly cleanupBackoff?: BackoffPolicy;
@@ -194,7 +196,13 @@ export class Agent implements AdminTarget {
     this.deps = deps;
     this.logger = new TeeLogger(deps.logger, this.stream, deps.clock);
     this.host = deps.host ?? nodeProcessHost;
-    this.metrics = deps.metrics ?? createAgentMetrics(undefined, { host: this.host });
+    this.metrics =
+      deps.metrics ??
+      createAgentMetrics(undefined, {
+        host: this.host,
+        ...(options.volumeStatsMaxSeries !== undefined ? { volumeSeriesLimit: options.volumeStatsMaxSeries } : {}),
+      });
+    this.metrics.nodeName = () => options.nodeName;
     this.reloadMetrics = createReloadMetrics(this.metrics.registry);
     this.metrics.registry.gauge(
       'local_volume_provisioner_api_watches',
@@ -408,7 +416,8 @@ export class Agent implements AdminTarget {
         host: this.host,
         publishHeld: () => this.publishHeld(),
         onPass: (generation, pass) => {
-          this.stream.emit(passEvent(generation, pass, this.errors.count));
+          const pvs = this.stream.listening && this.generations > 0 ? this.current.persistentVolumes.list() : undefined;
+          this.stream.emit(passEvent(generation, pass, this.errors.count, pvs));
         },
       },
       {

@@ -1,5 +1,6 @@
 // Types shared by the reload state machine, the admin endpoint, `provisioner reload`,
 // `diff-config` (the running agent as --from) and the dashboard. JSON-serializable throughout.
+import type { AvailableClass } from '../metrics/volume-usage.js';
 import type { DeviceVerdict } from '../disk-rules/decide.js';
 import type { ConfigIssue } from '../errors.js';
 import type { ProvisionerConfig } from '../config/model.js';
@@ -124,6 +125,11 @@ export interface AgentStatusJson {
    */
   readonly errorsSinceApply?: number;
   readonly classes: readonly ClassStatus[];
+  /**
+   * Available PVs not reserved for a claim, per storage class: how many, their bytes, the largest
+   * (docs/observability.md#volume-usage); absent from older agents.
+   */
+  readonly available?: Readonly<Record<string, AvailableClass>>;
   readonly cleanups: readonly CleanupStatus[];
   readonly lastPass?: {
     readonly at: number;
@@ -175,6 +181,8 @@ export type AgentEvent =
       readonly quarantined: number;
       /** AgentStatusJson.errorsSinceApply after this pass. */
       readonly errorsSinceApply?: number;
+      /** AgentStatusJson.available after this pass. */
+      readonly available?: Readonly<Record<string, AvailableClass>>;
     }
   | {
       readonly type: 'cleanup';

@@ -10,6 +10,7 @@ import type { CleanupEntry } from '../cleanup/table.js';
 import type { PersistentVolume } from '../kube/objects.js';
 import type { LogFields, Logger, LogLevel } from '../log.js';
 import type { ProcessHost } from '../process-host.js';
+import { availableSummary } from '../metrics/volume-usage.js';
 import type { GenerationStatus, PassSummary } from './generation.js';
 import type {
   AgentEvent,
@@ -30,6 +31,11 @@ export class AgentEventStream {
     return () => {
       this.listeners.delete(listener);
     };
+  }
+
+  /** Whether anyone listens (an event nobody reads need not be computed). */
+  get listening(): boolean {
+    return this.listeners.size > 0;
   }
 
   emit(event: AgentEvent): void {
@@ -111,6 +117,7 @@ export function statusJson(s: StatusInputs): AgentStatusJson {
     reloadPending: s.reloadPending,
     errorsSinceApply: s.errorsSinceApply,
     classes: classes(s.applied, s.persistentVolumes, lastPass),
+    available: availableSummary(s.persistentVolumes),
     cleanups: s.cleanups.map(cleanupStatus),
     ...(lastPass
       ? {
@@ -195,7 +202,12 @@ export function appliedConfigJson(applied: LoadedConfig, generation: number): Ap
   };
 }
 
-export function passEvent(generation: number, pass: PassSummary, errorsSinceApply?: number): AgentEvent {
+export function passEvent(
+  generation: number,
+  pass: PassSummary,
+  errorsSinceApply?: number,
+  persistentVolumes?: readonly PersistentVolume[],
+): AgentEvent {
   return {
     type: 'pass',
     at: pass.at,
@@ -206,6 +218,7 @@ export function passEvent(generation: number, pass: PassSummary, errorsSinceAppl
     abnormal: pass.health.abnormal.length,
     quarantined: pass.reclaim.quarantined.length,
     ...(errorsSinceApply !== undefined ? { errorsSinceApply } : {}),
+    ...(persistentVolumes !== undefined ? { available: availableSummary(persistentVolumes) } : {}),
   };
 }
 

@@ -1,7 +1,7 @@
 // Connects an agent to its StatePublisher: the state at start, then again after every reload, and
 // when a pass or a cleanup changes what the state counts (unhealthy volumes, errors since apply).
 import type { AdminTarget } from '../agent/reload-types.js';
-import { appliedStateFromStatus } from './applied-state.js';
+import { appliedStateFromStatus, availableText } from './applied-state.js';
 import { StatePublisher } from './publisher.js';
 import type { StatePublisherOptions } from './publisher.js';
 
@@ -15,6 +15,7 @@ export function publishAgentState(agent: AdminTarget, options: StatePublisherOpt
   const initial = agent.status();
   publisher.start(appliedStateFromStatus(initial));
   let counts = '';
+  let available = initial.available === undefined ? '' : availableText(initial.available);
   let errors = initial.errorsSinceApply ?? 0;
   const publish = (): void => {
     const status = agent.status();
@@ -26,8 +27,14 @@ export function publishAgentState(agent: AdminTarget, options: StatePublisherOpt
     if (event.type === 'reload') publish();
     if (event.type === 'pass') {
       const volumes = `${event.abnormal}/${event.quarantined}`;
-      if (volumes !== counts || (event.errorsSinceApply !== undefined && event.errorsSinceApply !== errors)) {
+      const offered = event.available === undefined ? available : availableText(event.available);
+      if (
+        volumes !== counts ||
+        offered !== available ||
+        (event.errorsSinceApply !== undefined && event.errorsSinceApply !== errors)
+      ) {
         counts = volumes;
+        available = offered;
         publish();
       }
     }

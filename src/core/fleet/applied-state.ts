@@ -11,6 +11,7 @@ import { formatIssue } from '../errors.js';
 import type { Lease } from '../kube/objects.js';
 import { dns1123SubdomainErrors } from '../kube/validation.js';
 import { nodeLabelValue } from '../pv/naming.js';
+import type { AvailableClass } from '../metrics/volume-usage.js';
 
 /** `started`: the agent has not reloaded since it started (its start-up config serves). */
 export type AppliedResult = ReloadOutcome | 'started';
@@ -44,7 +45,15 @@ export interface AppliedState {
    * serving now (a staged rollout halts on them); absent: none.
    */
   readonly errorsSinceApply?: number;
+  /**
+   * Available PVs not reserved for a claim, per storage class (volumes, bytes, the largest), at
+   * most MAX_AVAILABLE_CLASSES classes; absent: none, or an older agent.
+   */
+  readonly available?: Readonly<Record<string, AvailableClass>>;
 }
+
+/** Classes the `available` annotation carries at most (in name order): a Lease stays small. */
+export const MAX_AVAILABLE_CLASSES = 64;
 
 /** A published state as read back, with its heartbeat. */
 export interface PublishedState extends AppliedState {
@@ -79,6 +88,7 @@ const A = {
   devicesLinked: `${STATE_PREFIX}devices-linked`,
   devicesSkipped: `${STATE_PREFIX}devices-skipped`,
   devicesPlanned: `${STATE_PREFIX}devices-planned`,
+  available: `${STATE_PREFIX}available`,
 } as const;
 
 /** A reason longer than this is cut: annotations are bounded, a Lease is read by every status call. */
@@ -165,7 +175,52 @@ export function appliedStateFromStatus(status: AgentStatusJson): AppliedState {
     ...(status.errorsSinceApply !== undefined && status.errorsSinceApply > 0
       ? { errorsSinceApply: Math.min(status.errorsSinceApply, MAX_ERRORS_SINCE_APPLY) }
       : {}),
+    ...availableOf(status.available),
   };
+}
+
+/** The first MAX_AVAILABLE_CLASSES classes of a status's `available`, or nothing when it has none. */
+function availableOf(available: Readonly<Record<string, AvailableClass>> | undefined): {
+  available?: Readonly<Record<string, AvailableClass>>;
+} {
+  if (available === undefined) return {};
+  const names = Object.keys(available).sort().slice(0, MAX_AVAILABLE_CLASSES);
+  if (names.length === 0) return {};
+  const out: Record<string, AvailableClass> = {};
+  for (const name of names) {
+    const a = available[name];
+    if (a !== undefined) out[name] = { volumes: a.volumes, bytes: a.bytes, largestBytes: a.largestBytes };
+  }
+  return { available: out };
+}
+
+/** The `available` annotation: `{"class":{"volumes":n,"bytes":n,"largestBytes":n},…}`, classes in name order. */
+export function availableText(available: Readonly<Record<string, AvailableClass>>): string {
+  return JSON.stringify(available);
+}
+
+function isCount(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+}
+
+/** The `available` annotation read back; anything malformed (someone else's hand): none. */
+export function availableFromText(text: string | undefined): Record<string, AvailableClass> | undefined {
+  if (text === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+  const out: Record<string, AvailableClass> = {};
+  for (const [name, value] of Object.entries(parsed as Record<string, unknown>)) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    const { volumes, bytes, largestBytes } = value as Record<string, unknown>;
+    if (!isCount(volumes) || !isCount(bytes) || !isCount(largestBytes)) return undefined;
+    out[name] = { volumes, bytes, largestBytes };
+  }
+  return out;
 }
 
 export function sameState(a: AppliedState, b: AppliedState): boolean {
@@ -184,7 +239,9 @@ export function sameState(a: AppliedState, b: AppliedState): boolean {
     a.errorsSinceApply === b.errorsSinceApply &&
     a.devicesLinked === b.devicesLinked &&
     a.devicesSkipped === b.devicesSkipped &&
-    a.devicesPlanned === b.devicesPlanned
+    a.devicesPlanned === b.devicesPlanned &&
+    (a.available === undefined ? '' : availableText(a.available)) ===
+      (b.available === undefined ? '' : availableText(b.available))
   );
 }
 
@@ -207,6 +264,7 @@ export function stateAnnotations(state: AppliedState): Record<string, string> {
     ...(state.devicesLinked !== undefined ? { [A.devicesLinked]: String(state.devicesLinked) } : {}),
     ...(state.devicesSkipped !== undefined ? { [A.devicesSkipped]: String(state.devicesSkipped) } : {}),
     ...(state.devicesPlanned !== undefined ? { [A.devicesPlanned]: String(state.devicesPlanned) } : {}),
+    ...(state.available !== undefined ? { [A.available]: availableText(state.available) } : {}),
   };
 }
 
@@ -308,6 +366,7 @@ export function stateFromLease(lease: Lease): PublishedState | undefined {
     ...optionalCount('devicesSkipped', countOf(a[A.devicesSkipped])),
     ...optionalCount('devicesPlanned', countOf(a[A.devicesPlanned])),
     ...optionalCount('errorsSinceApply', countOf(a[A.errorsSinceApply])),
+    ...availableOf(availableFromText(a[A.available])),
     heartbeatAt: heartbeatAt === undefined || Number.isNaN(heartbeatAt) ? undefined : heartbeatAt,
     staleAfterMs: (lease.spec?.leaseDurationSeconds ?? 0) * 1000,
   };

@@ -208,6 +208,8 @@ export class VolumeHealth {
       for (const key of this.verifiedAt.keys()) if (!seen.has(key)) this.verifiedAt.delete(key);
       for (const key of this.missingSince.keys()) if (!seen.has(key)) this.missingSince.delete(key);
       for (const key of this.deletedKeys) if (!seen.has(key)) this.deletedKeys.delete(key);
+      const usage = this.deps.metrics.volumeUsage;
+      for (const key of usage.keys()) if (!seen.has(key)) usage.delete(key);
     }
     const { abnormal, deleted, checked } = pass;
     this.allHealthy = abnormal.length === 0 && deleted.length === 0;
@@ -245,6 +247,7 @@ export class VolumeHealth {
     if (condition.abnormal && movedTo !== undefined)
       condition = { abnormal: true, reason: 'moved', message: `its disk is now at ${movedTo} (${condition.message})` };
     this.say(pv, key, condition);
+    if (condition.abnormal) this.deps.metrics.volumeUsage.delete(key);
     if (!condition.abnormal || !MISSING_REASONS.has(condition.reason)) {
       this.missingSince.delete(key);
     } else {
@@ -368,7 +371,9 @@ export class VolumeHealth {
     if (mount !== undefined) {
       verified = { kind: 'mount', device: mount.device, root: mount.root, mountId: mountIdOf(mount) };
       if (!full && sameVerified(last, verified)) return NORMAL;
-      await volumes.filesystemCapacity(path);
+      // The one statfs of this probe turn, kept for the usage gauges (docs/observability.md#volume-usage).
+      if (volumes.filesystemUsage === undefined) await volumes.filesystemCapacity(path);
+      else this.deps.metrics.volumeUsage.set(key, await volumes.filesystemUsage(path));
     } else {
       // A Filesystem PV that was mounted and is not: found from the mount table alone, every pass.
       if (!full && last?.kind === 'device') return NORMAL;

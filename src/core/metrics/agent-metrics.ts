@@ -7,6 +7,8 @@ import { registerProcessMetrics } from './process-metrics.js';
 import { MetricsRegistry } from './registry.js';
 import { nodeProcessHost } from '../process-host.js';
 import type { ProcessHost } from '../process-host.js';
+import { DEFAULT_VOLUME_SERIES_LIMIT, registerVolumeUsageMetrics } from './volume-usage.js';
+import type { VolumeUsageStore } from './volume-usage.js';
 
 const P = 'local_volume_provisioner';
 
@@ -42,6 +44,10 @@ export interface AgentMetrics {
    * generation's cache): an idle pass computes nothing for an agent nobody scrapes.
    */
   managedPersistentVolumes: () => Iterable<PersistentVolume>;
+  /** The last statfs of each volume (volume health probe), read by the per-volume gauges at scrape time. */
+  readonly volumeUsage: VolumeUsageStore;
+  /** This node's name, for the per-class Available gauges' `node` label (set by the agent). */
+  nodeName: () => string;
 }
 
 /** Sums per (storage class, second label) of this node's PVs, for the two volume gauges. */
@@ -61,35 +67,34 @@ function volumeTotals(
   return totals;
 }
 
+/** The cleanup table's gauges (upstream's names; succeeded and failed are cumulative, as upstream). */
+const PROCTABLE = [
+  ['running', 'In-process cleanups running.'],
+  ['succeeded', 'Cleanups that succeeded since the start (cumulative, as upstream).'],
+  ['failed', 'Cleanups that failed since the start (cumulative, as upstream).'],
+] as const;
+
 export function createAgentMetrics(
   registry = new MetricsRegistry(),
-  options: { startTimeSeconds?: number; host?: ProcessHost } = {},
+  options: { startTimeSeconds?: number; host?: ProcessHost; volumeSeriesLimit?: number } = {},
 ): AgentMetrics {
   const start = options.startTimeSeconds ?? Date.now() / 1000;
   const holder: { metrics?: AgentMetrics } = {};
   const stats = (): { running: number; succeeded: number; failed: number } =>
     holder.metrics?.cleanupStats() ?? { running: 0, succeeded: 0, failed: 0 };
   const managed = (): Iterable<PersistentVolume> => holder.metrics?.managedPersistentVolumes() ?? [];
-  registry.gauge('local_volume_provisioner_proctable_running', 'In-process cleanups running.', [], (g) => {
-    g.set({}, stats().running);
-  });
-  registry.gauge(
-    'local_volume_provisioner_proctable_succeeded',
-    'Cleanups that succeeded since the start (cumulative, as upstream).',
-    [],
-    (g) => {
-      g.set({}, stats().succeeded);
-    },
-  );
-  registry.gauge(
-    'local_volume_provisioner_proctable_failed',
-    'Cleanups that failed since the start (cumulative, as upstream).',
-    [],
-    (g) => {
-      g.set({}, stats().failed);
-    },
-  );
+  for (const [key, help] of PROCTABLE)
+    registry.gauge(`${P}_proctable_${key}`, help, [], (g) => {
+      g.set({}, stats()[key]);
+    });
   registerProcessMetrics(registry, { startTimeSeconds: start, host: options.host ?? nodeProcessHost });
+  const volumeUsage: VolumeUsageStore = new Map();
+  registerVolumeUsageMetrics(registry, {
+    persistentVolumes: managed,
+    usage: volumeUsage,
+    node: () => holder.metrics?.nodeName() ?? '',
+    limit: options.volumeSeriesLimit ?? DEFAULT_VOLUME_SERIES_LIMIT,
+  });
   const metrics: AgentMetrics = {
     registry,
     discoveryTotal: registry.counter(
@@ -194,6 +199,8 @@ export function createAgentMetrics(
     ),
     cleanupStats: () => ({ running: 0, succeeded: 0, failed: 0 }),
     managedPersistentVolumes: () => [],
+    volumeUsage,
+    nodeName: () => '',
     adoptedVolumes: registry.counter(
       `${P}_adopted_persistentvolumes_total`,
       'Upstream-created PersistentVolumes labelled for this agent.',

@@ -47,6 +47,7 @@ import type {
   ChangeWatchOptions,
   EntryInfo,
   EntryKind,
+  FilesystemUsage,
   IdentitySource,
   NodeVolumes,
   VolumeIdentity,
@@ -356,6 +357,22 @@ export class LinuxVolumes implements NodeVolumes {
       return Number(info.blocks * info.bsize);
     } catch (error) {
       throw wrapSystemError('filesystemCapacity', path, error);
+    }
+  }
+
+  async filesystemUsage(path: string): Promise<FilesystemUsage> {
+    try {
+      const info = await statfs(path, { bigint: true });
+      return {
+        capacityBytes: Number(info.blocks * info.bsize),
+        usedBytes: Number((info.blocks - info.bfree) * info.bsize),
+        availableBytes: Number(info.bavail * info.bsize),
+        inodes: Number(info.files),
+        inodesUsed: Number(info.files - info.ffree),
+        inodesFree: Number(info.ffree),
+      };
+    } catch (error) {
+      throw wrapSystemError('filesystemUsage', path, error);
     }
   }
 

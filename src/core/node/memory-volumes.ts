@@ -43,6 +43,7 @@ import type {
   ChangeWatch,
   ChangeWatchOptions,
   EntryInfo,
+  FilesystemUsage,
   IdentitySource,
   MountPoint,
   NodeVolumes,
@@ -160,6 +161,8 @@ export class MemoryVolumes implements NodeVolumes {
   private readonly mounts: MountPoint[] = [];
   /** Capacity per filesystem device (`major:minor`), so bind mounts share their source's. */
   private readonly capacities = new Map<string, number>();
+  /** Bytes used per filesystem (device); default 0. */
+  private readonly used = new Map<string, number>();
   /** UUID per filesystem device, for the filesystems mounted with one (bind mounts share it). */
   private readonly uuids = new Map<string, string>();
   /** Birth time of each filesystem's root, per device: when it was first mounted. */
@@ -214,6 +217,28 @@ export class MemoryVolumes implements NodeVolumes {
       const mount = this.mountContaining(found.path);
       if (mount === undefined) throw this.error('filesystemCapacity', path, 'ENOENT', 'no filesystem is mounted there');
       return this.capacities.get(mount.device) ?? this.defaultCapacity;
+    });
+  }
+
+  /** Bytes from the capacity and setUsed; inodes one per 16 KiB of capacity, one used per 64 KiB used. */
+  filesystemUsage(path: string): Promise<FilesystemUsage> {
+    return settle(() => {
+      const found = this.lookup('filesystemUsage', path, true);
+      if (!found.ok) throw this.error('filesystemUsage', path, found.code);
+      const mount = this.mountContaining(found.path);
+      if (mount === undefined) throw this.error('filesystemUsage', path, 'ENOENT', 'no filesystem is mounted there');
+      const capacityBytes = this.capacities.get(mount.device) ?? this.defaultCapacity;
+      const usedBytes = Math.min(capacityBytes, this.used.get(mount.device) ?? 0);
+      const inodes = Math.floor(capacityBytes / 16384);
+      const inodesUsed = Math.min(inodes, Math.ceil(usedBytes / 65536));
+      return {
+        capacityBytes,
+        usedBytes,
+        availableBytes: capacityBytes - usedBytes,
+        inodes,
+        inodesUsed,
+        inodesFree: inodes - inodesUsed,
+      };
     });
   }
 
@@ -392,6 +417,17 @@ export class MemoryVolumes implements NodeVolumes {
     const mount = this.mounts.findLast((m) => m.mountPoint === real);
     if (mount === undefined) throw this.error('mutate', mountPoint, 'EINVAL', 'not a mount point');
     this.capacities.set(mount.device, bytes);
+    return this;
+  }
+
+  /** Sets the bytes used on the filesystem mounted at exactly mountPoint (filesystemUsage). */
+  setUsed(mountPoint: string, bytes: number): this {
+    assertSize(bytes, mountPoint);
+    const found = this.lookup('mutate', mountPoint, true);
+    const real = found.ok ? found.path : posix.resolve(mountPoint);
+    const mount = this.mounts.findLast((m) => m.mountPoint === real);
+    if (mount === undefined) throw this.error('mutate', mountPoint, 'EINVAL', 'not a mount point');
+    this.used.set(mount.device, bytes);
     return this;
   }
 

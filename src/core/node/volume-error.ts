@@ -8,6 +8,7 @@ export type NodeVolumeOperation =
   | 'listDirectory'
   | 'entryInfo'
   | 'filesystemCapacity'
+  | 'filesystemUsage'
   | 'blockDeviceCapacity'
   | 'volumeIdentity'
   /** A mutation of the in-memory node (test / simulate set-up). */

@@ -1,6 +1,7 @@
 // The node's volumes port: what discovery and cleanup need to know about this node's disks.
 // Real implementation: linux-volumes.ts (procfs, statfs, sysfs; never spawns a process per entry).
 // In-memory: memory-volumes.ts, for fast tests and `simulate`.
+import { NodeVolumeError } from './volume-error.js';
 
 /** What a discovery directory entry is, after following symlinks. */
 export type EntryKind = 'directory' | 'block-device' | 'other' | 'missing';
@@ -71,6 +72,19 @@ export interface VolumeIdentity {
   readonly byId?: string;
 }
 
+/** One statfs of a volume's filesystem, as df and kubelet count it. */
+export interface FilesystemUsage {
+  /** blocks × block size. */
+  readonly capacityBytes: number;
+  /** (blocks − free blocks) × block size: what df calls used (root's reserve counts as not used). */
+  readonly usedBytes: number;
+  /** Blocks available to unprivileged users × block size (root's reserve excluded). */
+  readonly availableBytes: number;
+  readonly inodes: number;
+  readonly inodesUsed: number;
+  readonly inodesFree: number;
+}
+
 export interface NodeVolumes {
   /** Mount table of this process's mount namespace (/proc/self/mountinfo). */
   mountPoints(): Promise<readonly MountPoint[]>;
@@ -80,6 +94,11 @@ export interface NodeVolumes {
   entryInfo(path: string): Promise<EntryInfo>;
   /** Total size in bytes of the filesystem mounted at path (statfs blocks × block size). */
   filesystemCapacity(path: string): Promise<number>;
+  /**
+   * Bytes and inodes of the filesystem mounted at path, from one statfs (the volume health probe's;
+   * docs/observability.md#volume-usage). Optional: a port without it yields no usage, capacity only.
+   */
+  filesystemUsage?(path: string): Promise<FilesystemUsage>;
   /** Size in bytes of the block device at path (after following symlinks). */
   blockDeviceCapacity(path: string): Promise<number>;
   /**
@@ -105,4 +124,11 @@ export function mountChangeConcerns(paths: readonly string[], directories: reado
 function isSameOrBelow(path: string, dir: string): boolean {
   if (path === dir) return true;
   return path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+}
+
+/** A wrapping port's filesystemUsage: the inner port's, or ENOTSUP when it has none. */
+export function usageThrough(inner: NodeVolumes, path: string): Promise<FilesystemUsage> {
+  if (inner.filesystemUsage === undefined)
+    return Promise.reject(new NodeVolumeError('filesystemUsage', path, 'ENOTSUP', 'the node port reads no usage'));
+  return inner.filesystemUsage(path);
 }

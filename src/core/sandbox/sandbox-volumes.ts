@@ -11,10 +11,12 @@ import type {
   ChangeWatch,
   ChangeWatchOptions,
   EntryInfo,
+  FilesystemUsage,
   MountPoint,
   NodeVolumes,
   VolumeIdentity,
 } from '../node/volumes.js';
+import { usageThrough } from '../node/volumes.js';
 
 /** Whether `path` lies strictly below `dir` (both absolute, compared as written). */
 export function isBelow(dir: string, path: string): boolean {
@@ -59,6 +61,10 @@ export class SandboxVolumes implements NodeVolumes {
 
   entryInfo(path: string): Promise<EntryInfo> {
     return this.real.entryInfo(path);
+  }
+
+  filesystemUsage(path: string): Promise<FilesystemUsage> {
+    return usageThrough(this.real, path);
   }
 
   filesystemCapacity(path: string): Promise<number> {

@@ -18,10 +18,12 @@ import type {
   ChangeWatch,
   ChangeWatchOptions,
   EntryInfo,
+  FilesystemUsage,
   MountPoint,
   NodeVolumes,
   VolumeIdentity,
 } from '../node/volumes.js';
+import { usageThrough } from '../node/volumes.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
 
@@ -231,6 +233,10 @@ export class PlannedLinks implements NodeVolumes, DiscoveryLinkWriter {
     const target = this.links.get(posix.resolve(path));
     if (target === undefined) return this.node.entryInfo(path);
     return { ...(await this.node.entryInfo(target)), isSymlink: true };
+  }
+
+  filesystemUsage(path: string): Promise<FilesystemUsage> {
+    return usageThrough(this.node, this.through(path));
   }
 
   filesystemCapacity(path: string): Promise<number> {

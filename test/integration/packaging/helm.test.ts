@@ -105,6 +105,29 @@ const defaultsOfConfig = {
 };
 
 describe('Helm chart helm/provisioner', () => {
+  it('grafanaDashboard.enabled ships the dashboard JSON in a ConfigMap the Grafana sidecar picks up; off by default', () => {
+    assert.deepEqual(
+      renderChart({})
+        .all('ConfigMap')
+        .filter((c) => c.metadata.name.endsWith('-dashboard')),
+      [],
+    );
+    const r = renderChart({
+      set: ['grafanaDashboard.enabled=true', 'grafanaDashboard.annotations.grafana_folder=Storage'],
+    });
+    const cm = r.one('ConfigMap', 'lvp-test-local-static-provisioner-dashboard') as RenderedObject & {
+      readonly metadata: { labels?: Record<string, string>; annotations?: Record<string, string> };
+      readonly data?: Record<string, string>;
+    };
+    assert.equal(cm.metadata.labels?.['grafana_dashboard'], '1');
+    assert.equal(cm.metadata.annotations?.['grafana_folder'], 'Storage');
+    const shipped = cm.data?.['local-static-provisioner.json'] ?? '';
+    assert.deepEqual(
+      JSON.parse(shipped),
+      JSON.parse(readFileSync(join(CHART_DIR, 'dashboards/local-static-provisioner.json'), 'utf8')),
+    );
+  });
+
   before(() => {
     const version = runHelm(['version', '--short']);
     assert.equal(version.status, 0, `${helmBinary()}: ${version.stderr}`);

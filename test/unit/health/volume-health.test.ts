@@ -392,3 +392,69 @@ describe('volume health on many PVs', () => {
     assert.deepEqual(found, [`pv-${String(victim)} unreadable`], 'found on its turn, within one round');
   });
 });
+
+describe('volume health keeps the usage its statfs read', () => {
+  it('one statfs per probe turn feeds the usage gauges (no other pass); a gone or abnormal volume drops its sample', async () => {
+    const memory = new MemoryVolumes();
+    memory.addDirectory('/mnt/fast');
+    const count = 2 * PROBES_PER_PASS;
+    for (let i = 0; i < count; i++) memory.addMount(`/mnt/fast/d${String(i)}`, { capacity: 2 ** 30 });
+    let usageReads = 0;
+    let capacityReads = 0;
+    const volumes: NodeVolumes = {
+      mountPoints: () => memory.mountPoints(),
+      listDirectory: (p) => memory.listDirectory(p),
+      entryInfo: (p) => memory.entryInfo(p),
+      filesystemCapacity: (p) => {
+        capacityReads += 1;
+        return memory.filesystemCapacity(p);
+      },
+      filesystemUsage: (p) => {
+        usageReads += 1;
+        return memory.filesystemUsage(p);
+      },
+      blockDeviceCapacity: (p) => memory.blockDeviceCapacity(p),
+      volumeIdentity: (p) => memory.volumeIdentity(p),
+      watchChanges: (o) => memory.watchChanges(o),
+    };
+    const pvs: PersistentVolume[] = [];
+    for (let i = 0; i < count; i++) {
+      const path = `/mnt/fast/d${String(i)}`;
+      const base: PersistentVolume = {
+        metadata: { name: `pv-${String(i)}`, uid: `uid-${String(i)}` },
+        spec: { storageClassName: 'fast', volumeMode: 'Filesystem', local: { path } },
+        status: { phase: 'Available' },
+      };
+      pvs.push(withIdentity(base, await memory.volumeIdentity(path), NODE));
+    }
+    const metrics = createAgentMetrics();
+    const health = new VolumeHealth(
+      { config: CONFIG, node: NODE },
+      { volumes, events: { record: () => undefined }, metrics, logger: new MemoryLogger(), clock: new ManualClock(0) },
+    );
+    const check = async (list = pvs) => health.check(list, await memory.mountPoints());
+    await check();
+    assert.equal(usageReads, count, 'the first pass reads every volume once');
+    assert.equal(metrics.volumeUsage.size, count);
+    assert.equal(metrics.volumeUsage.get('pv-3/uid-3')?.usedBytes, 0);
+    memory.setUsed('/mnt/fast/d3', 2 ** 20);
+    usageReads = 0;
+    await check();
+    await check();
+    assert.equal(usageReads, 2 * PROBES_PER_PASS, 'a round of quiet passes: one statfs per volume, no more');
+    assert.equal(capacityReads, 0, 'no second statfs for the capacity');
+    assert.equal(metrics.volumeUsage.get('pv-3/uid-3')?.usedBytes, 2 ** 20, 'the new usage within one round');
+    // Unmounted: abnormal, and its sample goes (the directory's statfs would be another filesystem's).
+    memory.removeMount('/mnt/fast/d5');
+    const result = await check();
+    assert.deepEqual(
+      result.abnormal.map((a) => a.pv),
+      ['pv-5'],
+    );
+    assert.equal(metrics.volumeUsage.has('pv-5/uid-5'), false);
+    // A PV gone from the list: its sample is dropped on the next full pass.
+    await check(pvs.slice(1));
+    assert.equal(metrics.volumeUsage.has('pv-0/uid-0'), false);
+    assert.equal(metrics.volumeUsage.size, count - 2);
+  });
+});
