@@ -83,6 +83,12 @@ interface Agent {
 }
 
 const children: ChildProcess[] = [];
+// Interrupted: no agent outlives the bench (upstream runs under unshare and would be orphaned).
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.once(signal, () => {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    process.exit(130);
+  });
 
 function spawnAgent(command: string, args: readonly string[], env: NodeJS.ProcessEnv): Agent {
   const spawnedAt = performance.now();
