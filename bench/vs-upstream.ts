@@ -384,9 +384,9 @@ function fmt(xs: readonly number[] | undefined, digits: number): string {
   return xs.length === 1 ? f(xs[0] ?? NaN) : `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
 }
 
-function table(figures: Figures): string {
+function table(figures: Figures, runs = RUNS): string {
   const labels = [...new Set([...figures.values()].flatMap((m) => [...m.keys()]))];
-  const head = `| measure (median (min–max) of ${String(RUNS)} runs) | ${labels.join(' | ')} |\n|---|${labels.map(() => '---|').join('')}`;
+  const head = `| measure (median (min–max) of ${String(runs)} runs) | ${labels.join(' | ')} |\n|---|${labels.map(() => '---|').join('')}`;
   const rows = [...figures.entries()].map(([measure, byLabel]) => {
     const digits = measure.includes('(ms)') ? 0 : measure.includes('CPU') ? 2 : 1;
     return `| ${measure} | ${labels.map((l) => fmt(byLabel.get(l), digits)).join(' | ')} |`;
@@ -422,7 +422,10 @@ try {
   await delay(500);
   const loadStart = loadavg();
   const date = new Date().toISOString();
-  for (let r = 0; r < RUNS; r++) await oneRun(setting, r);
+  for (let r = 0; r < RUNS; r++) {
+    await oneRun(setting, r);
+    console.error(table(setting.figures, r + 1)); // the figures so far, should a later run fail
+  }
   console.log(table(setting.figures));
   console.log(
     `\n${date}, node ${process.version}, ${String(RUNS)} runs, ${String(VOLUMES)} volumes, burst ${String(BURST)}, settle ${String(SETTLE_SECONDS)} s, idle window ${String(IDLE_SECONDS)} s; image NODE_OPTIONS=${IMAGE_NODE_OPTIONS}; load ${loadStart} → ${loadavg()}; variants: ${VARIANTS.map((v) => `${v.label} [NODE_OPTIONS=${v.nodeOptions}${v.nodeArgs.length > 0 ? `; ${v.nodeArgs.join(' ')}` : ''}]`).join(', ')}`,
