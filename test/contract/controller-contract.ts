@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { isNotFound, type Cluster } from '../../src/core/kube/cluster.js';
 import type { PersistentVolume } from '../../src/core/kube/objects.js';
 import { PROVISIONED_BY_ANNOTATION } from '../../src/core/pv/naming.js';
+import { eventually as waitUntil } from '../support/eventually.js';
 
 export interface ControllerWorld {
   readonly cluster: Cluster;
@@ -27,14 +28,9 @@ export interface ControllerWorld {
 const WAIT_MS = 60_000;
 const FINALIZER = 'kubernetes.io/pv-protection';
 
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string): Promise<T> {
-  const until = Date.now() + WAIT_MS;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+/** Polls until probe returns a value, every 50 ms, for at most WAIT_MS. */
+function eventually<T>(probe: () => Promise<T | undefined>, what: string): Promise<T> {
+  return waitUntil(probe, what, WAIT_MS, 50);
 }
 
 export function controllerContract(name: string, setup: () => Promise<ControllerWorld>): void {

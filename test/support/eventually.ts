@@ -18,6 +18,16 @@ export async function eventually<T>(
   }
 }
 
+/** As eventually, a probe that throws counting as not yet (a process still starting, a socket not yet there). */
+export async function eventuallyQuietly<T>(
+  probe: () => Promise<T | undefined>,
+  what: string,
+  ms = 15_000,
+  intervalMs = 50,
+): Promise<T> {
+  return eventually(() => probe().catch(() => undefined), what, ms, intervalMs);
+}
+
 /** Polls until check is true; fails the test after ms. */
 export async function waitFor(check: () => boolean | Promise<boolean>, what: string, ms = 3000): Promise<void> {
   await eventually(async () => ((await check()) ? true : undefined), what, ms, 5);

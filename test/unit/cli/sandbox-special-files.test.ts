@@ -17,21 +17,11 @@ import {
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { AdminClient } from '../../../src/core/agent/admin-client.js';
 import type { AgentStatusJson } from '../../../src/core/agent/reload-types.js';
 import { CLI, runCli } from '../../support/cli.js';
-
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string, ms = 10_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
-    await delay(50);
-  }
-}
+import { eventuallyQuietly } from '../../support/eventually.js';
 
 function rssKiB(pid: number): number {
   const line = /^VmRSS:\s+(\d+) kB$/mu.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'));
@@ -63,18 +53,26 @@ describe('provisioner run --sandbox with special files swapped into its config',
     let seen: number | undefined;
     /** Waits for a reload after the last one seen and returns the status after it. */
     const nextReload = async (what: string): Promise<AgentStatusJson> => {
-      const status = await eventually(async () => {
-        const s = await client.status();
-        return s.lastReload !== undefined && s.lastReload.startedAt !== seen ? s : undefined;
-      }, what);
+      const status = await eventuallyQuietly(
+        async () => {
+          const s = await client.status();
+          return s.lastReload !== undefined && s.lastReload.startedAt !== seen ? s : undefined;
+        },
+        what,
+        10_000,
+      );
       seen = status.lastReload?.startedAt;
       return status;
     };
     try {
-      const first = await eventually(async () => {
-        const s = await client.status();
-        return pvs(s) === 2 ? s : undefined;
-      }, 'the two sample volumes');
+      const first = await eventuallyQuietly(
+        async () => {
+          const s = await client.status();
+          return pvs(s) === 2 ? s : undefined;
+        },
+        'the two sample volumes',
+        10_000,
+      );
       assert.equal(first.generation, 1);
       seen = first.lastReload?.startedAt;
       const idle = rssKiB(pid);
@@ -138,10 +136,14 @@ describe('provisioner run --sandbox with special files swapped into its config',
       rmSync(join(config, '..data'));
       await writeFile(key, sample);
       appendFileSync(key, '  fsType: ext4\n');
-      const applied = await eventually(async () => {
-        const s = await client.status();
-        return s.generation === 2 ? s : undefined;
-      }, 'the valid edit applied');
+      const applied = await eventuallyQuietly(
+        async () => {
+          const s = await client.status();
+          return s.generation === 2 ? s : undefined;
+        },
+        'the valid edit applied',
+        10_000,
+      );
       assert.equal(applied.lastReload?.outcome, 'applied');
       assert.equal(pvs(applied), 2);
     } finally {

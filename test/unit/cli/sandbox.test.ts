@@ -4,21 +4,11 @@ import { spawn } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { AdminClient } from '../../../src/core/agent/admin-client.js';
 import type { AgentStatusJson } from '../../../src/core/agent/reload-types.js';
 import { CLI, runCli } from '../../support/cli.js';
-
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string, ms = 15_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
-    await delay(50);
-  }
-}
+import { eventuallyQuietly as eventually } from '../../support/eventually.js';
 
 interface Sandbox {
   readonly client: AdminClient;

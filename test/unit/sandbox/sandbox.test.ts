@@ -20,6 +20,7 @@ import {
   SANDBOX_NODE,
   type SandboxAgent,
 } from '../../../src/core/sandbox/sandbox.js';
+import { waitFor } from '../../support/eventually.js';
 
 const roots: string[] = [];
 after(() => {
@@ -39,12 +40,9 @@ async function sandboxMounts(volumes: { mountPoints(): Promise<readonly { mountP
     .sort();
 }
 
-async function eventually(probe: () => Promise<boolean>, what: string): Promise<void> {
-  const until = Date.now() + 5000;
-  while (!(await probe())) {
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
-    await delay(10);
-  }
+/** Waits for probe to hold, for at most 5 s. */
+function eventually(probe: () => Promise<boolean>, what: string): Promise<void> {
+  return waitFor(probe, what, 5000);
 }
 
 /** A stand-in for the started agent: the config it applies, and its event stream. */
