@@ -2,7 +2,7 @@
 // checked and read into the service's common options and the process' options: a bad value is a
 // UsageError naming its flag, before anything connects.
 import { UsageError } from '../core/errors.js';
-import type { LeaderElectedServiceOptions } from '../core/leader-elected-service.js';
+import type { LeaderElectedServiceOptions } from '../core/leader-elected/service.js';
 import { errorMessage } from '../core/unknown-values.js';
 import type { Product } from './cluster-connection.js';
 import { durationFlagMs } from './duration-flag.js';

@@ -4,7 +4,7 @@
 import { systemClock } from '../core/clock.js';
 import type { Clock } from '../core/clock.js';
 import type { RestCluster } from '../core/kube/rest-cluster.js';
-import type { LeaderElectedServiceOptions } from '../core/leader-elected-service.js';
+import type { LeaderElectedServiceOptions } from '../core/leader-elected/service.js';
 import type { Logger } from '../core/log.js';
 import { connectCluster } from './cluster-connection.js';
 import type { Product } from './cluster-connection.js';

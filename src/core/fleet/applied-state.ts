@@ -8,6 +8,7 @@ import { RELOAD_OUTCOMES } from '../agent/reload-types.js';
 import { MAX_ERRORS_SINCE_APPLY } from '../agent/errors-since-apply.js';
 import type { ReloadOutcome } from '../agent/reload-types.js';
 import { formatIssue } from '../errors.js';
+import { microTime } from '../kube/micro-time.js';
 import type { Lease } from '../kube/objects.js';
 import { dns1123SubdomainErrors } from '../kube/validation.js';
 import { nodeLabelValue } from '../pv/naming.js';
@@ -281,11 +282,6 @@ function optionalCount<K extends string>(key: K, n: number | undefined): Partial
 function countOf(text: string | undefined): number | undefined {
   if (text === undefined || !/^[1-9]\d{0,8}$/u.test(text)) return undefined;
   return Number(text);
-}
-
-/** metav1.MicroTime: RFC 3339 in UTC with six fraction digits. */
-export function microTime(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
 export interface StatusLeaseTarget {

@@ -10,7 +10,6 @@ import { createHash } from 'node:crypto';
 import { within } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import type { Counter } from '../metrics/registry.js';
 import type { Cluster } from './cluster.js';
 import type { CoreEvent, ObjectReference } from './objects.js';
 import { errorMessage } from '../unknown-values.js';
@@ -33,8 +32,8 @@ export interface EventRecorderOptions {
   readonly maxQueued?: number;
   /** How long flush() waits by default (default 5 s); what is left is dropped. */
   readonly flushTimeoutMs?: number;
-  /** Counts the events dropped (queue full, or left at a flush deadline). */
-  readonly dropped?: Counter;
+  /** Counts the events dropped (queue full, or left at a flush deadline): a metrics Counter fits. */
+  readonly dropped?: { inc(labels?: Readonly<Record<string, string>>, by?: number): void };
 }
 
 const DROP_LOG_INTERVAL_MS = 60_000;

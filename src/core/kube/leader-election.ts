@@ -17,7 +17,7 @@
 //   checks the holder it observed last, not the one it just read.
 import type { Clock } from '../clock.js';
 import { isAborted, within } from '../clock.js';
-import { microTime } from '../fleet/applied-state.js';
+import { microTime } from './micro-time.js';
 import type { Logger } from '../log.js';
 import { isAlreadyExists, isConflict, isNotFound } from './cluster.js';
 import type { ResourceClient } from './cluster.js';

@@ -4,12 +4,12 @@
 // shape both controllers share (src/core/leader-elected-service.ts).
 import { StartupError } from '../errors.js';
 import type { Cluster, LeaseCluster, NodeCleanupCluster } from '../kube/cluster.js';
-import { startLeaderElectedService } from '../leader-elected-service.js';
+import { startLeaderElectedService } from '../leader-elected/service.js';
 import type {
   LeaderElectedServiceDeps,
   LeaderElectedServiceOptions,
   RunningElectedService,
-} from '../leader-elected-service.js';
+} from '../leader-elected/service.js';
 import { createNodeCleanupMetrics } from '../metrics/node-cleanup-metrics.js';
 import type { NodeCleanupMetrics } from '../metrics/node-cleanup-metrics.js';
 import { NodeCleanupController } from './controller.js';

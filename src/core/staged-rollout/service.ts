@@ -3,12 +3,12 @@
 // from writing at once (stop campaigning, let the last pass finish, then release the lease).
 // The shape is the one both controllers share (src/core/leader-elected-service.ts).
 import { StartupError } from '../errors.js';
-import { startLeaderElectedService } from '../leader-elected-service.js';
+import { startLeaderElectedService } from '../leader-elected/service.js';
 import type {
   LeaderElectedServiceDeps,
   LeaderElectedServiceOptions,
   RunningElectedService,
-} from '../leader-elected-service.js';
+} from '../leader-elected/service.js';
 import { createRolloutMetrics } from '../metrics/rollout-metrics.js';
 import type { RolloutMetrics } from '../metrics/rollout-metrics.js';
 import { errorMessage } from '../unknown-values.js';

@@ -4,7 +4,6 @@ import fc from 'fast-check';
 import {
   appliedStateFromStatus,
   MAX_REASON_CHARS,
-  microTime,
   sameState,
   statusLease,
   statusLeaseName,
@@ -12,6 +11,7 @@ import {
   stateFromLease,
   STATUS_OF_LABEL,
 } from '../../../src/core/fleet/applied-state.js';
+import { microTime } from '../../../src/core/kube/micro-time.js';
 import type { AppliedState } from '../../../src/core/fleet/applied-state.js';
 import { RELOAD_OUTCOMES } from '../../../src/core/agent/reload-types.js';
 import type { AgentStatusJson } from '../../../src/core/agent/reload-types.js';

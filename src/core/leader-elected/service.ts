@@ -2,17 +2,17 @@
 // `provisioner node-cleanup`): the metrics server, leader election and the controller, started in
 // order and stopped in the order that keeps two replicas from acting at once: stop campaigning,
 // let the last pass finish, then release the lease to a successor.
-import { startHttpServer } from './agent/http.js';
-import type { RunningHttpServer } from './agent/http.js';
-import type { Clock } from './clock.js';
-import { StartupError } from './errors.js';
-import type { Cluster, LeaseCluster } from './kube/cluster.js';
-import { EventRecorder } from './kube/events.js';
-import { LeaderElector } from './kube/leader-election.js';
-import type { LeaderElectionTiming } from './kube/leader-election.js';
-import type { Logger } from './log.js';
-import type { Counter, Gauge, MetricsRegistry } from './metrics/registry.js';
-import { errorMessage } from './unknown-values.js';
+import { startHttpServer } from '../agent/http.js';
+import type { RunningHttpServer } from '../agent/http.js';
+import type { Clock } from '../clock.js';
+import { StartupError } from '../errors.js';
+import type { Cluster, LeaseCluster } from '../kube/cluster.js';
+import { EventRecorder } from '../kube/events.js';
+import { LeaderElector } from '../kube/leader-election.js';
+import type { LeaderElectionTiming } from '../kube/leader-election.js';
+import type { Logger } from '../log.js';
+import type { Counter, Gauge, MetricsRegistry } from '../metrics/registry.js';
+import { errorMessage } from '../unknown-values.js';
 
 export interface LeaderElectedServiceOptions {
   /** `[host]:port` of /metrics, /healthz and /readyz; empty: no server. */
