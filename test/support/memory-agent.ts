@@ -1,5 +1,6 @@
-// An agent on the in-memory cluster and node for unit tests: node `node-a`, the class `fast` with
-// its discovery directory /mnt/fast, config in a kubelet-style ConfigMap directory.
+// An agent in process for tests: on the in-memory cluster and node for unit tests (node `node-a`,
+// the class `fast` with its discovery directory /mnt/fast, config in a kubelet-style ConfigMap
+// directory), or on this machine's real volumes for integration tests (startLinuxAgent).
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { systemClock } from '../../src/core/clock.js';
 import type { Cluster } from '../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../src/core/kube/memory/memory-cluster.js';
 import { MemoryLogger } from '../../src/core/log.js';
+import { LinuxVolumes } from '../../src/core/node/linux-volumes.js';
 import { MemoryVolumes } from '../../src/core/node/memory-volumes.js';
 import { writeConfigMapVolume } from './configmap-volume.js';
 
@@ -59,5 +61,39 @@ export function startMemoryAgent(
       ...options,
     },
     { cluster, volumes: fixture.volumes, cleaner: new MemoryCleaner(), clock: systemClock, logger: new MemoryLogger() },
+  );
+}
+
+/**
+ * Starts the agent in process on this machine's real volumes (LinuxVolumes) against `cluster` (the
+ * real apiserver in integration tests): a pass every 200 ms and change detection every 50 ms.
+ */
+export function startLinuxAgent(
+  cluster: Cluster,
+  configPath: string,
+  nodeName: string,
+  options: Partial<AgentOptions> = {},
+): Promise<Agent> {
+  return Agent.start(
+    {
+      configPath,
+      nodeName,
+      namespace: 'default',
+      listenAddress: '127.0.0.1:0',
+      metricsPath: '/metrics',
+      discoveryPeriodMs: 200,
+      changePollMs: 50,
+      createConcurrency: 8,
+      cleanupConcurrency: 4,
+      jobImage: undefined,
+      ...options,
+    },
+    {
+      cluster,
+      volumes: new LinuxVolumes(),
+      cleaner: new MemoryCleaner(),
+      clock: systemClock,
+      logger: new MemoryLogger(),
+    },
   );
 }

@@ -8,14 +8,11 @@ import { after, before, describe, it } from 'node:test';
 import { Agent } from '../../../src/core/agent/agent.js';
 import { adoptNodeVolumes } from '../../../src/core/agent/adoption.js';
 import { nodeIdentity } from '../../../src/core/agent/generation.js';
-import { systemClock } from '../../../src/core/clock.js';
 import { isNotFound } from '../../../src/core/kube/cluster.js';
 import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import { MemoryLogger } from '../../../src/core/log.js';
-import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
-import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { CLI, REPO_ROOT } from '../../support/cli.js';
 import {
@@ -28,6 +25,7 @@ import {
 } from '../../support/real-node.js';
 import { requireTestControlPlane } from '../../support/test-cluster.js';
 import { eventually } from '../../support/eventually.js';
+import { startLinuxAgent } from '../../support/memory-agent.js';
 
 const MiB = 2 ** 20;
 const suffix = Math.random().toString(36).slice(2, 8);
@@ -58,27 +56,7 @@ describe('discovery on a real node against the real apiserver', { skip: skipUnle
   }
 
   async function startAgent(): Promise<Agent> {
-    return Agent.start(
-      {
-        configPath: configDir,
-        nodeName: NODE,
-        namespace: 'default',
-        listenAddress: '127.0.0.1:0',
-        metricsPath: '/metrics',
-        discoveryPeriodMs: 200,
-        changePollMs: 50,
-        createConcurrency: 8,
-        cleanupConcurrency: 4,
-        jobImage: undefined,
-      },
-      {
-        cluster,
-        volumes: new LinuxVolumes(),
-        cleaner: new MemoryCleaner(),
-        clock: systemClock,
-        logger: new MemoryLogger(),
-      },
-    );
+    return startLinuxAgent(cluster, configDir, NODE);
   }
 
   before(async () => {

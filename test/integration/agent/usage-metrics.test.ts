@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Agent } from '../../../src/core/agent/agent.js';
 import { systemClock } from '../../../src/core/clock.js';
 import { publishAgentState } from '../../../src/core/fleet/agent-state.js';
 import { stateFromLease } from '../../../src/core/fleet/applied-state.js';
@@ -15,12 +14,11 @@ import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import { MemoryLogger } from '../../../src/core/log.js';
-import { LinuxVolumes } from '../../../src/core/node/linux-volumes.js';
-import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { NODE_LABEL } from '../../../src/core/pv/naming.js';
 import { attachLoopDevice, Cleanup, makeTempDir, mountTmpfs, skipUnlessRoot } from '../../support/real-node.js';
 import { requireTestControlPlane } from '../../support/test-cluster.js';
 import { eventually, waitFor } from '../../support/eventually.js';
+import { startLinuxAgent } from '../../support/memory-agent.js';
 import { parsePrometheusText } from '../../support/prom-text.js';
 
 const MiB = 2 ** 20;
@@ -88,27 +86,7 @@ describe('usage metrics on a real node against the real apiserver', { skip: skip
     symlinkSync(loop.path, join(blockDir, 'b1'));
     writeFileSync(join(fastDir, 'd1', 'data'), Buffer.alloc(5 * MiB, 1));
 
-    const agent = await Agent.start(
-      {
-        configPath: configDir,
-        nodeName: NODE,
-        namespace: 'default',
-        listenAddress: '127.0.0.1:0',
-        metricsPath: '/metrics',
-        discoveryPeriodMs: 200,
-        changePollMs: 50,
-        createConcurrency: 8,
-        cleanupConcurrency: 4,
-        jobImage: undefined,
-      },
-      {
-        cluster,
-        volumes: new LinuxVolumes(),
-        cleaner: new MemoryCleaner(),
-        clock: systemClock,
-        logger: new MemoryLogger(),
-      },
-    );
+    const agent = await startLinuxAgent(cluster, configDir, NODE);
     const publishing = publishAgentState(agent, {
       leases: cluster.leases,
       target: { name: `lvp-${NODE}`, namespace: 'default', instance: 'lvp' },
