@@ -311,7 +311,7 @@ function applyKind<K extends StepKind>(kind: K, step: StepOfKind<K>, w: StepWorl
 }
 
 /** Carries out a step; `fail` fails it (bad input, naming the step). Returns what it did. */
-export function applyStep(step: Step, w: StepWorld, fail: Fail): Promise<StepOutcome> {
+export async function applyStep(step: Step, w: StepWorld, fail: Fail): Promise<StepOutcome> {
   return applyKind(step.type, step, w, fail);
 }
 
