@@ -29,7 +29,15 @@ import type { PersistentVolume } from '../src/core/kube/objects.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { startControlPlane } from '../test/support/control-plane.js';
 import { Cleanup, bindMount, mountTmpfs, run } from '../test/support/real-node.js';
-import { IMAGE_NODE_OPTIONS, REPO_ROOT, cpuSeconds, kubeBinDir, median, numberFlag, rssBytesOf } from './support.js';
+import {
+  IMAGE_NODE_OPTIONS,
+  agentCommandLine,
+  cpuSeconds,
+  kubeBinDir,
+  median,
+  numberFlag,
+  rssBytesOf,
+} from './support.js';
 
 const MiB = 2 ** 20;
 const RUNS = numberFlag('--runs', 3);
@@ -144,19 +152,7 @@ function startUpstream(node: string, configDir: string, scratch: string, kubecon
 }
 
 function startOurs(v: Variant, node: string, configFile: string, socket: string, kubeconfig: string): Agent {
-  const args = [
-    ...v.nodeArgs,
-    join(REPO_ROOT, 'bin/run.js'),
-    'run',
-    '--config-dir',
-    configFile,
-    '--listen-address',
-    '127.0.0.1:0',
-    '--admin-socket',
-    socket,
-    '--log-format',
-    'json',
-  ];
+  const args = [...v.nodeArgs, ...agentCommandLine(configFile, socket)];
   return spawnAgent(process.execPath, args, {
     ...process.env,
     MY_NODE_NAME: node,
