@@ -17,7 +17,7 @@
 //
 // Usage (after `npm run build`): node dist/bench/reload-churn.js [--interval 1000] [--reloads 10000]
 //   [--duration-s S] [--volumes 1000] [--baseline 500] [--idle-seconds 30] [--status-every 30]
-//   [--node-options "…"] [--diagnose [--snapshot-at 100,1000]] [--keep]
+//   [--node-options "…"] [--node-args "--optimize-for-size"] [--diagnose [--snapshot-at 100,1000]] [--keep]
 // --duration-s ends the run after S seconds of churn whatever the count (the 10-minute peak run:
 // --interval 250 --duration-s 600). Defaults: the issue's figures (10,000 reloads, one a second).
 import { spawn } from 'node:child_process';
@@ -46,6 +46,8 @@ const BASELINE = Number(flag('baseline', '500'));
 const IDLE_S = Number(flag('idle-seconds', '30'));
 const STATUS_EVERY_S = Number(flag('status-every', '30'));
 const NODE_OPTIONS = flag('node-options', IMAGE_NODE_OPTIONS);
+// V8 flags node refuses in NODE_OPTIONS (--optimize-for-size, --no-opt…), given before the script.
+const NODE_ARGS = flag('node-args', '').split(' ').filter(Boolean);
 const DIAGNOSE = process.argv.includes('--diagnose');
 const SNAPSHOT_AT = flag('snapshot-at', '100,1000')
   .split(',')
@@ -74,6 +76,7 @@ function startAgent(): ChildProcess {
   const agent = spawn(
     process.execPath,
     [
+      ...NODE_ARGS,
       ...diagnose,
       join(REPO_ROOT, 'bin/run.js'),
       'run',
@@ -222,7 +225,7 @@ function report(idle: StatusSample, end: StatusSample, run: { seconds: number; s
       .map(([k, n]) => `${k} ${String(n)}`)
       .join(', ');
   console.log(
-    `node ${process.version}, NODE_OPTIONS=${NODE_OPTIONS || '(none)'}, ${String(VOLUMES)} volumes, a swap every ${String(INTERVAL_MS)} ms`,
+    `node ${process.version} ${NODE_ARGS.join(' ')}, NODE_OPTIONS=${NODE_OPTIONS || '(none)'}, ${String(VOLUMES)} volumes, a swap every ${String(INTERVAL_MS)} ms`,
   );
   console.log('| what | figure |\n|---|---|');
   const row = (what: string, value: string): void => {
