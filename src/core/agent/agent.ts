@@ -28,12 +28,8 @@ import type { ReloadMetrics } from '../metrics/reload-metrics.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import type { VolumeCleaner } from '../cleanup/cleaner.js';
 import type { JobsForbidden } from '../cleanup/job-lookup.js';
-import {
-  DeviceRulesState,
-  type DeviceCarver,
-  type DeviceInventory,
-  type DiscoveryLinkWriter,
-} from '../disk-rules/service.js';
+import { DeviceRulesState } from '../disk-rules/service.js';
+import type { DeviceCarver, DeviceInventory, DiscoveryLinkWriter } from '../devices/ports.js';
 import { CleanupTable } from '../cleanup/table.js';
 import type { BackoffPolicy } from '../cleanup/table.js';
 import { reportCleanupFailures } from '../cleanup/reclaim.js';

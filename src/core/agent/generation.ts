@@ -25,12 +25,10 @@ import {
   countVerdicts,
   DeviceRules,
   ruleClasses,
-  type DeviceCarver,
-  type DeviceInventory,
   type DeviceRulesResult,
   type DeviceRulesState,
-  type DiscoveryLinkWriter,
 } from '../disk-rules/service.js';
+import type { DeviceCarver, DeviceInventory, DiscoveryLinkWriter } from '../devices/ports.js';
 import { nodeProcessHost } from '../process-host.js';
 import type { ProcessHost } from '../process-host.js';
 import { errorMessage } from '../unknown-values.js';

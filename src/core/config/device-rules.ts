@@ -1,6 +1,6 @@
 // The written form of a class's `deviceRules` (keys, allowed values, defaults) and the way back
 // from a decoded DeviceRule to it: diff-config and the canonical YAML show rules as they are written.
-import type { DeviceRule, DeviceType, RuleMode, Transport } from '../disk-rules/model.js';
+import type { DeviceRule, DeviceType, RuleMode, Transport } from '../devices/model.js';
 import { formatGoDuration } from './duration.js';
 import type { ClassConfig } from './model.js';
 import { formatByteQuantity } from './quantity.js';

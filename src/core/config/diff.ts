@@ -1,5 +1,5 @@
 // Pure structural diff of two normalized configs, each change tied to its row of the effect table.
-import type { DeviceRule, RuleMode } from '../disk-rules/model.js';
+import type { DeviceRule, RuleMode } from '../devices/model.js';
 import { canonicalJson } from './canonical.js';
 import { writtenClass, writtenDeviceRule } from './device-rules.js';
 import { findEffect } from './effects.js';

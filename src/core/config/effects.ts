@@ -1,7 +1,7 @@
 // The field effect table: what a runtime change of each config field does to existing PVs, to PVs
 // not created yet and to cleanups in flight. Data, not prose: diff-config, reload and docs/reload.md
 // all read it. Starts from upstream's documented matrix (docs/provisioner.md) and the derived gaps.
-import type { RuleMode } from '../disk-rules/model.js';
+import type { RuleMode } from '../devices/model.js';
 import type { ClassField, TopLevelField } from './model.js';
 
 /** Ordered from harmless to most dangerous; a change's impact decides CI gates (`--fail-on`). */

@@ -1,7 +1,7 @@
 // The normalized, immutable provisioner configuration and its field catalogue.
 // Field names and defaults follow upstream's ProvisionerConfiguration / MountConfig
 // (sig-storage-local-static-provisioner pkg/common/common.go).
-import type { DeviceRule } from '../disk-rules/model.js';
+import type { DeviceRule } from '../devices/model.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
 

@@ -7,7 +7,7 @@
 import { goFilepathMatch, matchesNamePattern } from '../config/glob.js';
 import { formatByteQuantity } from '../config/quantity.js';
 import { identityMatches } from '../pv/identity.js';
-import { CARVABLE_TYPES, type DeviceFacts, type DeviceRule } from './model.js';
+import { CARVABLE_TYPES, type DeviceFacts, type DeviceRule } from '../devices/model.js';
 
 /** A class with rules, as decide needs it. */
 export interface RuleClass {

@@ -13,27 +13,8 @@ import type { NodeIdentity } from '../pv/naming.js';
 import { recordedIdentity } from '../pv/identity.js';
 import { errorMessage } from '../unknown-values.js';
 import { decideDevices, selects, type DeviceVerdict, type DiscoveryLink, type RuleClass } from './decide.js';
-import type { DeviceFacts } from './model.js';
-
-/** The node's block devices (src/core/node/block-devices.ts, or an in-memory one). */
-export interface DeviceInventory {
-  devices(options?: { readonly previous?: readonly DeviceFacts[] }): Promise<readonly DeviceFacts[]>;
-  /** Changes when devices come, go or resize (no device opened); absent: every pass reads devices(). */
-  changeStamp?(): Promise<string>;
-}
-
-/** Creates a link in a discovery directory; fails (never replaces) when the entry exists. */
-export interface DiscoveryLinkWriter {
-  createLink(path: string, target: string): Promise<void>;
-}
-
-/** Writes a GPT of N equal partitions on a blank disk (src/core/node/carve.ts); refuses a busy or written one. */
-export interface DeviceCarver {
-  carve(
-    devicePath: string,
-    partitions: number,
-  ): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }>;
-}
+import type { DeviceFacts } from '../devices/model.js';
+import type { DeviceCarver, DeviceInventory, DiscoveryLinkWriter } from '../devices/ports.js';
 
 /** What the step keeps across passes and generations (the agent owns one). */
 export class DeviceRulesState {

@@ -1,4 +1,4 @@
-// The block devices of the node as the disk rules see them (DeviceFacts in disk-rules/model.ts):
+// The block devices of the node as the disk rules see them (DeviceFacts in devices/model.ts):
 // sysfs for what the kernel knows, the udev database for the bus, /dev/disk/by-id for names, the
 // mount table and /proc/swaps for what uses a device, and a read-only look at both ends of each
 // device for signatures. Nothing here spawns a process or writes to a device; the house style of
@@ -19,8 +19,8 @@ import {
 import { open, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 
-import { readGptEntries, readGptHeader } from '../disk-rules/gpt.js';
-import type { DeviceFacts, DeviceType, Signature, Transport } from '../disk-rules/model.js';
+import { readGptEntries, readGptHeader } from '../devices/gpt.js';
+import type { DeviceFacts, DeviceType, Signature, Transport } from '../devices/model.js';
 import { errnoCode, errorMessage } from '../unknown-values.js';
 import { parseDeviceNumber, parseUdevProperties, parseUevent } from './identity.js';
 import { SECTOR_BYTES, deviceName } from './linux-volumes.js';

@@ -1,5 +1,5 @@
 // Carving: the one place the agent writes to a raw disk. A rule with `partitions: N` takes a
-// blank whole disk and writes a GPT of N equal partitions on it (src/core/disk-rules/gpt.ts); the
+// blank whole disk and writes a GPT of N equal partitions on it (src/core/devices/gpt.ts); the
 // next pass links each partition. The caller (decide.ts, on a fresh inventory) has already
 // checked the disk; everything is checked again here, as close to the write as it can be:
 // the device is held with O_EXCL (the kernel refuses that while the disk is mounted, part of a
@@ -11,8 +11,8 @@ import { constants, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { buildGpt, GptLayoutError, MiB, type GptImage, type GptPartition, type GptWrite } from '../disk-rules/gpt.js';
-import type { DeviceCarver } from '../disk-rules/service.js';
+import { buildGpt, GptLayoutError, MiB, type GptImage, type GptPartition, type GptWrite } from '../devices/gpt.js';
+import type { DeviceCarver } from '../devices/ports.js';
 import { errnoCode, errorMessage } from '../unknown-values.js';
 import { SECTOR_BYTES, decodeDeviceNumber } from './linux-volumes.js';
 
@@ -345,7 +345,7 @@ export async function carveDevice(devicePath: string, partitions: number, option
   };
 }
 
-/** The service's DeviceCarver (disk-rules/service.ts), with the caller's check for the device about to be carved. */
+/** The service's DeviceCarver (devices/ports.ts), with the caller's check for the device about to be carved. */
 export function linuxDeviceCarver(
   options: Omit<CarveOptions, 'expectBlank'> & { readonly expectBlank: (devicePath: string) => Promise<boolean> },
 ): DeviceCarver & { carve(devicePath: string, partitions: number): Promise<CarveResult> } {

@@ -3,7 +3,7 @@
 // (whose device may be gone: volume health reports it), is never re-pointed.
 import { symlink } from 'node:fs/promises';
 
-import type { DiscoveryLinkWriter } from '../disk-rules/service.js';
+import type { DiscoveryLinkWriter } from '../devices/ports.js';
 import type { MemoryVolumes } from './memory-volumes.js';
 
 export const fsDiscoveryLinks: DiscoveryLinkWriter = {

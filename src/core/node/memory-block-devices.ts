@@ -3,7 +3,7 @@
 // contract in test/contract/block-devices-contract.ts). It keeps no relations: a test that adds a
 // partition sets its disk's `partitions` too, as the kernel would.
 
-import type { DeviceFacts } from '../disk-rules/model.js';
+import type { DeviceFacts } from '../devices/model.js';
 import type { BlockDeviceChangeStamp, BlockDeviceInventory } from './block-devices.js';
 
 /** A blank, unused, non-rotational whole disk of 1 GiB named name, with overrides. */

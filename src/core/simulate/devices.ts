@@ -15,10 +15,10 @@
 //     - { name: nvme1n1, size: 1769Gi, model: Amazon EC2 NVMe Instance Storage, serial: AWS1A2B3C4D }
 import type { Node, YAMLMap } from 'yaml';
 import { RULE_DEVICE_TYPES } from '../config/device-rules.js';
-import { layOut } from '../disk-rules/gpt.js';
-import type { DeviceFacts, DeviceType, Signature, Transport } from '../disk-rules/model.js';
+import { layOut } from '../devices/gpt.js';
+import type { DeviceFacts, DeviceType, Signature, Transport } from '../devices/model.js';
 import { blankOnFreshRead } from '../disk-rules/service.js';
-import type { DeviceCarver } from '../disk-rules/service.js';
+import type { DeviceCarver } from '../devices/ports.js';
 import { MemoryBlockDevices, blankDeviceFacts } from '../node/memory-block-devices.js';
 import type { MemoryVolumes } from '../node/memory-volumes.js';
 import { errorMessage } from '../unknown-values.js';

@@ -18,7 +18,7 @@ import type { Clock } from '../clock.js';
 import { diffConfigs } from '../config/diff.js';
 import type { ConfigChange } from '../config/diff.js';
 import type { ProvisionerConfig, VolumeMode } from '../config/model.js';
-import type { DeviceInventory, DiscoveryLinkWriter } from '../disk-rules/service.js';
+import type { DeviceInventory, DiscoveryLinkWriter } from '../devices/ports.js';
 import { loadConfig } from '../config/source/load.js';
 import type { FileLayout, LoadedConfig } from '../config/source/port.js';
 import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';

@@ -10,7 +10,7 @@ import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import type { DeviceFacts, Signature } from '../../../src/core/disk-rules/model.js';
+import type { DeviceFacts, Signature } from '../../../src/core/devices/model.js';
 import { LinuxBlockDevices, type DevicesOptions } from '../../../src/core/node/block-devices.js';
 import {
   Cleanup,

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 
-import { buildGpt } from '../../../src/core/disk-rules/gpt.js';
+import { buildGpt } from '../../../src/core/devices/gpt.js';
 import { LinuxVolumes, decodeDeviceNumber, directoryStamp } from '../../../src/core/node/linux-volumes.js';
 import { NodeVolumeError } from '../../../src/core/node/volume-error.js';
 import {

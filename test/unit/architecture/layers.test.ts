@@ -117,6 +117,7 @@ describe('layers', () => {
 const CORE_ORDER = [
   '(root)',
   'kube',
+  'devices',
   'node',
   'config',
   'pv',
@@ -139,9 +140,6 @@ const CORE_ORDER = [
  * one of these once it is gone (remove it from here then).
  */
 const KNOWN_UPWARD: Readonly<Record<string, string>> = {
-  'config -> disk-rules': "the config model names the rules' types (DeviceRule, RuleMode): to move down into config",
-  'node -> disk-rules':
-    "the inventory and carver implement disk-rules' ports with its model and GPT codec: to move the model and codec down into node",
   'config -> staged-rollout':
     "the staged config source reads the rollout's state and copies (state.ts, objects.ts): to move that codec below config",
   'fleet -> staged-rollout':
@@ -185,6 +183,12 @@ describe('core layers', () => {
       folders.filter((f) => !(CORE_ORDER as readonly string[]).includes(f)),
       [],
       'every folder of core has its place in CORE_ORDER',
+    );
+    const moduleMap = readFileSync(join(REPO_ROOT, 'docs/architecture.md'), 'utf8');
+    assert.deepEqual(
+      folders.filter((f) => !moduleMap.includes(`\n  ${f}/ `)),
+      [],
+      "every folder of core is in docs/architecture.md's module map",
     );
   });
 

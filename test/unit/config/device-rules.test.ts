@@ -20,7 +20,7 @@ import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import { loadConfig } from '../../../src/core/config/source/load.js';
 import type { LoadedConfig } from '../../../src/core/config/source/port.js';
-import type { DeviceRule } from '../../../src/core/disk-rules/model.js';
+import type { DeviceRule } from '../../../src/core/devices/model.js';
 import { join } from 'node:path';
 
 const FIXTURES = join(import.meta.dirname, '../../../../test/fixtures');

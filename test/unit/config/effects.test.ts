@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { EFFECT_TABLE, findEffect, IMPACT_CLASSES } from '../../../src/core/config/effects.js';
 import type { ChangeAction, EffectField } from '../../../src/core/config/effects.js';
-import type { RuleMode } from '../../../src/core/disk-rules/model.js';
+import type { RuleMode } from '../../../src/core/devices/model.js';
 import { CLASS_FIELDS, TOP_LEVEL_FIELDS } from '../../../src/core/config/model.js';
 import { renderReloadDoc, RELOAD_TABLE_BEGIN, RELOAD_TABLE_END } from '../../../src/core/config/effect-docs.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';

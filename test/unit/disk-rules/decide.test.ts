@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 
 import { decideDevices, type DeviceRulesView, type DeviceVerdict } from '../../../src/core/disk-rules/decide.js';
-import type { DeviceFacts, DeviceRule, Signature } from '../../../src/core/disk-rules/model.js';
+import type { DeviceFacts, DeviceRule, Signature } from '../../../src/core/devices/model.js';
 
 const GiB = 2 ** 30;
 

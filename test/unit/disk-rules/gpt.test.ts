@@ -18,7 +18,7 @@ import {
   readGptEntries,
   readGptHeader,
   type GptImage,
-} from '../../../src/core/disk-rules/gpt.js';
+} from '../../../src/core/devices/gpt.js';
 import { AGENT_PARTITION_NAME } from '../../../src/core/node/block-devices.js';
 
 /** A GPT header as read from its block. */

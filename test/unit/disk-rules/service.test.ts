@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 
 import { ManualClock } from '../../../src/core/clock.js';
 import type { DeviceVerdict } from '../../../src/core/disk-rules/decide.js';
-import type { DeviceFacts, DeviceRule } from '../../../src/core/disk-rules/model.js';
+import type { DeviceFacts, DeviceRule } from '../../../src/core/devices/model.js';
 import { DeviceRules, DeviceRulesState, EVENT_REASONS } from '../../../src/core/disk-rules/service.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';

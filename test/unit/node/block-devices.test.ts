@@ -9,8 +9,8 @@ import { mkdirSync, renameSync, rmSync, symlinkSync, truncateSync, utimesSync, w
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { buildGpt } from '../../../src/core/disk-rules/gpt.js';
-import type { DeviceFacts, Signature } from '../../../src/core/disk-rules/model.js';
+import { buildGpt } from '../../../src/core/devices/gpt.js';
+import type { DeviceFacts, Signature } from '../../../src/core/devices/model.js';
 import {
   AGENT_PARTITION_NAME,
   BlockDeviceInventoryError,

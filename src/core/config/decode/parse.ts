@@ -6,7 +6,7 @@ import { InvalidConfigError } from '../../errors.js';
 import type { ConfigIssue, SourcePosition } from '../../errors.js';
 import { configHash } from '../canonical.js';
 import { formatGoDuration, parseGoDuration } from '../duration.js';
-import { CARVABLE_TYPES, type DeviceRule, type DeviceType, type RuleMode } from '../../disk-rules/model.js';
+import { CARVABLE_TYPES, type DeviceRule, type DeviceType, type RuleMode } from '../../devices/model.js';
 import {
   DEFAULT_RULE_DEVICE_TYPES,
   DEFAULT_RULE_MODE,
