@@ -32,10 +32,11 @@ import type { ConfigMap, Lease } from '../src/core/kube/objects.js';
 import { Reflector } from '../src/core/kube/reflector.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { silentLogger } from '../src/core/log.js';
-import { contentOf, stagedConfigMapName, stateOf } from '../src/core/staged-rollout/objects.js';
-import type { StagedRole } from '../src/core/staged-rollout/objects.js';
+import { contentOf } from '../src/core/staged-rollout/objects.js';
+import { stagedConfigMapName, stateOf } from '../src/core/rollout-state/annotations.js';
+import type { StagedRole } from '../src/core/rollout-state/annotations.js';
 import type { DesiredContent } from '../src/core/staged-rollout/decide.js';
-import { runsCandidate } from '../src/core/staged-rollout/state.js';
+import { runsCandidate } from '../src/core/rollout-state/state.js';
 import { counted } from './support.js';
 import type { Requests } from './support.js';
 

@@ -10,7 +10,7 @@
 import { loadavg } from 'node:os';
 import { ConfigMapConfigSource } from '../src/core/config/source/configmap-api.js';
 import { statusLease, statusLeaseName } from '../src/core/fleet/applied-state.js';
-import { readRollout } from '../src/core/fleet/rollout.js';
+import { readRollout } from '../src/core/staged-rollout/status.js';
 import { loadKubeconfig } from '../src/core/kube/kubeconfig.js';
 import type { ConnectionSettings } from '../src/core/kube/kubeconfig.js';
 import { RestCluster } from '../src/core/kube/rest-cluster.js';

@@ -32,13 +32,13 @@ import {
   ROLLOUT_STATE_ANNOTATION,
   STAGED_ROLE_LABEL,
   stagedConfigMapName,
-  stagedSelector,
   stateOf,
-} from '../src/core/staged-rollout/objects.js';
+} from '../src/core/rollout-state/annotations.js';
+import { stagedSelector } from '../src/core/staged-rollout/objects.js';
 import { describePolicy, policyFromFlags } from '../src/core/staged-rollout/policy.js';
 import type { StagedRolloutPolicy } from '../src/core/staged-rollout/policy.js';
 import { startRolloutController } from '../src/core/staged-rollout/service.js';
-import type { RolloutState } from '../src/core/staged-rollout/state.js';
+import type { RolloutState } from '../src/core/rollout-state/state.js';
 import { planWaves } from '../src/core/staged-rollout/waves.js';
 import { startControlPlane } from '../test/support/control-plane.js';
 import type { ControlPlane } from '../test/support/control-plane.js';

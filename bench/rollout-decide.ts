@@ -10,14 +10,14 @@
 import { performance } from 'node:perf_hooks';
 import { statusLease, stateFromLease } from '../src/core/fleet/applied-state.js';
 import type { PublishedState } from '../src/core/fleet/applied-state.js';
-import { summarizeRollout } from '../src/core/fleet/rollout.js';
+import { summarizeRollout } from '../src/core/staged-rollout/status.js';
 import type { Lease } from '../src/core/kube/objects.js';
 import { decide } from '../src/core/staged-rollout/decide.js';
 import { FleetIndex } from '../src/core/staged-rollout/fleet-index.js';
 import type { RolloutView } from '../src/core/staged-rollout/decide.js';
 import { DEFAULT_POLICY } from '../src/core/staged-rollout/policy.js';
-import { encodeRolloutState } from '../src/core/staged-rollout/state.js';
-import type { RolloutState } from '../src/core/staged-rollout/state.js';
+import { encodeRolloutState } from '../src/core/rollout-state/state.js';
+import type { RolloutState } from '../src/core/rollout-state/state.js';
 import { planWaves } from '../src/core/staged-rollout/waves.js';
 
 function flag(name: string, fallback: string): string {

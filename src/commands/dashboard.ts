@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand, useColor } from '../cli/base-command.js';
 import { adminSocketFlag, DEFAULT_STATUS_NAME, kubeconfigFlag, STATUS_NAME_ENV } from './flags.js';
-import type { RolloutStatus } from '../core/fleet/rollout.js';
+import type { RolloutStatus } from '../core/staged-rollout/status.js';
 
 /** A reload's answer may take a drain and a cache sync: its client waits at least this long. */
 const MIN_RELOAD_TIMEOUT_MS = 120_000;
@@ -81,7 +81,7 @@ Exit codes: 0 quit or snapshot printed, 1 the agent answered with an error, 2 no
     const fleetRollout = async (): Promise<RolloutStatus> => {
       const { connectCommandCluster } = await import('../cli/cluster-connection.js');
       const { systemClock } = await import('../core/clock.js');
-      const { readDesiredConfig, readRollout } = await import('../core/fleet/rollout.js');
+      const { readDesiredConfig, readRollout } = await import('../core/staged-rollout/status.js');
       const rest = await connectCommandCluster(flags.kubeconfig, {
         name: this.config.name,
         version: this.config.version,

@@ -104,7 +104,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
     const { dns1123SubdomainErrors } = await import('../core/kube/validation.js');
     const { statusNameProblem } = await import('../core/fleet/applied-state.js');
     const { policyFromFlags } = await import('../core/staged-rollout/policy.js');
-    const { stagedConfigMapName } = await import('../core/staged-rollout/objects.js');
+    const { stagedConfigMapName } = await import('../core/rollout-state/annotations.js');
     const name = flags['config-map'];
     // The copies' names (<name>-stable, <name>-candidate) must be ConfigMap names too.
     const nameProblems = dns1123SubdomainErrors(name);

@@ -4,7 +4,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
-import type { RolloutAction } from '../core/staged-rollout/state.js';
+import type { RolloutAction } from '../core/rollout-state/state.js';
 import { configMapFlag, configMapRef, DEFAULT_STATUS_NAME, kubeconfigFlag, outputFlag } from './flags.js';
 
 /** The help text every request command ends with. */

@@ -80,7 +80,7 @@ Exit codes: 0 every node applies the desired config (staged: the rollout of it i
     });
     try {
       const namespace = flags.namespace ?? rest.contextNamespace ?? 'default';
-      const fleet = await import('../core/fleet/rollout.js');
+      const fleet = await import('../core/staged-rollout/status.js');
       const render = await import('../render/rollout-status.js');
       const operatorConfigMap = configMap ?? { namespace, name: `${flags.name}-config` };
       const desired = await fleet.readDesiredConfig(

@@ -1,7 +1,7 @@
 // Text and JSON renderings of `rollout pause|resume|abort|promote`. The JSON is a documented
 // contract (docs/rollout-status.md, docs/schemas/rollout-request.v1.schema.json).
 import type { RequestOutcome, RequestResult } from '../core/staged-rollout/requests.js';
-import type { ContentRef, RolloutAction, RolloutPhase } from '../core/staged-rollout/state.js';
+import type { ContentRef, RolloutAction, RolloutPhase } from '../core/rollout-state/state.js';
 import { RolloutExit } from './rollout-status.js';
 import { shortHash } from './text.js';
 

@@ -7,8 +7,8 @@ import type {
   RolloutVerdict,
   StagedSummary,
   WaveProgress,
-} from '../core/fleet/rollout.js';
-import type { ContentRef, RolloutAction, RolloutPhase } from '../core/staged-rollout/state.js';
+} from '../core/staged-rollout/status.js';
+import type { ContentRef, RolloutAction, RolloutPhase } from '../core/rollout-state/state.js';
 import { plural, shortHash } from './text.js';
 import { formatByteQuantity } from '../core/config/quantity.js';
 import type { AvailableClass } from '../core/metrics/volume-usage.js';

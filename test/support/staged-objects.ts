@@ -2,15 +2,11 @@
 // controller would: NAME-stable (data) and NAME-candidate (data and the rollout state).
 import type { ResourceClient } from '../../src/core/kube/cluster.js';
 import type { ConfigMap } from '../../src/core/kube/objects.js';
-import {
-  contentOf,
-  stagedConfigMap,
-  stagedConfigMapName,
-  stateAnnotation,
-} from '../../src/core/staged-rollout/objects.js';
-import type { StagedRole } from '../../src/core/staged-rollout/objects.js';
-import { ROLLOUT_STATE_ANNOTATION } from '../../src/core/staged-rollout/objects.js';
-import type { RolloutState } from '../../src/core/staged-rollout/state.js';
+import { contentOf, stagedConfigMap, stateAnnotation } from '../../src/core/staged-rollout/objects.js';
+import { stagedConfigMapName } from '../../src/core/rollout-state/annotations.js';
+import type { StagedRole } from '../../src/core/rollout-state/annotations.js';
+import { ROLLOUT_STATE_ANNOTATION } from '../../src/core/rollout-state/annotations.js';
+import type { RolloutState } from '../../src/core/rollout-state/state.js';
 
 const FINGERPRINT = `sha256:${'0'.repeat(64)}`;
 

@@ -23,8 +23,8 @@ import { isScalar, isSeq } from 'yaml';
 import { RELOAD_OUTCOMES } from '../agent/reload-types.js';
 import type { ReloadOutcome } from '../agent/reload-types.js';
 import type { CleanupState } from '../cleanup/table.js';
-import { ROLLOUT_PHASES } from '../staged-rollout/state.js';
-import type { RolloutPhase } from '../staged-rollout/state.js';
+import { ROLLOUT_PHASES } from '../rollout-state/state.js';
+import type { RolloutPhase } from '../rollout-state/state.js';
 import { DEVICE_STATES } from './device-plan.js';
 import type { Input } from './input.js';
 

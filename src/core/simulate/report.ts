@@ -8,7 +8,7 @@ import type { ConfigIssue } from '../errors.js';
 import type { LogFields, LogLevel } from '../log.js';
 import type { AppliedResult } from '../fleet/applied-state.js';
 import type { StagedRolloutPolicy } from '../staged-rollout/policy.js';
-import type { RolloutPhase } from '../staged-rollout/state.js';
+import type { RolloutPhase } from '../rollout-state/state.js';
 import type { ExpectationResult } from './expect.js';
 import type { EntryType } from './node-facts.js';
 import type { RolloutStepType, ScenarioSettings } from './scenario.js';

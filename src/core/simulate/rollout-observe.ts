@@ -4,10 +4,10 @@
 // (each compared with the node's previous one: applied, back on stable, not applied, errors). Pure.
 import type { PublishedState } from '../fleet/applied-state.js';
 import type { ConfigMap } from '../kube/objects.js';
-import { requestOf, stateOf } from '../staged-rollout/objects.js';
-import { ACTIVE_PHASES } from '../staged-rollout/state.js';
-import type { RolloutState } from '../staged-rollout/state.js';
-import { waveMembers } from '../staged-rollout/waves.js';
+import { requestOf, stateOf } from '../rollout-state/annotations.js';
+import { ACTIVE_PHASES } from '../rollout-state/state.js';
+import type { RolloutState } from '../rollout-state/state.js';
+import { waveMembers } from '../rollout-state/membership.js';
 import type { FleetNodeEvent, RolloutEvent } from './report.js';
 
 function stateIn(object: ConfigMap | undefined): RolloutState | undefined {

@@ -19,7 +19,7 @@ import type { Disks, ResolvedVolume } from './disks.js';
 import type { SimulatedDevices } from './devices.js';
 import type { StepOutcome } from './report.js';
 import type { RolloutStepType, Step } from './scenario.js';
-import type { RolloutAction } from '../staged-rollout/state.js';
+import type { RolloutAction } from '../rollout-state/state.js';
 import type { ScriptedCleaner } from './stand-ins.js';
 import type { StagedWorld } from './fleet.js';
 

@@ -28,18 +28,16 @@ import { FleetIndex } from './fleet-index.js';
 import type { DesiredContent, RolloutDecision, RolloutView } from './decide.js';
 import {
   CONFIG_HASH_ANNOTATION,
-  contentOf,
   ROLLOUT_REQUEST_ANNOTATION,
   ROLLOUT_STATE_ANNOTATION,
-  stagedConfigMap,
   stagedConfigMapName,
-  stateAnnotation,
   stateOf,
   requestOf,
-} from './objects.js';
+} from '../rollout-state/annotations.js';
+import { contentOf, stagedConfigMap, stateAnnotation } from './objects.js';
 import type { StagedRolloutPolicy } from './policy.js';
-import type { ContentRef, DecodedState, RolloutRequest, RolloutState } from './state.js';
-import { ROLLOUT_PHASES } from './state.js';
+import type { ContentRef, DecodedState, RolloutRequest, RolloutState } from '../rollout-state/state.js';
+import { ROLLOUT_PHASES } from '../rollout-state/state.js';
 import type { FleetNode } from './waves.js';
 
 export const ROLLOUT_CONTROLLER_COMPONENT = 'local-volume-rollout-controller';

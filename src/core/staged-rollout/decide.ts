@@ -7,8 +7,8 @@
 import type { PublishedState } from '../fleet/applied-state.js';
 import type { StagedRolloutPolicy } from './policy.js';
 import { describePolicy } from './policy.js';
-import type { ContentRef, Halt, RolloutRequest, RolloutState } from './state.js';
-import { ACTIVE_PHASES } from './state.js';
+import type { ContentRef, Halt, RolloutRequest, RolloutState } from '../rollout-state/state.js';
+import { ACTIVE_PHASES } from '../rollout-state/state.js';
 import { isStale, walkOpenWaves } from './open-waves.js';
 import type { OpenWaveNode, OpenWaveProgress, OpenWaveSource } from './open-waves.js';
 import { planWaves } from './waves.js';

@@ -13,7 +13,7 @@ import {
   type OpenWaveNode,
   type OpenWaveProgress,
 } from './open-waves.js';
-import type { RolloutState, Wave } from './state.js';
+import type { RolloutState, Wave } from '../rollout-state/state.js';
 import type { FleetNode } from './waves.js';
 
 type Kind = 'applied' | 'pending' | 'failed' | 'stale';

@@ -16,25 +16,18 @@ import type { ConfigMap } from '../kube/objects.js';
 import { nodeLabelValue } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
 import type { DesiredContent } from './decide.js';
-import type { ContentRef, DecodedState, RolloutRequest } from './state.js';
-import { decodeRolloutRequest, decodeRolloutState, encodeRolloutState } from './state.js';
-import type { RolloutState } from './state.js';
-
-export const STAGED_PREFIX = 'local-static-provisioner/';
-/** Label on both copies: the operator's ConfigMap they stage (its label-value form). */
-export const STAGED_CONFIG_OF_LABEL = `${STAGED_PREFIX}staged-config-of`;
-/** Label on both copies: `stable` or `candidate`. */
-export const STAGED_ROLE_LABEL = `${STAGED_PREFIX}staged-config-role`;
-export const ROLLOUT_STATE_ANNOTATION = `${STAGED_PREFIX}rollout-state`;
-export const ROLLOUT_REQUEST_ANNOTATION = `${STAGED_PREFIX}rollout-request`;
-/** On the stable copy: the config hash it holds. */
-export const CONFIG_HASH_ANNOTATION = `${STAGED_PREFIX}config-hash`;
-
-export type StagedRole = 'stable' | 'candidate';
-
-export function stagedConfigMapName(name: string, role: StagedRole): string {
-  return `${name}-${role}`;
-}
+import type { ContentRef } from '../rollout-state/state.js';
+import { encodeRolloutState } from '../rollout-state/state.js';
+import {
+  CONFIG_HASH_ANNOTATION,
+  ROLLOUT_REQUEST_ANNOTATION,
+  ROLLOUT_STATE_ANNOTATION,
+  STAGED_CONFIG_OF_LABEL,
+  STAGED_ROLE_LABEL,
+  stagedConfigMapName,
+  type StagedRole,
+} from '../rollout-state/annotations.js';
+import type { RolloutState } from '../rollout-state/state.js';
 
 /** The label selector of both copies of `name`. */
 export function stagedSelector(name: string): string {
@@ -96,17 +89,6 @@ export function stagedConfigMap(
 
 export function stateAnnotation(state: RolloutState): Record<string, string> {
   return { [ROLLOUT_STATE_ANNOTATION]: encodeRolloutState(state) };
-}
-
-/** The state stored on a candidate ConfigMap (absent: none; damaged: why). */
-export function stateOf(candidate: ConfigMap | undefined): DecodedState | undefined {
-  const raw = candidate?.metadata.annotations?.[ROLLOUT_STATE_ANNOTATION];
-  return raw === undefined ? undefined : decodeRolloutState(raw);
-}
-
-export function requestOf(candidate: ConfigMap | undefined): RolloutRequest | undefined {
-  const raw = candidate?.metadata.annotations?.[ROLLOUT_REQUEST_ANNOTATION];
-  return raw === undefined ? undefined : decodeRolloutRequest(raw);
 }
 
 /** The stable copy's content reference, as its annotation records it (fingerprint recomputed from its data). */

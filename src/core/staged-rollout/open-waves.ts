@@ -4,8 +4,8 @@
 // answers up to date one Lease or Node event at a time so that a pass over 10,000 nodes does not
 // walk them all. A property test holds them equal.
 import type { AppliedResult, PublishedState } from '../fleet/applied-state.js';
-import type { RolloutState } from './state.js';
-import { waveIndexOf } from './waves.js';
+import type { RolloutState } from '../rollout-state/state.js';
+import { waveIndexOf } from '../rollout-state/membership.js';
 import type { FleetNode } from './waves.js';
 
 const NOT_APPLIED: readonly AppliedResult[] = ['rejected', 'refused', 'rolled-back', 'failed'];

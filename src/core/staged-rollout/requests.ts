@@ -11,9 +11,9 @@ import { isConflict, isNotFound, KubeApiError } from '../kube/cluster.js';
 import type { ResourceClient } from '../kube/cluster.js';
 import type { ConfigMap } from '../kube/objects.js';
 import { errorMessage } from '../unknown-values.js';
-import { ROLLOUT_REQUEST_ANNOTATION, stagedConfigMapName, stateOf } from './objects.js';
-import type { RolloutAction, RolloutPhase, RolloutRequest, RolloutState } from './state.js';
-import { ACTIVE_PHASES, encodeRolloutRequest } from './state.js';
+import { ROLLOUT_REQUEST_ANNOTATION, stagedConfigMapName, stateOf } from '../rollout-state/annotations.js';
+import type { RolloutAction, RolloutPhase, RolloutRequest, RolloutState } from '../rollout-state/state.js';
+import { ACTIVE_PHASES, encodeRolloutRequest } from '../rollout-state/state.js';
 
 export interface RequestCluster {
   readonly configMaps: ResourceClient<ConfigMap>;

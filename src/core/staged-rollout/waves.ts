@@ -5,35 +5,14 @@
 // is above wave i-1's bound and up to its own, so the state's size does not grow with the fleet,
 // every node (one that joins later too) is in exactly one wave, and a node joining or leaving
 // during a rollout moves no other. Only a canary a selector picked is listed by name. Pure.
-import { createHash } from 'node:crypto';
 import { parseLabelSelector } from '../kube/label-selector.js';
 import type { StagedRolloutPolicy } from './policy.js';
-import type { Wave } from './state.js';
+import { MAX_LISTED_NODES, MAX_RANK, nodeRank } from '../rollout-state/membership.js';
+import type { Wave } from '../rollout-state/state.js';
 
 export interface FleetNode {
   readonly name: string;
   readonly labels?: Readonly<Record<string, string>>;
-}
-
-/** The highest rank: the last wave's bound, so that every node, whatever its name, has a wave. */
-export const MAX_RANK = 'ffffffffffffffff';
-
-/** Nodes a selector canary may list by name: the state stays small (format and bound in state.ts). */
-export const MAX_LISTED_NODES = 1000;
-
-const RANK_CACHE_LIMIT = 50_000;
-const rankCache = new Map<string, string>();
-
-/** A node's rank key: the first 8 bytes of sha256(name), as hex (compares like the number). */
-export function nodeRank(name: string): string {
-  let rank = rankCache.get(name);
-  if (rank === undefined) {
-    rank = createHash('sha256').update(name).digest('hex').slice(0, 16);
-    // A fleet's names are reused on every decision and status; a bound keeps churn from growing it.
-    if (rankCache.size >= RANK_CACHE_LIMIT) rankCache.clear();
-    rankCache.set(name, rank);
-  }
-  return rank;
 }
 
 interface RankedNode {
@@ -130,37 +109,4 @@ export function planWaves(policy: StagedRolloutPolicy, nodes: readonly FleetNode
     members.push(names(run));
   });
   return { ok: true, waves, members };
-}
-
-const listedSets = new WeakMap<Wave, ReadonlySet<string>>();
-
-/** A wave's listed nodes as a set (a selector canary lists up to MAX_LISTED_NODES: no scan per lookup). */
-function listedIn(wave: Wave): ReadonlySet<string> | undefined {
-  if (wave.nodes === undefined) return undefined;
-  let set = listedSets.get(wave);
-  if (set === undefined) {
-    set = new Set(wave.nodes);
-    listedSets.set(wave, set);
-  }
-  return set;
-}
-
-/** The index of the wave `node` belongs to: a wave listing it, else the first whose bound its rank is under. */
-export function waveIndexOf(waves: readonly Wave[], node: string): number | undefined {
-  const listed = waves.findIndex((w) => listedIn(w)?.has(node) === true);
-  if (listed >= 0) return listed;
-  const rank = nodeRank(node);
-  const i = waves.findIndex((w) => w.upTo !== undefined && rank <= w.upTo);
-  return i < 0 ? undefined : i;
-}
-
-/** The names of each wave among `names` (sorted); a name in no wave is left out. */
-export function waveMembers(waves: readonly Wave[], names: Iterable<string>): string[][] {
-  const members = waves.map((): string[] => []);
-  for (const name of names) {
-    const i = waveIndexOf(waves, name);
-    if (i !== undefined) members[i]?.push(name);
-  }
-  for (const m of members) m.sort();
-  return members;
 }

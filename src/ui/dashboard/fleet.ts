@@ -2,7 +2,7 @@
 // waves in a compact block (one line per wave, then the halt), above the lines of
 // `provisioner rollout status`. Pure; the words and helpers are those of render/rollout-status.ts.
 import { ProvisionerError } from '../../core/errors.js';
-import type { RolloutStatus, StagedSummary, WaveProgress } from '../../core/fleet/rollout.js';
+import type { RolloutStatus, StagedSummary, WaveProgress } from '../../core/staged-rollout/status.js';
 import { alignColumns, PHASE_TEXT, renderRolloutText, stagedNotes } from '../../render/rollout-status.js';
 import { shortHash } from '../../render/text.js';
 import { WAVES_HEAD } from './lines.js';

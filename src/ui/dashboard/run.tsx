@@ -9,7 +9,7 @@ import { systemClock } from '../../core/clock.js';
 import { agentFeed } from './feed.js';
 import type { DashboardFeed } from './feed.js';
 import { initialState } from './model.js';
-import type { RolloutStatus } from '../../core/fleet/rollout.js';
+import type { RolloutStatus } from '../../core/staged-rollout/status.js';
 import { DashboardApp } from './app.js';
 import { agentServices } from './services.js';
 

@@ -3,7 +3,7 @@
 import type { AdminClient } from '../../core/agent/admin-client.js';
 import { formatIssue, InvalidConfigError, ProvisionerError } from '../../core/errors.js';
 import { shortHash } from '../../render/text.js';
-import type { RolloutStatus } from '../../core/fleet/rollout.js';
+import type { RolloutStatus } from '../../core/staged-rollout/status.js';
 import type { DashboardServices, DiffContent } from './app.js';
 
 /** The on-disk config against the applied one, as the lines of `provisioner diff-config`. */

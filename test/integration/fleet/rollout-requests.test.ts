@@ -13,16 +13,10 @@ import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import type { ConfigMap } from '../../../src/core/kube/objects.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import { decide } from '../../../src/core/staged-rollout/decide.js';
-import {
-  contentOf,
-  ROLLOUT_REQUEST_ANNOTATION,
-  requestOf,
-  stagedConfigMap,
-  stateAnnotation,
-  stateOf,
-} from '../../../src/core/staged-rollout/objects.js';
+import { contentOf, stagedConfigMap, stateAnnotation } from '../../../src/core/staged-rollout/objects.js';
+import { ROLLOUT_REQUEST_ANNOTATION, requestOf, stateOf } from '../../../src/core/rollout-state/annotations.js';
 import { DEFAULT_POLICY } from '../../../src/core/staged-rollout/policy.js';
-import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
 import type { RequestJson } from '../../../src/render/rollout-request.js';
 import type { RolloutJson } from '../../../src/render/rollout-status.js';
 import { REPO_ROOT, runCli } from '../../support/cli.js';

@@ -21,10 +21,9 @@ import { MemoryLogger } from '../../../src/core/log.js';
 import {
   CONFIG_HASH_ANNOTATION,
   ROLLOUT_STATE_ANNOTATION,
-  stagedConfigMap,
   stagedConfigMapName,
-  stagedSelector,
-} from '../../../src/core/staged-rollout/objects.js';
+} from '../../../src/core/rollout-state/annotations.js';
+import { stagedConfigMap, stagedSelector } from '../../../src/core/staged-rollout/objects.js';
 import { rbacRolesFromManifests, tokenForServiceAccount } from '../../support/cluster.js';
 import type { RbacRole, ServiceAccountAccess } from '../../support/cluster.js';
 import { renderChart } from '../../support/helm.js';

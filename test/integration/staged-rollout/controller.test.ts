@@ -15,13 +15,14 @@ import type { ConfigMap } from '../../../src/core/kube/objects.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { EVENT_REASONS } from '../../../src/core/staged-rollout/decide.js';
-import { contentOf, ROLLOUT_REQUEST_ANNOTATION, stateOf } from '../../../src/core/staged-rollout/objects.js';
+import { contentOf } from '../../../src/core/staged-rollout/objects.js';
+import { ROLLOUT_REQUEST_ANNOTATION, stateOf } from '../../../src/core/rollout-state/annotations.js';
 import { policyFromFlags } from '../../../src/core/staged-rollout/policy.js';
 import { startRolloutController } from '../../../src/core/staged-rollout/service.js';
 import type { RunningRolloutController } from '../../../src/core/staged-rollout/service.js';
-import { encodeRolloutRequest, runsCandidate } from '../../../src/core/staged-rollout/state.js';
-import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
-import { waveMembers } from '../../../src/core/staged-rollout/waves.js';
+import { encodeRolloutRequest, runsCandidate } from '../../../src/core/rollout-state/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
+import { waveMembers } from '../../../src/core/rollout-state/membership.js';
 import { eventually } from '../../support/eventually.js';
 import { requireTestControlPlane } from '../../support/test-cluster.js';
 

@@ -24,7 +24,7 @@ import { MemoryVolumes } from '../../../src/core/node/memory-volumes.js';
 import { publishAgentState } from '../../../src/core/fleet/agent-state.js';
 import { stateFromLease } from '../../../src/core/fleet/applied-state.js';
 import type { PublishedState } from '../../../src/core/fleet/applied-state.js';
-import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
 import { revertedState, rolloutState, writeStaged } from '../../support/staged-objects.js';
 import { cuttable } from '../../support/cuttable.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';

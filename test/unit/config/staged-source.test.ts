@@ -26,8 +26,8 @@ import { cuttable } from '../../support/cuttable.js';
 import { waitFor } from '../../support/eventually.js';
 import { revertedState, rolloutState, writeStaged } from '../../support/staged-objects.js';
 import { contentOf } from '../../../src/core/staged-rollout/objects.js';
-import { encodeRolloutState } from '../../../src/core/staged-rollout/state.js';
-import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
+import { encodeRolloutState } from '../../../src/core/rollout-state/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
 
 const NS = 'kube-system';
 const CM = 'lvp-config';

@@ -234,7 +234,7 @@ describe('dashboard view', () => {
 
   it('f opens the fleet pane with every node against the desired config (the rollout service); f closes it', async () => {
     const h = mount();
-    const { summarizeRollout } = await import('../../../src/core/fleet/rollout.js');
+    const { summarizeRollout } = await import('../../../src/core/staged-rollout/status.js');
     const { fleetPane } = await import('../../../src/ui/dashboard/services.js');
     const hash = `sha256:${'a'.repeat(64)}`;
     const status = summarizeRollout(

@@ -8,10 +8,10 @@ import type {
 } from '../../../src/core/agent/reload-types.js';
 import type { DeviceVerdict } from '../../../src/core/disk-rules/decide.js';
 import type { DashboardFeed, FeedMessage } from '../../../src/ui/dashboard/feed.js';
-import { summarizeRollout } from '../../../src/core/fleet/rollout.js';
-import type { RolloutStatus } from '../../../src/core/fleet/rollout.js';
+import { summarizeRollout } from '../../../src/core/staged-rollout/status.js';
+import type { RolloutStatus } from '../../../src/core/staged-rollout/status.js';
 import type { PublishedState } from '../../../src/core/fleet/applied-state.js';
-import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
 
 export const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
 export const HASH_A = `sha256:${'a1'.repeat(32)}`;

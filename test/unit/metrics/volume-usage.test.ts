@@ -20,7 +20,7 @@ import {
 } from '../../../src/core/metrics/volume-usage.js';
 import { persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { availableLines } from '../../../src/render/rollout-status.js';
-import type { NodeRollout } from '../../../src/core/fleet/rollout.js';
+import type { NodeRollout } from '../../../src/core/staged-rollout/status.js';
 import { waitFor } from '../../support/eventually.js';
 import { memoryAgentFixture, startMemoryAgent } from '../../support/memory-agent.js';
 import { parsePrometheusText } from '../../support/prom-text.js';

@@ -14,9 +14,9 @@ import type { ScenarioReport } from '../../../src/core/simulate/report.js';
 import { leaseEvents, rolloutEvents } from '../../../src/core/simulate/rollout-observe.js';
 import { runScenario } from '../../../src/core/simulate/run.js';
 import { loadScenario, parseScenario } from '../../../src/core/simulate/scenario.js';
-import { ROLLOUT_REQUEST_ANNOTATION, ROLLOUT_STATE_ANNOTATION } from '../../../src/core/staged-rollout/objects.js';
-import { encodeRolloutRequest, encodeRolloutState } from '../../../src/core/staged-rollout/state.js';
-import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
+import { ROLLOUT_REQUEST_ANNOTATION, ROLLOUT_STATE_ANNOTATION } from '../../../src/core/rollout-state/annotations.js';
+import { encodeRolloutRequest, encodeRolloutState } from '../../../src/core/rollout-state/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
 import { renderScenarioText, toScenarioJson } from '../../../src/render/simulate.js';
 import { REPO_ROOT } from '../../support/cli.js';
 

@@ -17,15 +17,15 @@ import type { RolloutControllerSettings } from '../../../src/core/staged-rollout
 import { EVENT_REASONS } from '../../../src/core/staged-rollout/decide.js';
 import {
   CONFIG_HASH_ANNOTATION,
-  contentOf,
   ROLLOUT_REQUEST_ANNOTATION,
   STAGED_ROLE_LABEL,
   stateOf,
-} from '../../../src/core/staged-rollout/objects.js';
+} from '../../../src/core/rollout-state/annotations.js';
+import { contentOf } from '../../../src/core/staged-rollout/objects.js';
 import { policyFromFlags } from '../../../src/core/staged-rollout/policy.js';
-import { encodeRolloutRequest, runsCandidate } from '../../../src/core/staged-rollout/state.js';
-import type { RolloutAction, RolloutState } from '../../../src/core/staged-rollout/state.js';
-import { waveMembers } from '../../../src/core/staged-rollout/waves.js';
+import { encodeRolloutRequest, runsCandidate } from '../../../src/core/rollout-state/state.js';
+import type { RolloutAction, RolloutState } from '../../../src/core/rollout-state/state.js';
+import { waveMembers } from '../../../src/core/rollout-state/membership.js';
 
 const NS = 'default';
 const NAME = 'lvp-config';

@@ -8,9 +8,9 @@ import { decide, EVENT_REASONS, nodeProgress } from '../../../src/core/staged-ro
 import type { DesiredContent, RolloutDecision, RolloutView } from '../../../src/core/staged-rollout/decide.js';
 import { DEFAULT_POLICY } from '../../../src/core/staged-rollout/policy.js';
 import type { StagedRolloutPolicy } from '../../../src/core/staged-rollout/policy.js';
-import { decodeRolloutState, encodeRolloutState, runsCandidate } from '../../../src/core/staged-rollout/state.js';
-import type { ContentRef, RolloutRequest, RolloutState } from '../../../src/core/staged-rollout/state.js';
-import { waveIndexOf, waveMembers } from '../../../src/core/staged-rollout/waves.js';
+import { decodeRolloutState, encodeRolloutState, runsCandidate } from '../../../src/core/rollout-state/state.js';
+import type { ContentRef, RolloutRequest, RolloutState } from '../../../src/core/rollout-state/state.js';
+import { waveIndexOf, waveMembers } from '../../../src/core/rollout-state/membership.js';
 
 const h = (c: string): string => `sha256:${c.repeat(64)}`;
 const STABLE: ContentRef = { fingerprint: h('1'), hash: h('a') };

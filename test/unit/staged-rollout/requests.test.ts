@@ -11,13 +11,8 @@ import { RolloutRequestError } from '../../../src/core/errors.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { decide } from '../../../src/core/staged-rollout/decide.js';
-import {
-  requestOf,
-  ROLLOUT_REQUEST_ANNOTATION,
-  stagedConfigMap,
-  stateAnnotation,
-  stateOf,
-} from '../../../src/core/staged-rollout/objects.js';
+import { requestOf, ROLLOUT_REQUEST_ANNOTATION, stateOf } from '../../../src/core/rollout-state/annotations.js';
+import { stagedConfigMap, stateAnnotation } from '../../../src/core/staged-rollout/objects.js';
 import { DEFAULT_POLICY } from '../../../src/core/staged-rollout/policy.js';
 import {
   EXPECTED_PHASE,
@@ -28,8 +23,8 @@ import {
   waitForRequest,
 } from '../../../src/core/staged-rollout/requests.js';
 import type { RequestCluster, RequestResult, SubmittedRequest } from '../../../src/core/staged-rollout/requests.js';
-import { ROLLOUT_ACTIONS, ROLLOUT_PHASES } from '../../../src/core/staged-rollout/state.js';
-import type { RolloutPhase, RolloutState } from '../../../src/core/staged-rollout/state.js';
+import { ROLLOUT_ACTIONS, ROLLOUT_PHASES } from '../../../src/core/rollout-state/state.js';
+import type { RolloutPhase, RolloutState } from '../../../src/core/rollout-state/state.js';
 import { renderRequestText, requestExitCode, toRequestJson } from '../../../src/render/rollout-request.js';
 import { REPO_ROOT } from '../../support/cli.js';
 

@@ -10,15 +10,10 @@ import {
   decodeRolloutState,
   encodeRolloutState,
   runsCandidate,
-} from '../../../src/core/staged-rollout/state.js';
-import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
-import {
-  MAX_LISTED_NODES,
-  MAX_RANK,
-  planWaves,
-  waveIndexOf,
-  waveMembers,
-} from '../../../src/core/staged-rollout/waves.js';
+} from '../../../src/core/rollout-state/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
+import { MAX_LISTED_NODES, MAX_RANK, waveIndexOf, waveMembers } from '../../../src/core/rollout-state/membership.js';
+import { planWaves } from '../../../src/core/staged-rollout/waves.js';
 import { UsageError } from '../../../src/core/errors.js';
 
 const nodeName = fc.stringMatching(/^[a-z0-9]([a-z0-9-]{0,15}[a-z0-9])?$/);

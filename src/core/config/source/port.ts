@@ -15,7 +15,7 @@ import { dns1123SubdomainErrors } from '../../kube/validation.js';
 import { errnoCode, errorMessage } from '../../unknown-values.js';
 import type { ProvisionerConfig } from '../model.js';
 import type { GuardedImpact } from '../reload-guard.js';
-import type { RolloutPhase } from '../../staged-rollout/state.js';
+import type { RolloutPhase } from '../../rollout-state/state.js';
 import type { Node } from 'yaml';
 import type { TextOrigin, YamlText } from '../decode/yaml-node.js';
 

@@ -17,10 +17,10 @@
 import type { ConfigMap } from '../../kube/objects.js';
 import { GUARDED_IMPACTS } from '../reload-guard.js';
 import type { GuardedImpact } from '../reload-guard.js';
-import { stagedConfigMapName, stateOf } from '../../staged-rollout/objects.js';
-import type { StagedRole } from '../../staged-rollout/objects.js';
-import type { DecodedState } from '../../staged-rollout/state.js';
-import { runsCandidate } from '../../staged-rollout/state.js';
+import { stagedConfigMapName, stateOf } from '../../rollout-state/annotations.js';
+import type { StagedRole } from '../../rollout-state/annotations.js';
+import type { DecodedState } from '../../rollout-state/state.js';
+import { runsCandidate } from '../../rollout-state/state.js';
 import { ApiConfigSource, configMapLabel, readConfigMapObject } from './configmap-api.js';
 import type { ApiSourceChoice, ApiSourceOptions } from './configmap-api.js';
 import type { ConfigSourceRef, ConfigSourceStatus } from './port.js';

@@ -15,7 +15,7 @@ import {
   readRollout,
   summarizeRollout,
   waitForRollout,
-} from '../../../src/core/fleet/rollout.js';
+} from '../../../src/core/staged-rollout/status.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { renderRolloutText, rolloutExitCode, toRolloutJson } from '../../../src/render/rollout-status.js';
 import { REPO_ROOT } from '../../support/cli.js';

@@ -4,7 +4,7 @@
 // it to know whether their node takes the candidate. Read back from the API it is untrusted:
 // decodeRolloutState checks every field and bounds every list. Pure.
 import { isRecord } from '../unknown-values.js';
-import { MAX_LISTED_NODES, waveIndexOf } from './waves.js';
+import { MAX_LISTED_NODES, waveIndexOf } from './membership.js';
 
 export const ROLLOUT_PHASES = ['progressing', 'paused', 'halted', 'complete', 'aborted', 'invalid'] as const;
 export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];
@@ -12,7 +12,7 @@ export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];
 /** Phases in which opened waves run the candidate (a halt that reverted excepted). */
 export const ACTIVE_PHASES: readonly RolloutPhase[] = ['progressing', 'paused', 'halted'];
 
-/** Format 2 freezes the waves as rank bounds (waves.ts); format 1 listed every node, and is still read. */
+/** Format 2 freezes the waves as rank bounds (staged-rollout/waves.ts); format 1 listed every node, and is still read. */
 export const ROLLOUT_STATE_FORMAT = 2;
 /** Annotations are at most 256 KiB together; the state keeps well under it. */
 export const MAX_STATE_BYTES = 200 * 1024;
@@ -25,7 +25,7 @@ export interface Wave {
   /** Nodes listed by name, sorted: a canary a selector picked (and every wave of a format-1 state). */
   readonly nodes?: readonly string[];
   /**
-   * The highest node rank (waves.ts nodeRank) this wave takes of the nodes no wave lists: those
+   * The highest node rank (membership.ts nodeRank) this wave takes of the nodes no wave lists: those
    * above the previous wave's bound and up to this one. The last such wave's is the highest rank.
    */
   readonly upTo?: string;

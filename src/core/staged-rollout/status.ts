@@ -13,13 +13,14 @@ import { ConfigSourceError, StartupError } from '../errors.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
 import type { ListOptions, ResourceClient } from '../kube/cluster.js';
 import type { ConfigMap, Lease, Node, ObjectList, ObjectMeta } from '../kube/objects.js';
-import { nodeProgress } from '../staged-rollout/decide.js';
-import { requestOf, stableRefOf, stagedConfigMapName, stateOf } from '../staged-rollout/objects.js';
-import type { ContentRef, RolloutRequest, RolloutState } from '../staged-rollout/state.js';
-import { ACTIVE_PHASES, runsCandidate } from '../staged-rollout/state.js';
-import { waveMembers } from '../staged-rollout/waves.js';
-import type { AppliedResult, PublishedState } from './applied-state.js';
-import { stateFromLease, statusSelector } from './applied-state.js';
+import { nodeProgress } from './open-waves.js';
+import { requestOf, stagedConfigMapName, stateOf } from '../rollout-state/annotations.js';
+import { stableRefOf } from './objects.js';
+import type { ContentRef, RolloutRequest, RolloutState } from '../rollout-state/state.js';
+import { ACTIVE_PHASES, runsCandidate } from '../rollout-state/state.js';
+import { waveMembers } from '../rollout-state/membership.js';
+import type { AppliedResult, PublishedState } from '../fleet/applied-state.js';
+import { stateFromLease, statusSelector } from '../fleet/applied-state.js';
 import { errorMessage } from '../unknown-values.js';
 
 export const NODE_ROLLOUT_STATES = ['in-sync', 'pending', 'rejected', 'stale', 'missing'] as const;
@@ -152,7 +153,7 @@ export function expectedConfig(
 
 /**
  * Each wave's nodes counted against the candidate: the nodes of the wave among the Nodes and the
- * Leases now (membership by rank, waves.ts). `gone`: how many fewer than when the wave was planned.
+ * Leases now (membership by rank, rollout-state/membership.ts). `gone`: how many fewer than when the wave was planned.
  * A node in a wave but in neither list is not counted (its Node and its Lease are both gone).
  */
 function waveProgress(

@@ -15,20 +15,15 @@ import {
   stagedSourceOf,
   summarizeRollout,
   waitForRollout,
-} from '../../../src/core/fleet/rollout.js';
-import type { RolloutCluster, StagedSource } from '../../../src/core/fleet/rollout.js';
+} from '../../../src/core/staged-rollout/status.js';
+import type { RolloutCluster, StagedSource } from '../../../src/core/staged-rollout/status.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { ConfigMap } from '../../../src/core/kube/objects.js';
-import {
-  contentOf,
-  ROLLOUT_REQUEST_ANNOTATION,
-  ROLLOUT_STATE_ANNOTATION,
-  stagedConfigMap,
-  stateAnnotation,
-} from '../../../src/core/staged-rollout/objects.js';
-import { encodeRolloutRequest } from '../../../src/core/staged-rollout/state.js';
-import type { RolloutState } from '../../../src/core/staged-rollout/state.js';
+import { contentOf, stagedConfigMap, stateAnnotation } from '../../../src/core/staged-rollout/objects.js';
+import { ROLLOUT_REQUEST_ANNOTATION, ROLLOUT_STATE_ANNOTATION } from '../../../src/core/rollout-state/annotations.js';
+import { encodeRolloutRequest } from '../../../src/core/rollout-state/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
 import {
   renderRolloutText,
   rolloutExitCode,
