@@ -14,7 +14,6 @@ const COMPLEXITY = 30;
  * when its function is split.
  */
 const OVER_BUDGET = [
-  { file: 'src/cli/run-lean.ts', lines: 85, why: 'parseRunArgs: one case per flag of `run`, to become a flag table' },
   {
     file: 'src/cli/run-options.ts',
     lines: 88,
