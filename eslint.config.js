@@ -36,11 +36,6 @@ const OVER_BUDGET = [
     why: 'recordIdentities: the identity cases of a released PV, not split yet',
   },
   {
-    file: 'src/core/config/decode/yaml-node.ts',
-    lines: 99,
-    why: 'analyze: one pass over the YAML tree counting every bound (aliases, depth, size) together',
-  },
-  {
     file: 'src/core/kube/kubeconfig.ts',
     lines: 173,
     complexity: 75,
