@@ -58,11 +58,6 @@ const OVER_BUDGET = [
     why: 'registerProcessMetrics: a flat list of metric definitions',
   },
   {
-    file: 'src/core/node-cleanup/controller.ts',
-    lines: 90,
-    why: 'handleDue: the steps of one node cleanup, not split yet',
-  },
-  {
     file: 'src/core/node/linux-change-watch.ts',
     lines: 86,
     why: 'watchLinuxChanges: the findmnt and udev watches with their restarts, not split yet',
