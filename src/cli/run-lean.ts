@@ -24,6 +24,15 @@ export function parseRunArgs(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
 ): RunFlagValues | undefined {
+  const given = givenFlags(argv);
+  if (given === undefined) return undefined;
+  const reader = flagReader(given, env);
+  const flags = readFlags(reader);
+  return reader.invalid.length === 0 ? flags : undefined;
+}
+
+/** The flags on the command line by name, or undefined for anything but `--name value` and `--name=value` once. */
+function givenFlags(argv: readonly string[]): Map<RunFlagName, string> | undefined {
   const given = new Map<RunFlagName, string>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
@@ -43,6 +52,21 @@ export function parseRunArgs(
     if (value === '') return undefined;
     given.set(name, value);
   }
+  return given;
+}
+
+/** Reads one flag's value by its kind; every value oclif would refuse lands in `invalid`. */
+interface FlagReader {
+  readonly invalid: readonly RunFlagName[];
+  readonly str: (name: RunFlagName) => string | undefined;
+  readonly required: (name: RunFlagName) => string;
+  readonly int: (name: RunFlagName) => number;
+}
+
+function flagReader(
+  given: ReadonlyMap<RunFlagName, string>,
+  env: Readonly<Record<string, string | undefined>>,
+): FlagReader {
   const text = (name: RunFlagName): string | undefined => {
     const spec: RunFlagSpec = RUN_FLAGS[name];
     // oclif reads a flag's env var when the flag is absent and the variable is not empty.
@@ -77,35 +101,54 @@ export function parseRunArgs(
     if (!/^\d+$/u.test(value) || !Number.isSafeInteger(n) || n < spec.min) invalid.push(name);
     return n;
   };
-  const flags: RunFlagValues = {
-    'config-dir': required('config-dir'),
-    'config-source': required('config-source'),
-    'listen-address': required('listen-address'),
-    'metrics-path': required('metrics-path'),
-    'admin-socket': required('admin-socket'),
-    'discovery-period': required('discovery-period'),
-    'config-sync-period': required('config-sync-period'),
-    'config-debounce': required('config-debounce'),
-    'reload-guard': required('reload-guard'),
-    'drain-timeout': required('drain-timeout'),
-    'start-timeout': required('start-timeout'),
-    'change-poll-interval': required('change-poll-interval'),
-    'mount-grace-period': required('mount-grace-period'),
-    'create-concurrency': int('create-concurrency'),
-    'cleanup-concurrency': int('cleanup-concurrency'),
-    'volume-stats-max-series': int('volume-stats-max-series'),
-    'kube-api-qps': int('kube-api-qps'),
-    'kube-api-burst': int('kube-api-burst'),
-    kubeconfig: str('kubeconfig'),
-    sandbox: str('sandbox'),
-    'shutdown-timeout': required('shutdown-timeout'),
-    'publish-status': RUN_FLAGS['publish-status'].default,
-    'status-name': required('status-name'),
-    'status-heartbeat': required('status-heartbeat'),
-    'log-level': required('log-level'),
-    'log-format': required('log-format'),
-  };
-  return invalid.length === 0 ? flags : undefined;
+  return { invalid, str, required, int };
+}
+
+type FlagRead<K extends keyof RunFlagValues> = (reader: FlagReader, name: K) => RunFlagValues[K];
+
+const requiredText = (reader: FlagReader, name: RunFlagName): string => reader.required(name);
+const integer = (reader: FlagReader, name: RunFlagName): number => reader.int(name);
+const optionalText = (reader: FlagReader, name: RunFlagName): string | undefined => reader.str(name);
+
+/** How each flag of `run` is read, in RunFlagValues' order. */
+const RUN_FLAG_READS: { readonly [K in keyof RunFlagValues]: FlagRead<K> } = {
+  'config-dir': requiredText,
+  'config-source': requiredText,
+  'listen-address': requiredText,
+  'metrics-path': requiredText,
+  'admin-socket': requiredText,
+  'discovery-period': requiredText,
+  'config-sync-period': requiredText,
+  'config-debounce': requiredText,
+  'reload-guard': requiredText,
+  'drain-timeout': requiredText,
+  'start-timeout': requiredText,
+  'change-poll-interval': requiredText,
+  'mount-grace-period': requiredText,
+  'create-concurrency': integer,
+  'cleanup-concurrency': integer,
+  'volume-stats-max-series': integer,
+  'kube-api-qps': integer,
+  'kube-api-burst': integer,
+  kubeconfig: optionalText,
+  sandbox: optionalText,
+  'shutdown-timeout': requiredText,
+  // A switch on the command line goes to oclif, so here it is always its default.
+  'publish-status': () => RUN_FLAGS['publish-status'].default,
+  'status-name': requiredText,
+  'status-heartbeat': requiredText,
+  'log-level': requiredText,
+  'log-format': requiredText,
+};
+
+function readFlag<K extends keyof RunFlagValues>(reader: FlagReader, name: K): RunFlagValues[K] {
+  return RUN_FLAG_READS[name](reader, name);
+}
+
+/** Every flag read by its entry; the table's type holds one entry per key, which the cast restates. */
+function readFlags(reader: FlagReader): RunFlagValues {
+  const names = Object.keys(RUN_FLAG_READS) as (keyof RunFlagValues)[];
+  return Object.fromEntries(names.map((name) => [name, readFlag(reader, name)])) as unknown as RunFlagValues;
 }
 
 /**

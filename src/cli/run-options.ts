@@ -6,6 +6,7 @@ import { DEFAULT_RELOAD_GUARD_POLICY, isReloadGuardPolicy } from '../core/config
 import { UsageError } from '../core/errors.js';
 import { inClusterAddress, type Product } from './cluster-connection.js';
 import { CONFIG_DIR_ENV } from './config-dir.js';
+import type { AgentOptions } from '../core/agent/agent.js';
 import type { RunAgentProcessOptions } from './run-agent.js';
 import { errorMessage } from '../core/unknown-values.js';
 import type { DurationFloor } from './duration-flag.js';
@@ -59,76 +60,19 @@ function isLogLevel(v: string): v is RunAgentProcessOptions['logLevel'] {
   return v === 'debug' || v === 'info' || v === 'warn' || v === 'error';
 }
 
+/** The options of `run`, after the checks that make a mistyped flag or variable a usage error. */
 export async function runAgentOptions(flags: RunFlagValues, context: RunContext): Promise<RunAgentProcessOptions> {
   const { durationFlagMs } = await import('./duration-flag.js');
   const ms = (flag: DurationFlag, floor?: DurationFloor): number => durationFlagMs(flag, flags[flag], floor);
   const env = context.env;
   const sandbox = flags.sandbox;
-  if (sandbox === '') throw new UsageError('--sandbox: needs a directory');
-  if (flags['admin-socket'] === '') throw new UsageError('--admin-socket: needs a socket path');
-  if (!flags['metrics-path'].startsWith('/'))
-    throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
-  const { parseListenAddress } = await import('../core/agent/http.js');
-  try {
-    parseListenAddress(flags['listen-address']);
-  } catch (err) {
-    throw new UsageError(`--listen-address: ${errorMessage(err)}`);
-  }
-  if (flags['publish-status']) {
-    const { statusNameProblem } = await import('../core/fleet/applied-state.js');
-    const problem = statusNameProblem(flags['status-name']);
-    if (problem !== undefined) throw new UsageError(`--status-name: ${problem}`);
-  }
-  const nodeName = env['MY_NODE_NAME'] ?? '';
-  if (nodeName === '' && sandbox === undefined)
-    throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
-  if (nodeName !== '') {
-    const { nodeNameProblem } = await import('../core/kube/validation.js');
-    const problem = nodeNameProblem(nodeName);
-    if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
-  }
-  const { parseRequestedConfigSource } = await import('../core/config/source/port.js');
-  const source = parseRequestedConfigSource(flags['config-source']);
-  if (!source.ok) throw new UsageError(`--config-source: ${source.message}`);
-  let configMap: { namespace: string; name: string; staged?: boolean } | undefined;
-  if (source.spec.kind !== 'directory') {
-    const { kind } = source.spec;
-    if (sandbox !== undefined) throw new UsageError('--config-source: a ConfigMap cannot be read with --sandbox');
-    const namespace =
-      source.spec.namespace ??
-      (env['MY_NAMESPACE'] || undefined) ??
-      (await readFile(SERVICE_ACCOUNT_NAMESPACE_FILE, 'utf8').then(
-        (text) => text.trim() || undefined,
-        () => undefined,
-      ));
-    if (namespace === undefined)
-      throw new UsageError(
-        `--config-source: no namespace: give ${kind}:NAMESPACE/${source.spec.name}, or set MY_NAMESPACE`,
-      );
-    configMap = { namespace, name: source.spec.name, ...(kind === 'staged' ? { staged: true } : {}) };
-  }
+  await checkServingFlags(flags);
+  const nodeName = await checkedNodeName(env, sandbox);
+  const configMap = await configMapSource(flags, env, sandbox);
+  // The agent's options first: a bad duration among them is reported before the process's.
+  const agent = agentOptions(flags, context, { nodeName, configMap, ms });
   return {
-    agent: {
-      configPath: flags['config-dir'],
-      ...(configMap !== undefined ? { configMap } : {}),
-      nodeName,
-      namespace: env['MY_NAMESPACE'] ?? 'default',
-      listenAddress: flags['listen-address'],
-      metricsPath: flags['metrics-path'],
-      discoveryPeriodMs: ms('discovery-period'),
-      changePollMs: ms('change-poll-interval', 'zero-or-positive'),
-      mountGraceMs: ms('mount-grace-period', 'zero-or-positive'),
-      createConcurrency: flags['create-concurrency'],
-      cleanupConcurrency: flags['cleanup-concurrency'],
-      volumeStatsMaxSeries: flags['volume-stats-max-series'],
-      jobImage: env['JOB_CONTAINER_IMAGE'],
-      drainTimeoutMs: ms('drain-timeout'),
-      reloadGuard: isReloadGuardPolicy(flags['reload-guard']) ? flags['reload-guard'] : DEFAULT_RELOAD_GUARD_POLICY,
-      startTimeoutMs: ms('start-timeout'),
-      adminSocket: flags['admin-socket'],
-      watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },
-      version: context.product.version,
-    },
+    agent,
     product: context.product,
     sandbox,
     configPathExplicit: context.argv.some((a) => a.startsWith('--config-dir')) || env[CONFIG_DIR_ENV] !== undefined,
@@ -145,5 +89,100 @@ export async function runAgentOptions(flags: RunFlagValues, context: RunContext)
     statusLease: flags['publish-status']
       ? { name: flags['status-name'], heartbeatMs: ms('status-heartbeat') }
       : undefined,
+  };
+}
+
+/** The sandbox, the admin socket, the metrics and health server and the status Lease's name. */
+async function checkServingFlags(flags: RunFlagValues): Promise<void> {
+  if (flags.sandbox === '') throw new UsageError('--sandbox: needs a directory');
+  if (flags['admin-socket'] === '') throw new UsageError('--admin-socket: needs a socket path');
+  if (!flags['metrics-path'].startsWith('/'))
+    throw new UsageError(`--metrics-path: must start with "/", found ${JSON.stringify(flags['metrics-path'])}`);
+  const { parseListenAddress } = await import('../core/agent/http.js');
+  try {
+    parseListenAddress(flags['listen-address']);
+  } catch (err) {
+    throw new UsageError(`--listen-address: ${errorMessage(err)}`);
+  }
+  if (flags['publish-status']) {
+    const { statusNameProblem } = await import('../core/fleet/applied-state.js');
+    const problem = statusNameProblem(flags['status-name']);
+    if (problem !== undefined) throw new UsageError(`--status-name: ${problem}`);
+  }
+}
+
+/** MY_NODE_NAME, required but in a sandbox, and a valid Node name when set. */
+async function checkedNodeName(env: RunContext['env'], sandbox: string | undefined): Promise<string> {
+  const nodeName = env['MY_NODE_NAME'] ?? '';
+  if (nodeName === '' && sandbox === undefined)
+    throw new UsageError('MY_NODE_NAME is not set: the DaemonSet sets it from spec.nodeName');
+  if (nodeName !== '') {
+    const { nodeNameProblem } = await import('../core/kube/validation.js');
+    const problem = nodeNameProblem(nodeName);
+    if (problem !== undefined) throw new UsageError(`MY_NODE_NAME: ${problem}`);
+  }
+  return nodeName;
+}
+
+type ConfigMapSource = AgentOptions['configMap'];
+
+/** The ConfigMap of --config-source with its namespace resolved; undefined: the config directory. */
+async function configMapSource(
+  flags: RunFlagValues,
+  env: RunContext['env'],
+  sandbox: string | undefined,
+): Promise<ConfigMapSource> {
+  const { parseRequestedConfigSource } = await import('../core/config/source/port.js');
+  const source = parseRequestedConfigSource(flags['config-source']);
+  if (!source.ok) throw new UsageError(`--config-source: ${source.message}`);
+  if (source.spec.kind === 'directory') return undefined;
+  const { kind } = source.spec;
+  if (sandbox !== undefined) throw new UsageError('--config-source: a ConfigMap cannot be read with --sandbox');
+  const namespace =
+    source.spec.namespace ??
+    (env['MY_NAMESPACE'] || undefined) ??
+    (await readFile(SERVICE_ACCOUNT_NAMESPACE_FILE, 'utf8').then(
+      (text) => text.trim() || undefined,
+      () => undefined,
+    ));
+  if (namespace === undefined)
+    throw new UsageError(
+      `--config-source: no namespace: give ${kind}:NAMESPACE/${source.spec.name}, or set MY_NAMESPACE`,
+    );
+  return { namespace, name: source.spec.name, ...(kind === 'staged' ? { staged: true } : {}) };
+}
+
+/** The agent's own options, from the flags already checked. */
+function agentOptions(
+  flags: RunFlagValues,
+  context: RunContext,
+  resolved: {
+    readonly nodeName: string;
+    readonly configMap: ConfigMapSource;
+    readonly ms: (flag: DurationFlag, floor?: DurationFloor) => number;
+  },
+): AgentOptions {
+  const { nodeName, configMap, ms } = resolved;
+  const env = context.env;
+  return {
+    configPath: flags['config-dir'],
+    ...(configMap !== undefined ? { configMap } : {}),
+    nodeName,
+    namespace: env['MY_NAMESPACE'] ?? 'default',
+    listenAddress: flags['listen-address'],
+    metricsPath: flags['metrics-path'],
+    discoveryPeriodMs: ms('discovery-period'),
+    changePollMs: ms('change-poll-interval', 'zero-or-positive'),
+    mountGraceMs: ms('mount-grace-period', 'zero-or-positive'),
+    createConcurrency: flags['create-concurrency'],
+    cleanupConcurrency: flags['cleanup-concurrency'],
+    volumeStatsMaxSeries: flags['volume-stats-max-series'],
+    jobImage: env['JOB_CONTAINER_IMAGE'],
+    drainTimeoutMs: ms('drain-timeout'),
+    reloadGuard: isReloadGuardPolicy(flags['reload-guard']) ? flags['reload-guard'] : DEFAULT_RELOAD_GUARD_POLICY,
+    startTimeoutMs: ms('start-timeout'),
+    adminSocket: flags['admin-socket'],
+    watch: { pollIntervalMs: ms('config-sync-period'), debounceMs: ms('config-debounce') },
+    version: context.product.version,
   };
 }

@@ -101,17 +101,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
     const { durationFlagMs } = await import('../cli/duration-flag.js');
     const ms = (flag: keyof typeof flags & string, floor?: 'zero-or-positive'): number =>
       durationFlagMs(flag, String(flags[flag]), floor);
-    const { dns1123SubdomainErrors } = await import('../core/kube/validation.js');
-    const { statusNameProblem } = await import('../core/fleet/applied-state.js');
+    await checkNames(flags['config-map'], flags['status-name']);
     const { policyFromFlags } = await import('../core/staged-rollout/policy.js');
-    const { stagedConfigMapName } = await import('../core/rollout-state/annotations.js');
-    const name = flags['config-map'];
-    // The copies' names (<name>-stable, <name>-candidate) must be ConfigMap names too.
-    const nameProblems = dns1123SubdomainErrors(name);
-    if (nameProblems.length === 0) nameProblems.push(...dns1123SubdomainErrors(stagedConfigMapName(name, 'candidate')));
-    if (nameProblems.length > 0) throw new UsageError(`--config-map: ${nameProblems.join('; ')}`);
-    const statusProblem = statusNameProblem(flags['status-name']);
-    if (statusProblem !== undefined) throw new UsageError(`--status-name: ${statusProblem}`);
     const policy = policyFromFlags({
       canarySelector: flags['canary-selector'],
       canaryCount: flags['canary-count'],
@@ -134,7 +125,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
         settings: {
           // '' is resolved once connected: the kubeconfig context's namespace, else default.
           namespace: namespace ?? '',
-          name,
+          name: flags['config-map'],
           instance: flags['status-name'],
           policy,
           resyncMs: ms('resync', 'zero-or-positive'),
@@ -143,4 +134,17 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
     });
     this.exit(0);
   }
+}
+
+/** The ConfigMap's name and its copies' (<name>-stable, <name>-candidate), and the status Leases' instance name. */
+async function checkNames(configMap: string, statusName: string): Promise<void> {
+  const { dns1123SubdomainErrors } = await import('../core/kube/validation.js');
+  const { statusNameProblem } = await import('../core/fleet/applied-state.js');
+  const { stagedConfigMapName } = await import('../core/rollout-state/annotations.js');
+  const nameProblems = dns1123SubdomainErrors(configMap);
+  if (nameProblems.length === 0)
+    nameProblems.push(...dns1123SubdomainErrors(stagedConfigMapName(configMap, 'candidate')));
+  if (nameProblems.length > 0) throw new UsageError(`--config-map: ${nameProblems.join('; ')}`);
+  const statusProblem = statusNameProblem(statusName);
+  if (statusProblem !== undefined) throw new UsageError(`--status-name: ${statusProblem}`);
 }

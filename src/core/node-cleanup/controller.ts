@@ -23,7 +23,7 @@ import type { NodeCleanupMetrics } from '../metrics/node-cleanup-metrics.js';
 import { volumeAffinity, volumeHasNode } from './affinity.js';
 import type { NodeFacts } from './affinity.js';
 import { decideVolume, inScope, planStranded } from './plan.js';
-import type { ClaimFacts, PodFacts, StrandedSince, StrandStep, VolumeRef } from './plan.js';
+import type { ClaimFacts, ClaimRef, PodFacts, StrandedSince, StrandStep, VolumeRef } from './plan.js';
 import { errorMessage } from '../unknown-values.js';
 
 export interface NodeCleanupSettings {
@@ -301,79 +301,25 @@ export class NodeCleanupController {
     return 'held';
   }
 
+  /** One due volume: read afresh, then held, its claim deleted, or itself deleted. */
   private async handleDue(
     ref: VolumeRef,
     cachedNodes: readonly string[],
     freshNodes: readonly NodeFacts[],
     podsByNamespace: Map<string, Promise<Pod[]>>,
   ): Promise<'claim' | 'volume' | 'held' | 'gone'> {
-    const { cluster } = this.deps;
-    let pv: PersistentVolume;
-    try {
-      pv = await cluster.persistentVolumes.get(ref.name);
-    } catch (err) {
-      if (isNotFound(err)) return 'gone';
-      throw err;
-    }
-    // Another PV of the same name is a different volume: planned afresh from the caches.
-    if (pv.metadata.uid !== ref.uid || !inScope(pv, this.settings.storageClassNames)) return 'gone';
+    const pv = await this.currentVolume(ref);
+    if (pv === undefined) return 'gone';
     if (volumeHasNode(volumeAffinity(pv), freshNodes)) {
       return this.hold(ref, 'a Node that can use it exists (the API says so; the cache is behind)');
     }
-    const phase = pv.status?.phase;
-    let claim: ClaimFacts | undefined;
-    let pods: PodFacts[] = [];
-    const bound = pv.spec.claimRef;
-    if (phase === 'Bound' && bound?.name !== undefined && bound.namespace !== undefined) {
-      const { name, namespace } = bound;
-      try {
-        const found = await cluster.persistentVolumeClaims.get(name, { namespace });
-        claim = {
-          namespace,
-          name,
-          uid: found.metadata.uid ?? '',
-          volumeName: found.spec.volumeName,
-          deleting: found.metadata.deletionTimestamp !== undefined,
-        };
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-      }
-      if (claim !== undefined) {
-        let listed = podsByNamespace.get(namespace);
-        if (listed === undefined) {
-          listed = listAll((o) => cluster.pods.list({ ...o, namespace }));
-          // A failed list is not kept: the next volume (or pass) asks again.
-          listed.catch(() => podsByNamespace.delete(namespace));
-          podsByNamespace.set(namespace, listed);
-        }
-        const all = await listed;
-        pods = all
-          .filter((p) => podUsesClaim(p, name))
-          .map((p) => ({ name: p.metadata.name, nodeName: p.spec.nodeName, phase: p.status?.phase }));
-      }
-    }
+    const { claim, pods } = await this.claimInUse(pv, podsByNamespace);
     const decision = decideVolume(pv, claim, pods);
     if (decision.kind === 'hold') return this.hold(ref, decision.reason);
     const nodes = cachedNodes.length > 0 ? cachedNodes.join(', ') : 'its Node';
     const why = `no Node (${nodes}) has existed for ${goDuration(this.settings.gracePeriodMs)}`;
     if (decision.kind === 'delete-claim') {
-      const target = claimObject(decision.claim);
-      const what = `PVC ${decision.claim.namespace}/${decision.claim.name} bound to PV ${pv.metadata.name}`;
-      return (await this.delete(
-        ref,
-        target,
-        what,
-        why,
-        'claim',
-        () =>
-          cluster.persistentVolumeClaims.delete(decision.claim.name, {
-            namespace: decision.claim.namespace,
-            uid: decision.claim.uid,
-          }),
-        undefined,
-      ))
-        ? 'claim'
-        : 'held';
+      return (await this.deleteClaim(ref, pv, decision.claim, why)) ? 'claim' : 'held';
     }
     const target: ObjectReference = {
       apiVersion: 'v1',
@@ -381,6 +327,7 @@ export class NodeCleanupController {
       name: pv.metadata.name,
       uid: ref.uid,
     };
+    const { cluster } = this.deps;
     return (await this.delete(
       ref,
       target,
@@ -392,6 +339,78 @@ export class NodeCleanupController {
     ))
       ? 'volume'
       : 'held';
+  }
+
+  /** The PV as the API has it now; undefined: deleted, or another PV of the name, or out of scope. */
+  private async currentVolume(ref: VolumeRef): Promise<PersistentVolume | undefined> {
+    let pv: PersistentVolume;
+    try {
+      pv = await this.deps.cluster.persistentVolumes.get(ref.name);
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+    // Another PV of the same name is a different volume: planned afresh from the caches.
+    if (pv.metadata.uid !== ref.uid || !inScope(pv, this.settings.storageClassNames)) return undefined;
+    return pv;
+  }
+
+  /** A Bound PV's claim, as the API has it now, and the pods that mount it. */
+  private async claimInUse(
+    pv: PersistentVolume,
+    podsByNamespace: Map<string, Promise<Pod[]>>,
+  ): Promise<{ claim: ClaimFacts | undefined; pods: PodFacts[] }> {
+    const bound = pv.spec.claimRef;
+    if (pv.status?.phase !== 'Bound' || bound?.name === undefined || bound.namespace === undefined) {
+      return { claim: undefined, pods: [] };
+    }
+    const { name, namespace } = bound;
+    let claim: ClaimFacts | undefined;
+    try {
+      const found = await this.deps.cluster.persistentVolumeClaims.get(name, { namespace });
+      claim = {
+        namespace,
+        name,
+        uid: found.metadata.uid ?? '',
+        volumeName: found.spec.volumeName,
+        deleting: found.metadata.deletionTimestamp !== undefined,
+      };
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    if (claim === undefined) return { claim, pods: [] };
+    const all = await this.podsIn(namespace, podsByNamespace);
+    const pods = all
+      .filter((p) => podUsesClaim(p, name))
+      .map((p) => ({ name: p.metadata.name, nodeName: p.spec.nodeName, phase: p.status?.phase }));
+    return { claim, pods };
+  }
+
+  /** The namespace's pods, listed once per pass. */
+  private podsIn(namespace: string, podsByNamespace: Map<string, Promise<Pod[]>>): Promise<Pod[]> {
+    let listed = podsByNamespace.get(namespace);
+    if (listed === undefined) {
+      const { cluster } = this.deps;
+      listed = listAll((o) => cluster.pods.list({ ...o, namespace }));
+      // A failed list is not kept: the next volume (or pass) asks again.
+      listed.catch(() => podsByNamespace.delete(namespace));
+      podsByNamespace.set(namespace, listed);
+    }
+    return listed;
+  }
+
+  /** Deletes the claim bound to `pv`: true when deleted (false: held, or only said in a dry run). */
+  private deleteClaim(ref: VolumeRef, pv: PersistentVolume, claim: ClaimRef, why: string): Promise<boolean> {
+    const { cluster } = this.deps;
+    return this.delete(
+      ref,
+      claimObject(claim),
+      `PVC ${claim.namespace}/${claim.name} bound to PV ${pv.metadata.name}`,
+      why,
+      'claim',
+      () => cluster.persistentVolumeClaims.delete(claim.name, { namespace: claim.namespace, uid: claim.uid }),
+      undefined,
+    );
   }
 
   /** Deletes (or in dry run, says it would) while leading; an Event either way. False: not deleted. */

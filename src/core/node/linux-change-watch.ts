@@ -41,16 +41,82 @@ export function watchLinuxChanges(options: LinuxChangeWatchOptions): ChangeWatch
   const notify = (): void => {
     if (!signal.aborted) options.onChange();
   };
-  // The directories as given and as the kernel names them (a symlink in the path is resolved in
-  // the mount table); until realpath answers, as given.
-  let watched: readonly string[] = options.directories;
-  void Promise.all(options.directories.map((dir) => realpath(dir).catch(() => dir))).then((real) => {
-    watched = [...new Set([...options.directories, ...real])];
+  const watched = kernelNames(options.directories);
+  const directories = directoryWatches(options.directories, notify);
+
+  const child = spawn(options.findmnt, ['--poll', '--noheadings', '--raw', '--output', 'ACTION,TARGET'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr = (stderr + chunk).slice(-STDERR_KEPT);
+  });
+  // One line per change: `ACTION TARGET [OLD-TARGET]`. Only changes at, above or below a watched
+  // directory are news; on a node kubelet mounts every pod's volumes elsewhere, and each of those
+  // would otherwise cost a discovery pass.
+  const lines = new MountChangeLines();
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    options.onMountTableChange?.();
+    if (lines.push(chunk).some((targets) => mountChangeConcerns(targets, watched()))) {
+      directories.watchAll();
+      notify();
+    }
+  });
+  const stop = (): void => {
+    child.kill('SIGTERM');
+  };
+  signal.addEventListener('abort', stop, { once: true });
+
+  let spawned = false;
+  const done = new Promise<ChangeWatchOutcome>((resolve) => {
+    const finish = (outcome: ChangeWatchOutcome): void => {
+      signal.removeEventListener('abort', stop);
+      directories.closeAll();
+      resolve(signal.aborted ? { ok: true } : outcome);
+    };
+    child.once('error', (error) => {
+      if (!spawned) finish({ ok: false, reason: `cannot run ${options.findmnt}: ${error.message}` });
+    });
+    child.once('close', (code, killedBy) => {
+      const status = killedBy === null ? `code ${String(code)}` : `signal ${killedBy}`;
+      const detail = stderr.trim();
+      finish({ ok: false, reason: `${options.findmnt} --poll exited (${status})${detail ? `: ${detail}` : ''}` });
+    });
+  });
+  const ready = new Promise<ChangeWatchOutcome>((resolve) => {
+    void done.then(resolve);
+    child.once('spawn', () => {
+      spawned = true;
+      directories.watchAll();
+      void opened(child.pid ?? 0, signal).then(() => {
+        resolve({ ok: true });
+      });
+    });
+  });
+  return { ready, done };
+}
+
+/**
+ * The directories as given and as the kernel names them (a symlink in the path is resolved in the
+ * mount table); until realpath answers, as given.
+ */
+function kernelNames(given: readonly string[]): () => readonly string[] {
+  let watched: readonly string[] = given;
+  void Promise.all(given.map((dir) => realpath(dir).catch(() => dir))).then((real) => {
+    watched = [...new Set([...given, ...real])];
+  });
+  return () => watched;
+}
+
+/** inotify watches of the directories: an entry created, removed or moved in one is news. */
+function directoryWatches(
+  given: readonly string[],
+  notify: () => void,
+): { readonly watchAll: () => void; readonly closeAll: () => void } {
   const directories = new Map<string, FSWatcher>();
   // (Re)watches every directory: a mount on a directory itself hides the inode inotify watched.
-  const watchDirectories = (): void => {
-    for (const dir of options.directories) {
+  const watchAll = (): void => {
+    for (const dir of given) {
       directories.get(dir)?.close();
       directories.delete(dir);
       try {
@@ -69,61 +135,11 @@ export function watchLinuxChanges(options: LinuxChangeWatchOptions): ChangeWatch
       }
     }
   };
-  const closeDirectories = (): void => {
+  const closeAll = (): void => {
     for (const watcher of directories.values()) watcher.close();
     directories.clear();
   };
-
-  const child = spawn(options.findmnt, ['--poll', '--noheadings', '--raw', '--output', 'ACTION,TARGET'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-STDERR_KEPT);
-  });
-  // One line per change: `ACTION TARGET [OLD-TARGET]`. Only changes at, above or below a watched
-  // directory are news; on a node kubelet mounts every pod's volumes elsewhere, and each of those
-  // would otherwise cost a discovery pass.
-  const lines = new MountChangeLines();
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    options.onMountTableChange?.();
-    if (lines.push(chunk).some((targets) => mountChangeConcerns(targets, watched))) {
-      watchDirectories();
-      notify();
-    }
-  });
-  const stop = (): void => {
-    child.kill('SIGTERM');
-  };
-  signal.addEventListener('abort', stop, { once: true });
-
-  let spawned = false;
-  const done = new Promise<ChangeWatchOutcome>((resolve) => {
-    const finish = (outcome: ChangeWatchOutcome): void => {
-      signal.removeEventListener('abort', stop);
-      closeDirectories();
-      resolve(signal.aborted ? { ok: true } : outcome);
-    };
-    child.once('error', (error) => {
-      if (!spawned) finish({ ok: false, reason: `cannot run ${options.findmnt}: ${error.message}` });
-    });
-    child.once('close', (code, killedBy) => {
-      const status = killedBy === null ? `code ${String(code)}` : `signal ${killedBy}`;
-      const detail = stderr.trim();
-      finish({ ok: false, reason: `${options.findmnt} --poll exited (${status})${detail ? `: ${detail}` : ''}` });
-    });
-  });
-  const ready = new Promise<ChangeWatchOutcome>((resolve) => {
-    void done.then(resolve);
-    child.once('spawn', () => {
-      spawned = true;
-      watchDirectories();
-      void opened(child.pid ?? 0, signal).then(() => {
-        resolve({ ok: true });
-      });
-    });
-  });
-  return { ready, done };
+  return { watchAll, closeAll };
 }
 
 /**

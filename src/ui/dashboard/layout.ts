@@ -1,6 +1,10 @@
 // How the dashboard's rows are shared out for a terminal size. Pure: the reducer uses it to clamp
 // scroll offsets, the ink view to size its sections, so both always agree.
-import type { Size } from './model.js';
+
+export interface Size {
+  readonly columns: number;
+  readonly rows: number;
+}
 
 /** Smallest terminal the full view fits in; below it the view shows a one-line notice. */
 export const MIN_COLUMNS = 40;

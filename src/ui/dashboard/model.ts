@@ -6,13 +6,10 @@ import type { AgentEvent, AgentStatusJson, CleanupStatus, ReloadResult } from '.
 import type { DeviceVerdict } from '../../core/disk-rules/decide.js';
 import type { FeedMessage } from './feed.js';
 import { computeLayout } from './layout.js';
-import type { Layout } from './layout.js';
+import type { Layout, Size } from './layout.js';
 import { plural } from '../../render/text.js';
 
-export interface Size {
-  readonly columns: number;
-  readonly rows: number;
-}
+export type { Size } from './layout.js';
 
 export type Connection =
   | { readonly state: 'connecting' }
@@ -637,37 +634,50 @@ function toggleOverlay(state: DashboardState, overlay: Overlay | undefined): Das
   return overlay === undefined ? { ...rest, scroll } : { ...rest, overlay, scroll };
 }
 
-function keyUpdate(state: DashboardState, input: string, key: KeyPress): Update {
-  if (key.ctrl === true && input === 'c') return { state: { ...state, quitting: true }, effects: [{ type: 'quit' }] };
-  if (state.quitting) return { state, effects: NONE };
-  if (state.editingFilter) return filterKey(state, input, key);
-  if (input === 'q') return { state: { ...state, quitting: true }, effects: [{ type: 'quit' }] };
-  if (key.escape === true) {
-    if (state.overlay !== undefined) return { state: toggleOverlay(state, undefined), effects: NONE };
-    if (state.filter !== '') return { state: { ...state, filter: '' }, effects: NONE };
-    return { state: omit(state, 'notice'), effects: NONE };
+function quit(state: DashboardState): Update {
+  return { state: { ...state, quitting: true }, effects: [{ type: 'quit' }] };
+}
+
+/** The panels opened and closed by a key: help (?), the config diff (d), the fleet (f). */
+function toggleHelp(state: DashboardState): Update {
+  return { state: toggleOverlay(state, state.overlay?.kind === 'help' ? undefined : { kind: 'help' }), effects: NONE };
+}
+
+function toggleDiff(state: DashboardState): Update {
+  if (state.overlay?.kind === 'diff') return { state: toggleOverlay(state, undefined), effects: NONE };
+  if (state.status === undefined) {
+    return { state: { ...state, notice: { text: 'no status from the agent yet', severity: 'warn' } }, effects: NONE };
   }
-  if (input === '?') {
-    return {
-      state: toggleOverlay(state, state.overlay?.kind === 'help' ? undefined : { kind: 'help' }),
-      effects: NONE,
-    };
-  }
-  if (input === 'd') {
-    if (state.overlay?.kind === 'diff') return { state: toggleOverlay(state, undefined), effects: NONE };
-    if (state.status === undefined) {
-      return { state: { ...state, notice: { text: 'no status from the agent yet', severity: 'warn' } }, effects: NONE };
-    }
-    const overlay: Overlay = { kind: 'diff', phase: 'loading', title: 'Diff: loading…', lines: [] };
-    return { state: toggleOverlay(state, overlay), effects: [{ type: 'diff' }] };
-  }
-  if (input === 'f') {
-    if (state.overlay?.kind === 'fleet') return { state: toggleOverlay(state, undefined), effects: NONE };
-    const overlay: Overlay = { kind: 'fleet', phase: 'loading', title: 'Fleet: loading…', lines: [] };
-    return { state: toggleOverlay(state, overlay), effects: [{ type: 'fleet' }] };
-  }
-  if (input === 'r' || input === 'R') return startReload(state, input === 'R');
-  if (input === '/') return { state: { ...state, editingFilter: true }, effects: NONE };
+  const overlay: Overlay = { kind: 'diff', phase: 'loading', title: 'Diff: loading…', lines: [] };
+  return { state: toggleOverlay(state, overlay), effects: [{ type: 'diff' }] };
+}
+
+function toggleFleet(state: DashboardState): Update {
+  if (state.overlay?.kind === 'fleet') return { state: toggleOverlay(state, undefined), effects: NONE };
+  const overlay: Overlay = { kind: 'fleet', phase: 'loading', title: 'Fleet: loading…', lines: [] };
+  return { state: toggleOverlay(state, overlay), effects: [{ type: 'fleet' }] };
+}
+
+/** Escape closes the panel, else clears the filter, else the notice. */
+function escapeKey(state: DashboardState): Update {
+  if (state.overlay !== undefined) return { state: toggleOverlay(state, undefined), effects: NONE };
+  if (state.filter !== '') return { state: { ...state, filter: '' }, effects: NONE };
+  return { state: omit(state, 'notice'), effects: NONE };
+}
+
+/** The keys bound to one character (a Map: no input reaches Object.prototype). */
+const CHARACTER_KEYS: ReadonlyMap<string, (state: DashboardState) => Update> = new Map([
+  ['q', quit],
+  ['?', toggleHelp],
+  ['d', toggleDiff],
+  ['f', toggleFleet],
+  ['r', (state: DashboardState) => startReload(state, false)],
+  ['R', (state: DashboardState) => startReload(state, true)],
+  ['/', (state: DashboardState): Update => ({ state: { ...state, editingFilter: true }, effects: NONE })],
+]);
+
+/** Left and right scroll an open panel sideways; with none open they, like tab, switch the focused list. */
+function sideKey(state: DashboardState, input: string, key: KeyPress): Update | undefined {
   if (state.overlay !== undefined && (key.leftArrow === true || key.rightArrow === true)) {
     const step = key.leftArrow === true ? -SIDE_STEP : SIDE_STEP;
     return { state: { ...state, overlayColumn: Math.max(0, state.overlayColumn + step) }, effects: NONE };
@@ -676,7 +686,18 @@ function keyUpdate(state: DashboardState, input: string, key: KeyPress): Update 
     if (state.overlay !== undefined) return { state, effects: NONE };
     return { state: { ...state, focus: state.focus === 'volumes' ? 'events' : 'volumes' }, effects: NONE };
   }
-  return { state: scrollKey(state, input, key) ?? state, effects: NONE };
+  return undefined;
+}
+
+function keyUpdate(state: DashboardState, input: string, key: KeyPress): Update {
+  if (key.ctrl === true && input === 'c') return quit(state);
+  if (state.quitting) return { state, effects: NONE };
+  if (state.editingFilter) return filterKey(state, input, key);
+  if (input === 'q') return quit(state);
+  if (key.escape === true) return escapeKey(state);
+  const bound = CHARACTER_KEYS.get(input);
+  if (bound !== undefined) return bound(state);
+  return sideKey(state, input, key) ?? { state: scrollKey(state, input, key) ?? state, effects: NONE };
 }
 
 /**

@@ -1191,6 +1191,8 @@ function sortedRecord<V>(entries: Iterable<readonly [string, V]>): Record<string
   return out;
 }
 
+type TopName = (typeof TOP_NAMES)[number];
+
 /**
  * Decodes and validates the raw keys of one config source into the normalized config. sourceFailed:
  * the source already had errors, so keys may be missing and "nothing configured" is no news.
@@ -1202,32 +1204,52 @@ export function parseConfigEntries(
 ): ParseResult {
   const sink = new IssueSink();
   const d = new Decoder(sink);
+  const located = locateTopKeys(entries, d, sink, budget);
+  const classes = decodeClasses(located.get('storageClassMap'), d, sink, sourceFailed);
+  const config = topLevelConfig(classes, located, d);
+  warnIneffective(config, located, sink);
+  const positions: Record<string, SourcePosition> = {};
+  for (const [name, c] of classes) {
+    for (const dir of ['hostDir', 'mountDir'] as const) positions[`storageClassMap.${name}.${dir}`] = c.positions[dir];
+  }
+  return { config: sink.hasErrors ? undefined : deepFreeze(config), issues: sink.issues, positions };
+}
+
+/** The known top-level keys, each resolved to a YAML node. */
+function locateTopKeys(
+  entries: readonly RawEntry[],
+  d: Decoder,
+  sink: IssueSink,
+  budget: YamlBudget,
+): ReadonlyMap<TopName, Located> {
   const fields = d.matchFields(
     entries.map((e) => ({ key: e.key, value: e, position: e.keyPosition })),
     '',
     TOP_NAMES,
   );
-  const located = new Map<string, Located>();
+  const located = new Map<TopName, Located>();
   for (const [name, { value }] of fields) {
     const type = TYPE_OF.get(name) ?? 'string';
     const at = locate(value, type, name, sink, budget);
     if (at) located.set(name, at);
   }
-  const get = (name: (typeof TOP_NAMES)[number]): Located | undefined => located.get(name);
-  const bool = (name: (typeof TOP_NAMES)[number]): boolean => {
-    const at = get(name);
-    return (at ? d.bool(at, name) : undefined) ?? false;
-  };
+  return located;
+}
 
+/** storageClassMap's classes, sorted by name, their discovery directories checked against each other. */
+function decodeClasses(
+  classMap: Located | undefined,
+  d: Decoder,
+  sink: IssueSink,
+  sourceFailed: boolean,
+): [string, DecodedClass][] {
   const classes: [string, DecodedClass][] = [];
-  const classMap = get('storageClassMap');
   if (classMap) {
     for (const [name, at] of d.entries(classMap, 'storageClassMap', 'a mapping of storage class names') ?? []) {
       const c = decodeClass(name, at, sink, d);
       if (c) classes.push([name, c]);
     }
   }
-  const storageClassMap = sortedRecord(classes.map(([name, c]) => [name, c.config] as const));
   if (classes.length === 0 && !sink.hasErrors && !sourceFailed) {
     sink.warn('storageClassMap', 'no storage class is configured: nothing will be discovered');
   }
@@ -1235,38 +1257,69 @@ export function parseConfigEntries(
     classes.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
     sink,
   );
+  return classes;
+}
 
-  const nodeLabelsAt = get('nodeLabelsForPV');
+type OtherTopKey = Exclude<keyof ProvisionerConfig, 'storageClassMap'>;
+
+function present<T>(at: Located | undefined, decode: (at: Located) => T | undefined): T | undefined {
+  return at ? decode(at) : undefined;
+}
+
+const flag = (d: Decoder, at: Located | undefined, name: TopName): boolean =>
+  present(at, (a) => d.bool(a, name)) ?? false;
+
+/** Each top-level key beside storageClassMap: its value, its default when absent or invalid. In the order of their issues. */
+const TOP_KEY_DECODERS: {
+  readonly [K in OtherTopKey]: (d: Decoder, at: Located | undefined, name: K) => ProvisionerConfig[K];
+} = {
   // A key that is no valid label key can match no Node label.
-  const nodeLabelsForPV =
-    (nodeLabelsAt ? d.stringList(nodeLabelsAt, 'nodeLabelsForPV', labelKeyProblem) : undefined) ?? [];
-  const labelsAt = get('labelsForPV');
-  const labelsForPV = sortedRecord(Object.entries((labelsAt ? d.labels(labelsAt, 'labelsForPV') : undefined) ?? {}));
-  const tolerationsAt = get('jobTolerations');
-  const jobTolerations = (tolerationsAt ? d.tolerations(tolerationsAt, 'jobTolerations') : undefined) ?? [];
-  const resyncAt = get('minResyncPeriod');
-  const minResyncPeriod =
-    (resyncAt ? d.duration(resyncAt, 'minResyncPeriod', '0s turns periodic informer resync off') : undefined) ??
-    DEFAULT_MIN_RESYNC_PERIOD;
-  const taintKeyAt = get('provisionerNotReadyNodeTaintKey');
-  const provisionerNotReadyNodeTaintKey =
-    (taintKeyAt ? d.labelKey(taintKeyAt, 'provisionerNotReadyNodeTaintKey') : undefined) ?? '';
+  nodeLabelsForPV: (d, at, name) => present(at, (a) => d.stringList(a, name, labelKeyProblem)) ?? [],
+  labelsForPV: (d, at, name) => sortedRecord(Object.entries(present(at, (a) => d.labels(a, name)) ?? {})),
+  jobTolerations: (d, at, name) => present(at, (a) => d.tolerations(a, name)) ?? [],
+  minResyncPeriod: (d, at, name) =>
+    present(at, (a) => d.duration(a, name, '0s turns periodic informer resync off')) ?? DEFAULT_MIN_RESYNC_PERIOD,
+  provisionerNotReadyNodeTaintKey: (d, at, name) => present(at, (a) => d.labelKey(a, name)) ?? '',
+  useAlphaAPI: flag,
+  useJobForCleaning: flag,
+  useNodeNameOnly: flag,
+  setPVOwnerRef: flag,
+  removeNodeNotReadyTaint: flag,
+};
 
-  const config: ProvisionerConfig = {
-    storageClassMap,
-    nodeLabelsForPV,
-    labelsForPV,
-    useAlphaAPI: bool('useAlphaAPI'),
-    useJobForCleaning: bool('useJobForCleaning'),
-    jobTolerations,
-    minResyncPeriod,
-    useNodeNameOnly: bool('useNodeNameOnly'),
-    setPVOwnerRef: bool('setPVOwnerRef'),
-    removeNodeNotReadyTaint: bool('removeNodeNotReadyTaint'),
-    provisionerNotReadyNodeTaintKey,
+/** The config's fields, decoded in TOP_KEY_DECODERS' order and laid out in ProvisionerConfig's. */
+function topLevelConfig(
+  classes: readonly (readonly [string, DecodedClass])[],
+  located: ReadonlyMap<TopName, Located>,
+  d: Decoder,
+): ProvisionerConfig {
+  const decode = <K extends OtherTopKey>(name: K): ProvisionerConfig[K] =>
+    TOP_KEY_DECODERS[name](d, located.get(name), name);
+  const names = Object.keys(TOP_KEY_DECODERS) as OtherTopKey[];
+  // The cast restates the table's type: one entry per key.
+  const v = Object.fromEntries(names.map((name) => [name, decode(name)])) as unknown as Omit<
+    ProvisionerConfig,
+    'storageClassMap'
+  >;
+  return {
+    storageClassMap: sortedRecord(classes.map(([name, c]) => [name, c.config] as const)),
+    nodeLabelsForPV: v.nodeLabelsForPV,
+    labelsForPV: v.labelsForPV,
+    useAlphaAPI: v.useAlphaAPI,
+    useJobForCleaning: v.useJobForCleaning,
+    jobTolerations: v.jobTolerations,
+    minResyncPeriod: v.minResyncPeriod,
+    useNodeNameOnly: v.useNodeNameOnly,
+    setPVOwnerRef: v.setPVOwnerRef,
+    removeNodeNotReadyTaint: v.removeNodeNotReadyTaint,
+    provisionerNotReadyNodeTaintKey: v.provisionerNotReadyNodeTaintKey,
   };
-  const positionOf = (name: (typeof TOP_NAMES)[number]): SourcePosition | undefined => {
-    const at = get(name);
+}
+
+/** Warnings for settings that parse but do nothing. */
+function warnIneffective(config: ProvisionerConfig, located: ReadonlyMap<TopName, Located>, sink: IssueSink): void {
+  const positionOf = (name: TopName): SourcePosition | undefined => {
+    const at = located.get(name);
     return at ? at.yaml.position(at.node) : undefined;
   };
   if (config.useAlphaAPI) {
@@ -1283,11 +1336,6 @@ export function parseConfigEntries(
       positionOf('removeNodeNotReadyTaint'),
     );
   }
-  const positions: Record<string, SourcePosition> = {};
-  for (const [name, c] of classes) {
-    for (const dir of ['hostDir', 'mountDir'] as const) positions[`storageClassMap.${name}.${dir}`] = c.positions[dir];
-  }
-  return { config: sink.hasErrors ? undefined : deepFreeze(config), issues: sink.issues, positions };
 }
 
 /** Pure: a snapshot → the normalized config. Throws InvalidConfigError with every problem found. */

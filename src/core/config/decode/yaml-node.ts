@@ -251,23 +251,16 @@ function ownWeight(node: Node): number {
  * package's Alias.resolve walks the whole document for every alias.
  */
 function analyze(doc: Document.Parsed): Analysis {
-  const targets = new Map<Alias, Node>();
-  const problems: DocumentProblem[] = [];
-  const anchors = new Map<string, Node>();
-  const allAnchors = new Set<string>();
-  const open = new Set<Node>();
-  const weights = new Map<Node, number>();
-  const unresolved: { alias: Alias; path: string; field: string | undefined }[] = [];
-  let expansion = 0;
-  type Step =
-    | {
-        readonly enter: true;
-        readonly node: Node;
-        readonly path: string;
-        readonly field: string | undefined;
-        readonly depth: number;
-      }
-    | { readonly enter: false; readonly node: Node; readonly children: readonly Node[] };
+  const walk: Walk = {
+    targets: new Map(),
+    problems: [],
+    anchors: new Map(),
+    allAnchors: new Set(),
+    open: new Set(),
+    weights: new Map(),
+    unresolved: [],
+    expansion: 0,
+  };
   const root = doc.contents;
   const stack: Step[] = root ? [{ enter: true, node: root, path: '', field: undefined, depth: 0 }] : [];
   while (stack.length > 0) {
@@ -275,79 +268,131 @@ function analyze(doc: Document.Parsed): Analysis {
     if (step === undefined) break;
     const node = step.node;
     if (!step.enter) {
-      open.delete(node);
-      weights.set(
+      walk.open.delete(node);
+      walk.weights.set(
         node,
-        step.children.reduce((sum, child) => sum + (weights.get(child) ?? 0), ownWeight(node)),
+        step.children.reduce((sum, child) => sum + (walk.weights.get(child) ?? 0), ownWeight(node)),
       );
       continue;
     }
     if (isAlias(node)) {
-      const target = anchors.get(node.source);
-      if (target === undefined) {
-        unresolved.push({ alias: node, path: step.path, field: step.field });
-        continue;
-      }
-      if (open.has(target)) {
-        problems.push({
-          offset: offsetOf(node),
-          path: step.path,
-          message: `the alias *${node.source} is inside the value anchored &${node.source}, so it would contain itself`,
-        });
-        continue;
-      }
-      targets.set(node, target);
-      const weight = weights.get(target) ?? 0;
-      weights.set(node, weight);
-      expansion += weight;
-      if (expansion > MAX_ALIAS_EXPANSION) {
-        problems.push({
-          offset: offsetOf(node),
-          path: step.path,
-          message: `the aliases up to here repeat more than ${MAX_ALIAS_EXPANSION} characters of YAML in all; write the values out instead of aliasing them so many times`,
-        });
-        break;
-      }
+      if (visitAlias(walk, node, step) === 'stop') break;
       continue;
     }
     if (node.anchor !== undefined) {
-      anchors.set(node.anchor, node);
-      allAnchors.add(node.anchor);
+      walk.anchors.set(node.anchor, node);
+      walk.allAnchors.add(node.anchor);
     }
     const depth = isMap(node) || isSeq(node) ? step.depth + 1 : step.depth;
     if (depth > MAX_YAML_DEPTH) {
-      problems.push({ offset: offsetOf(node), path: step.path, message: NESTING_TOO_DEEP });
+      walk.problems.push({ offset: offsetOf(node), path: step.path, message: NESTING_TOO_DEEP });
       break;
     }
-    const children: { node: Node; path: string; field: string | undefined }[] = [];
-    if (isMap(node)) {
-      for (const pair of node.items) {
-        const key: unknown = pair.key;
-        const value: unknown = pair.value;
-        const name = isScalar(key) ? String(key.value) : '?';
-        if (isNodeValue(key)) children.push({ node: key, path: step.path, field: undefined });
-        if (isNodeValue(value)) children.push({ node: value, path: joinPath(step.path, name), field: name });
-      }
-    } else if (isSeq(node)) {
-      node.items.forEach((item: unknown, i) => {
-        if (isNodeValue(item)) children.push({ node: item, path: `${step.path}[${i}]`, field: undefined });
-      });
-    }
-    open.add(node);
+    const children = childrenOf(node, step.path);
+    walk.open.add(node);
     stack.push({ enter: false, node, children: children.map((c) => c.node) });
     for (const child of children.reverse()) stack.push({ enter: true, depth, ...child });
   }
-  for (const { alias, path, field } of unresolved) {
-    const name = alias.source;
-    const later = allAnchors.has(name) ? ` (&${name} comes after it; an anchor must come before its aliases)` : '';
-    const quoted = JSON.stringify(`*${name}`);
-    problems.push({
-      offset: offsetOf(alias),
-      path,
-      message: `*${name} is a YAML alias, and no anchor &${name} comes before it${later}: YAML reads it as nothing, not as text; to mean the text ${quoted}, quote it: ${field === undefined ? quoted : `${field}: ${quoted}`}`,
+  const problems = [...walk.problems, ...walk.unresolved.map((u) => unresolvedAlias(u, walk.allAnchors))];
+  return { targets: walk.targets, problems: problems.sort((a, b) => (a.offset ?? 0) - (b.offset ?? 0)) };
+}
+
+/** A node to visit (enter), or one whose children are all visited (leave: its weight is known). */
+type Step =
+  | {
+      readonly enter: true;
+      readonly node: Node;
+      readonly path: string;
+      readonly field: string | undefined;
+      readonly depth: number;
+    }
+  | { readonly enter: false; readonly node: Node; readonly children: readonly Node[] };
+
+interface UnresolvedAlias {
+  readonly alias: Alias;
+  readonly path: string;
+  readonly field: string | undefined;
+}
+
+/** What analyze has found so far in its walk of a document. */
+interface Walk {
+  readonly targets: Map<Alias, Node>;
+  readonly problems: DocumentProblem[];
+  /** The last anchor of each name so far. */
+  readonly anchors: Map<string, Node>;
+  /** Every anchor of the document, to tell an alias before its anchor from one with none. */
+  readonly allAnchors: Set<string>;
+  /** The collections entered and not yet left: an alias to one of them would contain itself. */
+  readonly open: Set<Node>;
+  /** What each node left counts towards MAX_ALIAS_EXPANSION. */
+  readonly weights: Map<Node, number>;
+  readonly unresolved: UnresolvedAlias[];
+  expansion: number;
+}
+
+/** Resolves an alias, or records why it cannot be; 'stop': the aliases expand too far to go on. */
+function visitAlias(
+  walk: Walk,
+  node: Alias,
+  step: { readonly path: string; readonly field: string | undefined },
+): 'go on' | 'stop' {
+  const target = walk.anchors.get(node.source);
+  if (target === undefined) {
+    walk.unresolved.push({ alias: node, path: step.path, field: step.field });
+    return 'go on';
+  }
+  if (walk.open.has(target)) {
+    walk.problems.push({
+      offset: offsetOf(node),
+      path: step.path,
+      message: `the alias *${node.source} is inside the value anchored &${node.source}, so it would contain itself`,
+    });
+    return 'go on';
+  }
+  walk.targets.set(node, target);
+  const weight = walk.weights.get(target) ?? 0;
+  walk.weights.set(node, weight);
+  walk.expansion += weight;
+  if (walk.expansion > MAX_ALIAS_EXPANSION) {
+    walk.problems.push({
+      offset: offsetOf(node),
+      path: step.path,
+      message: `the aliases up to here repeat more than ${MAX_ALIAS_EXPANSION} characters of YAML in all; write the values out instead of aliasing them so many times`,
+    });
+    return 'stop';
+  }
+  return 'go on';
+}
+
+/** A collection's keys and values in document order, each with its path (and its key, for a value). */
+function childrenOf(node: Node, path: string): { node: Node; path: string; field: string | undefined }[] {
+  const children: { node: Node; path: string; field: string | undefined }[] = [];
+  if (isMap(node)) {
+    for (const pair of node.items) {
+      const key: unknown = pair.key;
+      const value: unknown = pair.value;
+      const name = isScalar(key) ? String(key.value) : '?';
+      if (isNodeValue(key)) children.push({ node: key, path, field: undefined });
+      if (isNodeValue(value)) children.push({ node: value, path: joinPath(path, name), field: name });
+    }
+  } else if (isSeq(node)) {
+    node.items.forEach((item: unknown, i) => {
+      if (isNodeValue(item)) children.push({ node: item, path: `${path}[${i}]`, field: undefined });
     });
   }
-  return { targets, problems: problems.sort((a, b) => (a.offset ?? 0) - (b.offset ?? 0)) };
+  return children;
+}
+
+/** An alias with no anchor before it: YAML reads it as null, which the writer rarely meant. */
+function unresolvedAlias({ alias, path, field }: UnresolvedAlias, allAnchors: ReadonlySet<string>): DocumentProblem {
+  const name = alias.source;
+  const later = allAnchors.has(name) ? ` (&${name} comes after it; an anchor must come before its aliases)` : '';
+  const quoted = JSON.stringify(`*${name}`);
+  return {
+    offset: offsetOf(alias),
+    path,
+    message: `*${name} is a YAML alias, and no anchor &${name} comes before it${later}: YAML reads it as nothing, not as text; to mean the text ${quoted}, quote it: ${field === undefined ? quoted : `${field}: ${quoted}`}`,
+  };
 }
 
 function isNodeValue(value: unknown): value is Node {
