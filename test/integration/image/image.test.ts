@@ -12,18 +12,7 @@
 // scripts and every tool they run. Every container is named and removed, also when a test fails.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import {
-  closeSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  readdirSync,
-  readSync,
-  statSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -40,8 +29,10 @@ import {
   Cleanup,
   detachLoopDevice,
   makeTempDir,
+  readAt,
   run,
   skipUnlessRoot,
+  writeAt,
 } from '../../support/real-node.js';
 import { Tmux } from '../../support/tmux.js';
 
@@ -88,28 +79,10 @@ function tarFile(archive: string, path: string): string {
   return r.stdout;
 }
 
-/** Writes bytes at offset of a device, synced. */
-function writeAt(device: string, bytes: Buffer, offset: number): void {
-  const fd = openSync(device, 'r+');
-  try {
-    writeSync(fd, bytes, 0, bytes.length, offset);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** length bytes at offset of a device, past the page cache. */
-function readAt(device: string, length: number, offset: number): Buffer {
+/** length bytes at offset of a device, past the page cache (the Job wrote them from its container). */
+function readPastCache(device: string, length: number, offset: number): Buffer {
   run('blockdev', ['--flushbufs', device]);
-  const fd = openSync(device, 'r');
-  try {
-    const bytes = Buffer.alloc(length);
-    readSync(fd, bytes, 0, length, offset);
-    return bytes;
-  } finally {
-    closeSync(fd);
-  }
+  return readAt(device, offset, length);
 }
 
 /** A cleanup Job as the agent builds it (buildCleanupJob): class `raw` with hostDir = mountDir = classDir. */
@@ -422,25 +395,9 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     const marker = Buffer.from('LVP-IMAGE-TEST-RAW-MARKER\n'.repeat(40));
     const offset = 5 * MiB + 4321;
     const write = (): void => {
-      const fd = openSync(loop.path, 'r+');
-      try {
-        writeSync(fd, marker, 0, marker.length, offset);
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
+      writeAt(loop.path, offset, marker);
     };
-    const read = (): Buffer => {
-      run('blockdev', ['--flushbufs', loop.path]);
-      const fd = openSync(loop.path, 'r');
-      try {
-        const bytes = Buffer.alloc(marker.length);
-        readSync(fd, bytes, 0, bytes.length, offset);
-        return bytes;
-      } finally {
-        closeSync(fd);
-      }
-    };
+    const read = (): Buffer => readPastCache(loop.path, marker.length, offset);
     const signatures = (): string => {
       const probe = spawnSync('blkid', ['-p', loop.path], { encoding: 'utf8' });
       if (probe.status === 2) return '';
@@ -485,7 +442,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     const loop = attachLoopDevice(cleanup, join(classDir, 'disk-a'), 8 * MiB);
     const marker = Buffer.from('LVP-IMAGE-TEST-GUARD-MARKER\n'.repeat(20));
     const offset = 3 * MiB + 777;
-    const marked = (): boolean => readAt(loop.path, marker.length, offset).equals(marker);
+    const marked = (): boolean => readPastCache(loop.path, marker.length, offset).equals(marker);
     const volumes = new LinuxVolumes();
     const hostIdentity = async (): Promise<string> => (await volumes.volumeIdentity(loop.path))?.id ?? 'none';
     const job = (where: string, identity: string): Promise<PodmanResult> => {
@@ -506,7 +463,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
 
     const diskA = await hostIdentity();
     assert.match(diskA, /^loop:\d+:\d+:\d+:\d+$/u, 'a loop identity with a birth, read on the host');
-    writeAt(loop.path, marker, offset);
+    writeAt(loop.path, offset, marker);
     assert.ok(marked());
     const cleaned = await job(classDir, diskA);
     assert.equal(cleaned.status, 0, show(cleaned));
@@ -516,7 +473,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
       new RegExp(`^cleaned ${loop.path} \\(disk ${diskA}, the same before and after\\): /scripts/dd_zero\\.sh$`, 'mu'),
     );
     assert.ok(
-      readAt(loop.path, marker.length, offset).equals(Buffer.alloc(marker.length)),
+      readPastCache(loop.path, marker.length, offset).equals(Buffer.alloc(marker.length)),
       'zeros where the marker was',
     );
 
@@ -527,7 +484,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     run('losetup', [loop.path, join(classDir, 'disk-b')]);
     const diskB = await hostIdentity();
     assert.notEqual(diskB, diskA);
-    writeAt(loop.path, marker, offset);
+    writeAt(loop.path, offset, marker);
     const refused = await job(classDir, diskA);
     assert.equal(refused.status, 7, show(refused));
     assert.equal(refused.stderr, `error: the disk at ${loop.path} is ${diskB}, not ${diskA}; not cleaned\n`);
