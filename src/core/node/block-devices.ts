@@ -5,18 +5,9 @@
 // linux-volumes.ts (small synchronous reads of memory filesystems, no `blkid`/`lsblk`).
 
 import { createHash } from 'node:crypto';
-import {
-  closeSync,
-  constants,
-  openSync,
-  readFileSync,
-  readSync,
-  readdirSync,
-  readlinkSync,
-  realpathSync,
-  statSync,
-} from 'node:fs';
+import { constants, readFileSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
+import { readWholeSmallFile } from './small-file.js';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 
 import { readGptEntries, readGptHeader } from '../devices/gpt.js';
@@ -77,42 +68,9 @@ export class BlockDeviceInventoryError extends Error {
   }
 }
 
-// ---- Small reads of memory filesystems ---------------------------------------------------------
-
-/** The one buffer the small reads share: each is synchronous, so none overlaps another. */
-const scratch = Buffer.allocUnsafe(UDEV_RECORD_BYTES + 1);
-
-/**
- * At most maxBytes of a small file on a memory filesystem (sysfs, procfs, udev's tmpfs), read in
- * one go synchronously: no device is waited for. Undefined when it cannot be read or is longer.
- */
-function readSmallFile(path: string, maxBytes: number): string | undefined {
-  let fd: number;
-  try {
-    // O_NONBLOCK: a FIFO where an attribute should be must not hang the agent.
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch {
-    return undefined;
-  }
-  try {
-    // One read: these filesystems hand over all a small file holds at once (sysfs builds an
-    // attribute whole); asking for one byte more than allowed tells a longer one.
-    const length = readSync(fd, scratch, 0, maxBytes + 1, null);
-    return length > maxBytes ? undefined : scratch.toString('utf8', 0, length);
-  } catch {
-    return undefined;
-  } finally {
-    try {
-      closeSync(fd);
-    } catch {
-      // Nothing was written: a failed close loses nothing.
-    }
-  }
-}
-
 /** A sysfs attribute, trimmed; undefined when missing, unreadable or empty. */
 function attribute(dir: string, name: string): string | undefined {
-  const text = readSmallFile(join(dir, name), ATTRIBUTE_BYTES)?.trim();
+  const text = readWholeSmallFile(join(dir, name), ATTRIBUTE_BYTES)?.trim();
   return text === '' ? undefined : text;
 }
 
@@ -757,7 +715,7 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
     const majorMinor = parseDeviceNumber(attribute(dir, 'dev'));
     const sizeBytes = sizeFromSectors(attribute(dir, 'size'));
     if (entry === undefined || majorMinor === undefined || sizeBytes === undefined) return undefined;
-    const uevent = parseUevent(readSmallFile(join(dir, 'uevent'), ATTRIBUTE_BYTES) ?? '');
+    const uevent = parseUevent(readWholeSmallFile(join(dir, 'uevent'), ATTRIBUTE_BYTES) ?? '');
     const isPartition = uevent.get('DEVTYPE') === 'partition' || attribute(dir, 'partition') !== undefined;
     const parentDir = dirname(dir);
     const parentNumber = isPartition ? parseDeviceNumber(attribute(parentDir, 'dev')) : undefined;
@@ -856,7 +814,7 @@ export class LinuxBlockDevices implements BlockDeviceInventory, BlockDeviceChang
 
   /** udev's `E:` properties for a device; none without a record (no udev here). */
   private udevProperties(majorMinor: string): ReadonlyMap<string, string> {
-    const text = readSmallFile(join(this.udevDataDir, `b${majorMinor}`), UDEV_RECORD_BYTES);
+    const text = readWholeSmallFile(join(this.udevDataDir, `b${majorMinor}`), UDEV_RECORD_BYTES);
     return parseUdevProperties(text ?? '');
   }
 

@@ -3,18 +3,9 @@
 // and superblocks for volume identities. Nothing here spawns a process (upstream runs
 // `blockdev --getsize64` once per block device; we read sysfs instead).
 
-import {
-  closeSync,
-  constants,
-  openSync,
-  readFileSync,
-  readSync,
-  readdirSync,
-  realpathSync,
-  statSync,
-  type BigIntStats,
-} from 'node:fs';
+import { constants, readFileSync, readdirSync, realpathSync, statSync, type BigIntStats } from 'node:fs';
 import { lstat, open, readFile, readdir, realpath, stat, statfs } from 'node:fs/promises';
+import { readSmallFile, readWholeSmallFile } from './small-file.js';
 import { dirname, join } from 'node:path';
 
 import {
@@ -132,40 +123,9 @@ const ATTRIBUTE_BYTES = 4096;
 /** A udev record is a few dozen short lines. */
 const UDEV_RECORD_BYTES = 16_384;
 
-/**
- * Reads at most maxBytes of a small file on a memory filesystem (sysfs, udev's tmpfs) in one go,
- * synchronously as readMountTableSync: no device is waited for. Undefined when it cannot be read.
- */
-function readSmallFile(path: string, maxBytes: number): { text: string; truncated: boolean } | undefined {
-  let fd: number;
-  try {
-    // O_NONBLOCK: a FIFO where an attribute should be must not hang the agent.
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch {
-    return undefined;
-  }
-  try {
-    const buffer = Buffer.alloc(maxBytes + 1);
-    let length = 0;
-    for (let n = -1; n !== 0 && length < buffer.length; length += n) {
-      n = readSync(fd, buffer, length, buffer.length - length, null);
-    }
-    return { text: buffer.toString('utf8', 0, Math.min(length, maxBytes)), truncated: length > maxBytes };
-  } catch {
-    return undefined;
-  } finally {
-    try {
-      closeSync(fd);
-    } catch {
-      // Nothing was written: a failed close loses nothing.
-    }
-  }
-}
-
 /** A sysfs attribute's text, or undefined when missing, unreadable or longer than an attribute can be. */
 function readAttribute(path: string): string | undefined {
-  const read = readSmallFile(path, ATTRIBUTE_BYTES);
-  return read === undefined || read.truncated ? undefined : read.text;
+  return readWholeSmallFile(path, ATTRIBUTE_BYTES);
 }
 
 /**
