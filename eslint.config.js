@@ -89,12 +89,6 @@ const OVER_BUDGET = [
     why: 'watchLinuxChanges: the findmnt and udev watches with their restarts, not split yet',
   },
   {
-    file: 'src/core/simulate/expect.ts',
-    lines: 123,
-    complexity: 46,
-    why: 'parseExpectations: one branch per expectation key, to become a table as the step reader did',
-  },
-  {
     file: 'src/core/simulate/fleet.ts',
     complexity: 34,
     why: 'view: the simulated fleet as the controller sees it, not split yet',
