@@ -104,12 +104,6 @@ const OVER_BUDGET = [
     why: 'setup: the replay world assembled in one place (the dependency bag)',
   },
   {
-    file: 'src/render/simulate-timeline.ts',
-    lines: 88,
-    complexity: 51,
-    why: 'stepSummary, rolloutText, describeAction: one case per step or action kind, to become tables',
-  },
-  {
     file: 'src/ui/dashboard/app.tsx',
     lines: 87,
     why: 'DashboardApp: one component whose hooks share the screen state',
