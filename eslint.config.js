@@ -89,11 +89,6 @@ const OVER_BUDGET = [
     why: 'watchLinuxChanges: the findmnt and udev watches with their restarts, not split yet',
   },
   {
-    file: 'src/core/simulate/fleet.ts',
-    complexity: 34,
-    why: 'view: the simulated fleet as the controller sees it, not split yet',
-  },
-  {
     file: 'src/core/simulate/plan.ts',
     lines: 98,
     why: 'planPass and simulatePlan: the plan steps in order, not split yet',
