@@ -89,11 +89,6 @@ const OVER_BUDGET = [
     why: 'watchLinuxChanges: the findmnt and udev watches with their restarts, not split yet',
   },
   {
-    file: 'src/core/simulate/plan.ts',
-    lines: 98,
-    why: 'planPass and simulatePlan: the plan steps in order, not split yet',
-  },
-  {
     file: 'src/core/simulate/run.ts',
     lines: 109,
     why: 'setup: the replay world assembled in one place (the dependency bag)',
