@@ -89,11 +89,6 @@ const OVER_BUDGET = [
     why: 'watchLinuxChanges: the findmnt and udev watches with their restarts, not split yet',
   },
   {
-    file: 'src/core/simulate/run.ts',
-    lines: 109,
-    why: 'setup: the replay world assembled in one place (the dependency bag)',
-  },
-  {
     file: 'src/ui/dashboard/app.tsx',
     lines: 87,
     why: 'DashboardApp: one component whose hooks share the screen state',
