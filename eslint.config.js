@@ -26,12 +26,6 @@ const OVER_BUDGET = [
     why: 'run: the controller adapter, to share one leader-elected service runner with node-cleanup',
   },
   {
-    file: 'src/commands/simulate.ts',
-    lines: 81,
-    complexity: 34,
-    why: 'run: one branch per mode (demo, plan, scenario), not split yet',
-  },
-  {
     file: 'src/core/agent/admin-server.ts',
     lines: 178,
     why: 'startAdminServer: every admin endpoint inline, to become a route table',
