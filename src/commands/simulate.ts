@@ -1,6 +1,8 @@
 import { Flags } from '@oclif/core';
+import type { Interfaces } from '@oclif/core';
 import { defaultConfigDir, ProvisionerCommand, useColor } from '../cli/base-command.js';
 import { formatIssue, UsageError } from '../core/errors.js';
+import type { PlanOptions } from '../core/simulate/plan.js';
 import { colorFlag, kubeconfigFlag, NODE_CONFIG_HELP, outputFlag } from './flags.js';
 
 export default class Simulate extends ProvisionerCommand {
@@ -50,74 +52,35 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
     const { flags } = await this.parse(Simulate);
     this.machineOutput = flags.output === 'json';
     const render = await import('../render/simulate.js');
-    const color = flags.output === 'text' && useColor(flags.color);
-    if (flags.demo || flags.scenario !== undefined) {
-      const planFlags = ['config', 'from', 'node', 'cluster'] as const;
-      const extra = planFlags.filter((f) => flags[f] !== undefined);
-      if (extra.length > 0 || flags['node-facts'] !== 'live')
-        throw new UsageError(
-          `${flags.demo ? '--demo' : '--scenario'} replays a scenario; these flags only apply to plans: ${[...extra, ...(flags['node-facts'] !== 'live' ? ['node-facts'] : [])].map((f) => `--${f}`).join(', ')}`,
-        );
-      const { runScenario } = await import('../core/simulate/run.js');
-      const scenario = flags.demo
-        ? (await import('../core/simulate/demo.js')).demoScenario()
-        : await (await import('../core/simulate/scenario.js')).loadScenario(flags.scenario ?? '');
-      const report = await runScenario(scenario);
-      if (flags.output === 'text') this.writeOut(render.renderScenarioText(report, { color }));
-      else {
-        const json = render.toScenarioJson(report);
-        this.writeOut(flags.output === 'json' ? JSON.stringify(json, null, 2) : render.toYaml(json));
-      }
-      const code = render.scenarioExitCode(report);
-      if (code !== 0) await this.exitDrained(code);
-      return;
-    }
+    const output = { render, color: flags.output === 'text' && useColor(flags.color) };
+    if (flags.demo || flags.scenario !== undefined) await this.replay(flags, output);
+    else await this.plan(flags, output);
+  }
 
+  /** Scenario mode: the replay's report; exit 1 when an expectation failed. */
+  private async replay(flags: SimulateFlags, { render, color }: Output): Promise<void> {
+    rejectPlanFlags(flags);
+    const { runScenario } = await import('../core/simulate/run.js');
+    const scenario = flags.demo
+      ? (await import('../core/simulate/demo.js')).demoScenario()
+      : await (await import('../core/simulate/scenario.js')).loadScenario(flags.scenario ?? '');
+    const report = await runScenario(scenario);
+    if (flags.output === 'text') this.writeOut(render.renderScenarioText(report, { color }));
+    else {
+      const json = render.toScenarioJson(report);
+      this.writeOut(flags.output === 'json' ? JSON.stringify(json, null, 2) : render.toYaml(json));
+    }
+    const code = render.scenarioExitCode(report);
+    if (code !== 0) await this.exitDrained(code);
+  }
+
+  /** Plan mode: the plan of one pass (and of a reload with --from), its warnings on stderr. */
+  private async plan(flags: SimulateFlags, { render, color }: Output): Promise<void> {
     const { simulatePlan } = await import('../core/simulate/plan.js');
-    const nodeName = flags.node ?? process.env['MY_NODE_NAME'];
-    // An empty MY_NODE_NAME counts as unset (as in `run`); an empty --node is a mistake.
-    if (flags.node !== undefined || (nodeName !== undefined && nodeName !== '')) {
-      const { nodeNameProblem } = await import('../core/kube/validation.js');
-      const problem = nodeNameProblem(nodeName ?? '');
-      if (problem !== undefined)
-        throw new UsageError(`${flags.node !== undefined ? '--node' : 'MY_NODE_NAME'}: ${problem}`);
-    }
-    const namespace = flags.namespace ?? process.env['MY_NAMESPACE'] ?? 'default';
-    const jobImage = flags['job-image'] ?? process.env['JOB_CONTAINER_IMAGE'];
-    const nodeFacts =
-      flags['node-facts'] === 'live'
-        ? { kind: 'live' as const }
-        : { kind: 'fixture' as const, path: flags['node-facts'] };
-    let close = (): void => undefined;
-    let cluster: Parameters<typeof simulatePlan>[0]['cluster'];
-    if (flags.cluster !== undefined) {
-      cluster = { kind: 'fixture', path: flags.cluster };
-    } else {
-      const { commandKubeconfig, connectCommandCluster } = await import('../cli/cluster-connection.js');
-      const kubeconfig = commandKubeconfig(flags.kubeconfig);
-      const rest = await connectCommandCluster(kubeconfig, {
-        name: this.config.name,
-        version: this.config.version,
-      });
-      close = () => {
-        rest.close();
-      };
-      cluster = {
-        kind: 'live',
-        cluster: rest,
-        description: kubeconfig !== undefined ? `kubeconfig ${kubeconfig}` : 'in-cluster',
-      };
-    }
+    const nodeName = await planNodeName(flags);
+    const { cluster, close } = await this.planCluster(flags);
     try {
-      const plan = await simulatePlan({
-        config: flags.config ?? defaultConfigDir(),
-        ...(flags.from !== undefined ? { from: flags.from } : {}),
-        ...(nodeName !== undefined && nodeName !== '' ? { nodeName } : {}),
-        nodeFacts,
-        cluster,
-        namespace,
-        jobImage: jobImage === '' ? undefined : jobImage,
-      });
+      const plan = await simulatePlan(planOptions(flags, nodeName, cluster));
       if (flags.output === 'text') {
         for (const w of plan.warnings) this.writeErr(`warning: ${formatIssue(w)}`);
         this.writeOut(render.renderPlanText(plan, { color }));
@@ -129,4 +92,73 @@ Exit codes: 0 plan printed / every expectation passed, 1 an expectation failed, 
       close();
     }
   }
+
+  /** The cluster to plan against: a fixture, or the live one (read only) with how to close it. */
+  private async planCluster(
+    flags: SimulateFlags,
+  ): Promise<{ readonly cluster: PlanOptions['cluster']; readonly close: () => void }> {
+    if (flags.cluster !== undefined)
+      return { cluster: { kind: 'fixture', path: flags.cluster }, close: () => undefined };
+    const { commandKubeconfig, connectCommandCluster } = await import('../cli/cluster-connection.js');
+    const kubeconfig = commandKubeconfig(flags.kubeconfig);
+    const rest = await connectCommandCluster(kubeconfig, {
+      name: this.config.name,
+      version: this.config.version,
+    });
+    return {
+      cluster: {
+        kind: 'live',
+        cluster: rest,
+        description: kubeconfig !== undefined ? `kubeconfig ${kubeconfig}` : 'in-cluster',
+      },
+      close: () => {
+        rest.close();
+      },
+    };
+  }
+}
+
+type SimulateFlags = Interfaces.InferredFlags<typeof Simulate.flags>;
+
+/** Where the chosen output's words come from (loaded once the flags are read). */
+interface Output {
+  readonly render: typeof import('../render/simulate.js');
+  readonly color: boolean;
+}
+
+/** A replay takes none of the flags of a plan. */
+function rejectPlanFlags(flags: SimulateFlags): void {
+  const planFlags = ['config', 'from', 'node', 'cluster'] as const;
+  const extra = planFlags.filter((f) => flags[f] !== undefined);
+  if (extra.length > 0 || flags['node-facts'] !== 'live')
+    throw new UsageError(
+      `${flags.demo ? '--demo' : '--scenario'} replays a scenario; these flags only apply to plans: ${[...extra, ...(flags['node-facts'] !== 'live' ? ['node-facts'] : [])].map((f) => `--${f}`).join(', ')}`,
+    );
+}
+
+/** The node to plan for (--node, else MY_NODE_NAME), checked when given. */
+async function planNodeName(flags: SimulateFlags): Promise<string | undefined> {
+  const nodeName = flags.node ?? process.env['MY_NODE_NAME'];
+  // An empty MY_NODE_NAME counts as unset (as in `run`); an empty --node is a mistake.
+  if (flags.node !== undefined || (nodeName !== undefined && nodeName !== '')) {
+    const { nodeNameProblem } = await import('../core/kube/validation.js');
+    const problem = nodeNameProblem(nodeName ?? '');
+    if (problem !== undefined)
+      throw new UsageError(`${flags.node !== undefined ? '--node' : 'MY_NODE_NAME'}: ${problem}`);
+  }
+  return nodeName;
+}
+
+/** The plan's options from the flags and the agent's environment (MY_NAMESPACE, JOB_CONTAINER_IMAGE). */
+function planOptions(flags: SimulateFlags, nodeName: string | undefined, cluster: PlanOptions['cluster']): PlanOptions {
+  const jobImage = flags['job-image'] ?? process.env['JOB_CONTAINER_IMAGE'];
+  return {
+    config: flags.config ?? defaultConfigDir(),
+    ...(flags.from !== undefined ? { from: flags.from } : {}),
+    ...(nodeName !== undefined && nodeName !== '' ? { nodeName } : {}),
+    nodeFacts: flags['node-facts'] === 'live' ? { kind: 'live' } : { kind: 'fixture', path: flags['node-facts'] },
+    cluster,
+    namespace: flags.namespace ?? process.env['MY_NAMESPACE'] ?? 'default',
+    jobImage: jobImage === '' ? undefined : jobImage,
+  };
 }

@@ -44,6 +44,7 @@ export const EXPECT_KEYS = [
   'nodesOnCandidate',
   'nodesOnStable',
 ] as const;
+type ExpectKey = (typeof EXPECT_KEYS)[number];
 
 /** The expectations only a staged scenario can check. */
 const STAGED_EXPECT_KEYS: readonly string[] = ['rollout', 'nodesOnCandidate', 'nodesOnStable'];
@@ -212,6 +213,161 @@ function readDeviceStates(input: Input, node: Node | null, path: string): Record
   return out;
 }
 
+/** The expectations as their keys are read: each key's reader sets its own field. */
+interface ExpectationsDraft {
+  pvs: Expectations['pvs'];
+  readonly pv: PvExpectation[];
+  cleanups: Expectations['cleanups'];
+  cleaned: Record<string, number>;
+  jobs: Expectations['jobs'];
+  reload: ReloadOutcome | undefined;
+  generation: number | undefined;
+  readonly skipped: Record<string, string>;
+  events: Record<string, number>;
+  readonly quarantined: Record<string, QuarantineExpectation>;
+  readonly devices: Record<string, string>;
+  rollout: RolloutExpectation | undefined;
+  nodesOnCandidate: NodesExpectation | undefined;
+  nodesOnStable: NodesExpectation | undefined;
+}
+
+/** What a key's reader gets: the value under the key, and its path for problems. */
+interface ExpectArgs {
+  readonly input: Input;
+  readonly value: Node | null;
+  readonly at: string;
+}
+
+type ExpectReader = (a: ExpectArgs, draft: ExpectationsDraft) => void;
+
+/** `pvs: 3`, or `pvs: { count: 3, Available: 2, Bound: 1 }`. */
+function readPvCounts({ input, value, at }: ExpectArgs, draft: ExpectationsDraft): void {
+  if (value !== null && isScalar(value)) {
+    const count = input.integer(value, at, { min: 0 });
+    if (count !== undefined) draft.pvs = { count, phases: {} };
+    return;
+  }
+  const { count, ...phases } = counts(input, value, at, ['count', ...PV_PHASES, 'Terminating']);
+  draft.pvs = { ...(count !== undefined ? { count } : {}), phases };
+}
+
+/** `pv: { volume: disk1, … }`, or a list of them. */
+function readPvs({ input, value, at }: ExpectArgs, draft: ExpectationsDraft): void {
+  const many = value !== null && isSeq(value);
+  const items = many ? (input.list(value, at) ?? []) : value !== null ? [value] : [];
+  items.forEach((item, i) => {
+    const one = readPv(input, item, many ? `${at}[${i}]` : at);
+    if (one) draft.pv.push(one);
+  });
+}
+
+/** `jobs: 0`, or `jobs: { count: 0, created: 1 }`. */
+function readJobs({ input, value, at }: ExpectArgs, draft: ExpectationsDraft): void {
+  if (value !== null && isScalar(value)) {
+    const count = input.integer(value, at, { min: 0 });
+    if (count !== undefined) draft.jobs = { count };
+    return;
+  }
+  const c = counts(input, value, at, ['count', 'created']);
+  draft.jobs = {
+    ...(c['count'] !== undefined ? { count: c['count'] } : {}),
+    ...(c['created'] !== undefined ? { created: c['created'] } : {}),
+  };
+}
+
+/** `skipped: { disk3: not-a-mount-point }`: a reason per volume. */
+function readSkipped({ input, value, at }: ExpectArgs, draft: ExpectationsDraft): void {
+  const m = input.map(value, at);
+  for (const p of m ? input.pairs(m, at) : []) {
+    const reason = input.string(p.value, `${at}.${p.key}`, { required: true });
+    if (reason !== undefined) draft.skipped[p.key] = reason;
+  }
+}
+
+/** `quarantined: { disk1: identity-changed }`: a quarantine reason per volume. */
+function readQuarantined({ input, value, at }: ExpectArgs, draft: ExpectationsDraft): void {
+  const m = input.map(value, at);
+  for (const p of m ? input.pairs(m, at) : []) {
+    const reason = input.oneOf(p.value, `${at}.${p.key}`, QUARANTINE_EXPECTATIONS);
+    if (reason !== undefined) draft.quarantined[p.key] = reason;
+  }
+}
+
+/** Each expectation key's reader: the value under it into the expectations. */
+const EXPECT_READERS: Readonly<Record<ExpectKey, ExpectReader>> = {
+  pvs: readPvCounts,
+  pv: readPvs,
+  cleanups: ({ input, value, at }, draft) => {
+    draft.cleanups = counts(input, value, at, CLEANUP_STATES);
+  },
+  cleaned: ({ input, value, at }, draft) => {
+    draft.cleaned = counts(input, value, at);
+  },
+  jobs: readJobs,
+  reload: ({ input, value, at }, draft) => {
+    draft.reload = input.oneOf(value, at, RELOAD_OUTCOMES);
+  },
+  generation: ({ input, value, at }, draft) => {
+    draft.generation = input.integer(value, at, { min: 1 });
+  },
+  skipped: readSkipped,
+  events: ({ input, value, at }, draft) => {
+    draft.events = counts(input, value, at);
+  },
+  quarantined: readQuarantined,
+  devices: ({ input, value, at }, draft) => {
+    Object.assign(draft.devices, readDeviceStates(input, value, at));
+  },
+  rollout: ({ input, value, at }, draft) => {
+    draft.rollout = readRollout(input, value, at);
+  },
+  nodesOnCandidate: ({ input, value, at }, draft) => {
+    draft.nodesOnCandidate = readNodes(input, value, at);
+  },
+  nodesOnStable: ({ input, value, at }, draft) => {
+    draft.nodesOnStable = readNodes(input, value, at);
+  },
+};
+
+function emptyDraft(): ExpectationsDraft {
+  return {
+    pvs: undefined,
+    pv: [],
+    cleanups: {},
+    cleaned: {},
+    jobs: undefined,
+    reload: undefined,
+    generation: undefined,
+    skipped: {},
+    events: {},
+    quarantined: {},
+    devices: {},
+    rollout: undefined,
+    nodesOnCandidate: undefined,
+    nodesOnStable: undefined,
+  };
+}
+
+/** The expectations read, the keys not given left out. */
+function expectationsOf(d: ExpectationsDraft): Expectations {
+  return {
+    ...(d.pvs !== undefined ? { pvs: d.pvs } : {}),
+    pv: d.pv,
+    cleanups: d.cleanups,
+    cleaned: d.cleaned,
+    ...(d.jobs !== undefined ? { jobs: d.jobs } : {}),
+    ...(d.reload !== undefined ? { reload: d.reload } : {}),
+    ...(d.generation !== undefined ? { generation: d.generation } : {}),
+    skipped: d.skipped,
+    events: d.events,
+    quarantined: d.quarantined,
+    devices: d.devices,
+    ...(d.rollout !== undefined ? { rollout: d.rollout } : {}),
+    ...(d.nodesOnCandidate !== undefined ? { nodesOnCandidate: d.nodesOnCandidate } : {}),
+    ...(d.nodesOnStable !== undefined ? { nodesOnStable: d.nodesOnStable } : {}),
+  };
+}
+
 export function parseExpectations(
   input: Input,
   node: Node,
@@ -220,120 +376,17 @@ export function parseExpectations(
 ): Expectations | undefined {
   const map = input.map(node, path);
   if (!map) return undefined;
-  const pairs = input.pairs(map, path, EXPECT_KEYS);
-  let rollout: RolloutExpectation | undefined;
-  let nodesOnCandidate: NodesExpectation | undefined;
-  let nodesOnStable: NodesExpectation | undefined;
-  let pvs: Expectations['pvs'];
-  const pv: PvExpectation[] = [];
-  let cleanups: Expectations['cleanups'] = {};
-  let cleaned: Record<string, number> = {};
-  let jobs: Expectations['jobs'];
-  let reload: ReloadOutcome | undefined;
-  let generation: number | undefined;
-  const skipped: Record<string, string> = {};
-  let events: Record<string, number> = {};
-  const quarantined: Record<string, QuarantineExpectation> = {};
-  const devices: Record<string, string> = {};
-  for (const { key, keyNode, value } of pairs) {
+  const draft = emptyDraft();
+  // pairs() keeps only the keys of EXPECT_KEYS (it reports the others).
+  for (const { key, keyNode, value } of input.pairs(map, path, EXPECT_KEYS)) {
     const at = `${path}.${key}`;
     if (options.staged !== true && STAGED_EXPECT_KEYS.includes(key)) {
       input.error(at, 'needs a stagedRollout: block (a scenario without one has no rollout)', keyNode);
       continue;
     }
-    switch (key) {
-      case 'pvs':
-        if (value !== null && isScalar(value)) {
-          const count = input.integer(value, at, { min: 0 });
-          if (count !== undefined) pvs = { count, phases: {} };
-        } else {
-          const c = counts(input, value, at, ['count', ...PV_PHASES, 'Terminating']);
-          const { count, ...phases } = c;
-          pvs = { ...(count !== undefined ? { count } : {}), phases };
-        }
-        break;
-      case 'pv': {
-        const many = value !== null && isSeq(value);
-        const items = many ? (input.list(value, at) ?? []) : value !== null ? [value] : [];
-        items.forEach((item, i) => {
-          const one = readPv(input, item, many ? `${at}[${i}]` : at);
-          if (one) pv.push(one);
-        });
-        break;
-      }
-      case 'cleanups':
-        cleanups = counts(input, value, at, CLEANUP_STATES);
-        break;
-      case 'cleaned':
-        cleaned = counts(input, value, at);
-        break;
-      case 'jobs':
-        if (value !== null && isScalar(value)) {
-          const count = input.integer(value, at, { min: 0 });
-          if (count !== undefined) jobs = { count };
-        } else {
-          const c = counts(input, value, at, ['count', 'created']);
-          jobs = {
-            ...(c['count'] !== undefined ? { count: c['count'] } : {}),
-            ...(c['created'] !== undefined ? { created: c['created'] } : {}),
-          };
-        }
-        break;
-      case 'reload':
-        reload = input.oneOf(value, at, RELOAD_OUTCOMES);
-        break;
-      case 'generation':
-        generation = input.integer(value, at, { min: 1 });
-        break;
-      case 'skipped': {
-        const m = input.map(value, at);
-        for (const p of m ? input.pairs(m, at) : []) {
-          const reason = input.string(p.value, `${at}.${p.key}`, { required: true });
-          if (reason !== undefined) skipped[p.key] = reason;
-        }
-        break;
-      }
-      case 'events':
-        events = counts(input, value, at);
-        break;
-      case 'quarantined': {
-        const m = input.map(value, at);
-        for (const p of m ? input.pairs(m, at) : []) {
-          const reason = input.oneOf(p.value, `${at}.${p.key}`, QUARANTINE_EXPECTATIONS);
-          if (reason !== undefined) quarantined[p.key] = reason;
-        }
-        break;
-      }
-      case 'devices':
-        Object.assign(devices, readDeviceStates(input, value, at));
-        break;
-      case 'rollout':
-        rollout = readRollout(input, value, at);
-        break;
-      case 'nodesOnCandidate':
-        nodesOnCandidate = readNodes(input, value, at);
-        break;
-      case 'nodesOnStable':
-        nodesOnStable = readNodes(input, value, at);
-        break;
-    }
+    EXPECT_READERS[key as ExpectKey]({ input, value, at }, draft);
   }
-  return {
-    ...(pvs !== undefined ? { pvs } : {}),
-    pv,
-    cleanups,
-    cleaned,
-    ...(jobs !== undefined ? { jobs } : {}),
-    ...(reload !== undefined ? { reload } : {}),
-    ...(generation !== undefined ? { generation } : {}),
-    skipped,
-    events,
-    quarantined,
-    devices,
-    ...(rollout !== undefined ? { rollout } : {}),
-    ...(nodesOnCandidate !== undefined ? { nodesOnCandidate } : {}),
-    ...(nodesOnStable !== undefined ? { nodesOnStable } : {}),
-  };
+  return expectationsOf(draft);
 }
 
 /** What a staged replay tells the expectations about its rollout. */

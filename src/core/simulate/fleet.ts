@@ -36,7 +36,7 @@ import { waveMembers } from '../rollout-state/membership.js';
 import { errorMessage } from '../unknown-values.js';
 import { StepError } from './disks.js';
 import type { RolloutWorldView } from './expect.js';
-import type { FinalRollout, TimelineEvent } from './report.js';
+import type { FinalFleetNode, FinalRollout, TimelineEvent } from './report.js';
 import { leaseEvents, rolloutEvents } from './rollout-observe.js';
 import { DEFAULT_FAILURE_REASONS } from './staged-scenario.js';
 import type { FleetNodeSpec, NodeFailure } from './staged-scenario.js';
@@ -309,6 +309,86 @@ export interface StagedWorldOptions {
   readonly record: (event: TimelineEvent) => void;
 }
 
+/** What a config hash is to the rollout: its candidate, its stable config, another, or unknown (none reported). */
+function configOf(state: RolloutState | undefined, hash: string | undefined): FinalFleetNode['config'] {
+  if (hash === undefined) return 'unknown';
+  if (hash === state?.stable.hash) return 'stable';
+  return hash === state?.candidate.hash ? 'candidate' : 'other';
+}
+
+/** A node of the fleet as its status Lease reports it at `now` (none: it never reported). */
+function fleetNode(
+  fleet: { readonly node: string; readonly agent: 'real' | 'stand-in' },
+  report: PublishedState | undefined,
+  state: RolloutState | undefined,
+  now: number,
+): FinalFleetNode {
+  const stale =
+    report !== undefined &&
+    report.heartbeatAt !== undefined &&
+    report.staleAfterMs > 0 &&
+    now - report.heartbeatAt > report.staleAfterMs;
+  return {
+    node: fleet.node,
+    agent: fleet.agent,
+    ...(report !== undefined ? { applied: report.appliedHash, result: report.result } : {}),
+    config: configOf(state, report?.appliedHash),
+    stale,
+  };
+}
+
+/** The wave of the rollout's halt, if it halted at one. */
+function haltWaveOf(state: RolloutState | undefined): string | undefined {
+  const halt = state?.halt;
+  return halt !== undefined ? state?.waves[halt.wave]?.name : undefined;
+}
+
+/** What the expectations see of the rollout (`none` for what there is not). */
+function rolloutWorld(state: RolloutState | undefined, nodes: readonly FinalFleetNode[]): RolloutWorldView {
+  const on = (hash: string | undefined): string[] =>
+    hash === undefined ? [] : nodes.filter((n) => n.applied === hash).map((n) => n.node);
+  const halt = state?.halt;
+  return {
+    phase: state?.phase ?? 'none',
+    opened: state !== undefined && state.opened > 0 ? (state.waves[state.opened - 1]?.name ?? 'none') : 'none',
+    haltedAt: haltWaveOf(state) ?? 'none',
+    haltedNode: halt !== undefined && halt.node !== '' ? halt.node : 'none',
+    reverted: state?.reverted ?? false,
+    onCandidate: on(state?.candidate.hash),
+    onStable: on(state?.stable.hash),
+  };
+}
+
+/** The rollout of the report's end state: its waves with their nodes, its halt, the fleet. */
+function finalRollout(
+  state: RolloutState | undefined,
+  world: RolloutWorldView,
+  nodes: readonly FinalFleetNode[],
+): FinalRollout {
+  const halt = state?.halt;
+  const haltWave = haltWaveOf(state);
+  const members = waveMembers(
+    state?.waves ?? [],
+    nodes.map((n) => n.node),
+  );
+  return {
+    phase: world.phase,
+    ...(state?.candidate.hash !== undefined ? { candidate: state.candidate.hash } : {}),
+    ...(state?.stable.hash !== undefined ? { stable: state.stable.hash } : {}),
+    waves: (state?.waves ?? []).map((w, i) => ({
+      name: w.name,
+      nodes: members[i] ?? [],
+      open: i < (state?.opened ?? 0),
+    })),
+    ...(halt !== undefined
+      ? { halt: { ...(haltWave !== undefined ? { wave: haltWave } : {}), node: halt.node, reason: halt.reason } }
+      : {}),
+    reverted: world.reverted,
+    ...(state?.message !== undefined ? { message: state.message } : {}),
+    nodes,
+  };
+}
+
 /** The staged rollout of a replay: the operator's ConfigMap, the controller, the fleet. */
 export class StagedWorld {
   readonly name = STAGED_CONFIGMAP;
@@ -558,72 +638,31 @@ export class StagedWorld {
 
   /** The rollout as the controller stored it and the fleet's Leases report it, at `now`. */
   async view(now: number): Promise<{ readonly world: RolloutWorldView; readonly final: FinalRollout }> {
-    const { cluster } = this.o;
-    const candidate = await cluster.configMaps
+    const state = await this.rolloutState();
+    const reports = await this.reports();
+    const nodes = this.nodes.map((n) => fleetNode(n, reports.get(n.node), state, now));
+    const world = rolloutWorld(state, nodes);
+    return { world, final: finalRollout(state, world, nodes) };
+  }
+
+  /** The rollout state on the candidate copy (none: no copy, or no state on it). */
+  private async rolloutState(): Promise<RolloutState | undefined> {
+    const candidate = await this.o.cluster.configMaps
       .get(stagedConfigMapName(this.name, 'candidate'), this.ns)
       .catch(() => undefined);
     const decoded = stateOf(candidate);
-    const state = decoded?.ok === true ? decoded.state : undefined;
+    return decoded?.ok === true ? decoded.state : undefined;
+  }
+
+  /** The state each node's status Lease reports, by node. */
+  private async reports(): Promise<Map<string, PublishedState>> {
     const reports = new Map<string, PublishedState>();
-    for (const lease of (await cluster.leases.list({ ...this.ns, labelSelector: statusSelector(this.instance) }))
-      .items) {
+    const leases = await this.o.cluster.leases.list({ ...this.ns, labelSelector: statusSelector(this.instance) });
+    for (const lease of leases.items) {
       const s = stateFromLease(lease);
       if (s !== undefined) reports.set(s.node, s);
     }
-    const configOf = (hash: string | undefined): 'candidate' | 'stable' | 'other' | 'unknown' =>
-      hash === undefined
-        ? 'unknown'
-        : hash === state?.stable.hash
-          ? 'stable'
-          : hash === state?.candidate.hash
-            ? 'candidate'
-            : 'other';
-    const nodes = this.nodes.map(({ node, agent }) => {
-      const r = reports.get(node);
-      const stale =
-        r !== undefined && r.heartbeatAt !== undefined && r.staleAfterMs > 0 && now - r.heartbeatAt > r.staleAfterMs;
-      return {
-        node,
-        agent,
-        ...(r !== undefined ? { applied: r.appliedHash, result: r.result } : {}),
-        config: configOf(r?.appliedHash),
-        stale,
-      };
-    });
-    const on = (hash: string | undefined): string[] =>
-      hash === undefined ? [] : nodes.filter((n) => n.applied === hash).map((n) => n.node);
-    const halt = state?.halt;
-    const members = waveMembers(
-      state?.waves ?? [],
-      nodes.map((n) => n.node),
-    );
-    const haltWave = halt !== undefined ? state?.waves[halt.wave]?.name : undefined;
-    const world: RolloutWorldView = {
-      phase: state?.phase ?? 'none',
-      opened: state !== undefined && state.opened > 0 ? (state.waves[state.opened - 1]?.name ?? 'none') : 'none',
-      haltedAt: haltWave ?? 'none',
-      haltedNode: halt !== undefined && halt.node !== '' ? halt.node : 'none',
-      reverted: state?.reverted ?? false,
-      onCandidate: on(state?.candidate.hash),
-      onStable: on(state?.stable.hash),
-    };
-    const final: FinalRollout = {
-      phase: world.phase,
-      ...(state?.candidate.hash !== undefined ? { candidate: state.candidate.hash } : {}),
-      ...(state?.stable.hash !== undefined ? { stable: state.stable.hash } : {}),
-      waves: (state?.waves ?? []).map((w, i) => ({
-        name: w.name,
-        nodes: members[i] ?? [],
-        open: i < (state?.opened ?? 0),
-      })),
-      ...(halt !== undefined
-        ? { halt: { ...(haltWave !== undefined ? { wave: haltWave } : {}), node: halt.node, reason: halt.reason } }
-        : {}),
-      reverted: world.reverted,
-      ...(state?.message !== undefined ? { message: state.message } : {}),
-      nodes,
-    };
-    return { world, final };
+    return reports;
   }
 
   async stop(): Promise<void> {

@@ -22,7 +22,7 @@ import type { DeviceInventory, DiscoveryLinkWriter } from '../devices/ports.js';
 import { loadConfig } from '../config/source/load.js';
 import type { FileLayout, LoadedConfig } from '../config/source/port.js';
 import { planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
-import type { ClassProblem, SkippedEntry } from '../discovery/plan.js';
+import type { ClassProblem, PlannedVolume, SkippedEntry } from '../discovery/plan.js';
 import { StartupError, UsageError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
@@ -31,6 +31,7 @@ import type { Job, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { ReadOnlyCluster } from '../kube/read-only-cluster.js';
 import { MemoryLogger } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
+import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import { LinuxBlockDevices } from '../node/block-devices.js';
 import { memoryDiscoveryLinks } from '../node/discovery-links.js';
 import { LinuxVolumes } from '../node/linux-volumes.js';
@@ -44,7 +45,7 @@ import { planDevices, PlannedLinks, withPublished } from './device-plan.js';
 import type { DevicePlan, PlannedDevice } from './device-plan.js';
 import { loadNodeFacts, nodeFactsNode } from './node-facts.js';
 import { planningCluster, RecordingCleaner, RecordingEvents } from './stand-ins.js';
-import type { IntendedWrite, RecordedEvent } from './stand-ins.js';
+import type { IntendedWrite, PlanningCluster, RecordedEvent } from './stand-ins.js';
 
 export interface PlanOptions {
   /** The config to plan with (directory, YAML file or ConfigMap manifest). */
@@ -426,19 +427,28 @@ function devicesStep(
   return planDevices(config, ctx.node, deps, persistentVolumes);
 }
 
-/** One pass of a freshly started agent under `loaded`, run by the agent's own code against stand-ins. */
-export async function planPass(loaded: LoadedConfig, ctx: PlanContext): Promise<PassPlan> {
-  const { config } = loaded;
+/** The agent's stand-ins of one planned pass: its writes recorded, its cleanups never run. */
+interface PassWorld {
+  readonly cluster: PlanningCluster;
+  readonly logger: MemoryLogger;
+  readonly metrics: AgentMetrics;
+  readonly events: RecordingEvents;
+  readonly table: CleanupTable;
+}
+
+function passWorld(ctx: PlanContext): PassWorld {
   const cluster = planningCluster(ctx.cluster);
   const logger = new MemoryLogger();
   const metrics = createAgentMetrics();
   const events = new RecordingEvents();
   const cleaner = new RecordingCleaner(ctx.clock);
   const table = new CleanupTable({ cleaner, clock: ctx.clock, logger, concurrency: 1_000_000 });
-  // Start-up: PVs of this node without the node label are labelled (adoption).
-  const adoption = await adoptNodeVolumes({ cluster, logger, metrics }, ctx.node);
-  const view = await readView(cluster, ctx.node, adoption.adopted, ctx.uids);
-  const jobs: JobLookup = {
+  return { cluster, logger, metrics, events, table };
+}
+
+/** The cleanup Jobs as the Reclaimer looks them up (a 403 of the cache read: none seen yet). */
+function jobLookup(cluster: Cluster, ctx: PlanContext): JobLookup {
+  return {
     get: async (name) => {
       try {
         return withUid(await cluster.jobs.get(name, { namespace: ctx.namespace }), ctx.uids);
@@ -456,29 +466,98 @@ export async function planPass(loaded: LoadedConfig, ctx: PlanContext): Promise<
       }
     },
   };
+}
+
+/** The reclaim half of a pass, and what the pass after a cleanup does; the table as the first left it. */
+interface ReclaimPasses {
+  readonly first: ReclaimSummary;
+  readonly second: ReclaimSummary;
+  readonly entries: ReadonlyMap<string, CleanupEntry>;
+}
+
+async function reclaimPasses(
+  reclaimer: Reclaimer,
+  w: PassWorld,
+  persistentVolumes: readonly PersistentVolume[],
+): Promise<ReclaimPasses> {
+  const { cluster, table } = w;
+  // The reclaim half of the pass (upstream's order: reclaim, then discover).
+  const first = await reclaimer.pass(persistentVolumes);
+  const createdJobs = new Set(
+    cluster.writes.filter((wr) => wr.verb === 'create' && wr.resource === 'jobs').map((wr) => wr.name),
+  );
+  await idle(table);
+  // The table as the first pass left it (the second one forgets the entries of deleted PVs).
+  const entries = new Map(table.list().map((e) => [e.pvName, e]));
+  // What the pass after a cleanup does: delete the PV of a finished cleanup, follow a Job found running.
+  const second = await reclaimer.pass(
+    persistentVolumes.filter((pv) => {
+      const e = table.get(pv.metadata.name);
+      return (
+        e?.state === 'succeeded' ||
+        (e?.method === 'job' && e.state === 'running' && !createdJobs.has(cleanupJobName(pv.metadata.name)))
+      );
+    }),
+  );
+  return { first, second, entries };
+}
+
+/** What becomes of each Released PV (not being deleted), in the order of the view. */
+function plannedCleanups(
+  persistentVolumes: readonly PersistentVolume[],
+  reclaim: ReclaimPasses,
+  writes: readonly IntendedWrite[],
+  jobImage: string | undefined,
+): PlannedCleanup[] {
+  const cleanups: PlannedCleanup[] = [];
+  for (const pv of persistentVolumes) {
+    if (pv.status?.phase !== 'Released' || pv.metadata.deletionTimestamp !== undefined) continue;
+    const entry = reclaim.entries.get(pv.metadata.name);
+    const c = classify(pv, entry, reclaim.first, reclaim.second, writes, jobImage);
+    if (c) cleanups.push(c);
+  }
+  return cleanups;
+}
+
+function plannedCreate(c: PlannedVolume): PlannedCreate {
+  return {
+    pv: c.persistentVolume.metadata.name,
+    className: c.className,
+    entry: c.entry,
+    path: c.path,
+    hostPath: c.persistentVolume.spec.local?.path ?? '',
+    capacityBytes: c.capacityBytes,
+    capacity: c.persistentVolume.spec.capacity?.['storage'] ?? '',
+    volumeMode: c.persistentVolume.spec.volumeMode ?? 'Filesystem',
+    detectedMode: c.detectedMode,
+    manifest: c.persistentVolume,
+  };
+}
+
+function existingPv(pv: PersistentVolume): ExistingPV {
+  return {
+    pv: pv.metadata.name,
+    className: pv.spec.storageClassName ?? '',
+    hostPath: pv.spec.local?.path ?? pv.spec.hostPath?.path ?? '',
+    phase: phaseOf(pv),
+    capacity: pv.spec.capacity?.['storage'] ?? '',
+  };
+}
+
+/** One pass of a freshly started agent under `loaded`, run by the agent's own code against stand-ins. */
+export async function planPass(loaded: LoadedConfig, ctx: PlanContext): Promise<PassPlan> {
+  const { config } = loaded;
+  const w = passWorld(ctx);
+  const { cluster, logger, metrics, events, table } = w;
+  // Start-up: PVs of this node without the node label are labelled (adoption).
+  const adoption = await adoptNodeVolumes({ cluster, logger, metrics }, ctx.node);
+  const view = await readView(cluster, ctx.node, adoption.adopted, ctx.uids);
   const reclaimer = new Reclaimer(
     { config, node: ctx.node, namespace: ctx.namespace, jobImage: ctx.jobImage },
-    { cluster, volumes: ctx.volumes, clock: ctx.clock, logger, metrics, events, table, jobs },
+    { cluster, volumes: ctx.volumes, clock: ctx.clock, logger, metrics, events, table, jobs: jobLookup(cluster, ctx) },
   );
   try {
-    // The reclaim half of the pass (upstream's order: reclaim, then discover).
-    const first = await reclaimer.pass(view.persistentVolumes);
-    const createdJobs = new Set(
-      cluster.writes.filter((w) => w.verb === 'create' && w.resource === 'jobs').map((w) => w.name),
-    );
-    await idle(table);
-    // The table as the first pass left it (the second one forgets the entries of deleted PVs).
-    const entries = new Map(table.list().map((e) => [e.pvName, e]));
-    // What the pass after a cleanup does: delete the PV of a finished cleanup, follow a Job found running.
-    const second = await reclaimer.pass(
-      view.persistentVolumes.filter((pv) => {
-        const e = table.get(pv.metadata.name);
-        return (
-          e?.state === 'succeeded' ||
-          (e?.method === 'job' && e.state === 'running' && !createdJobs.has(cleanupJobName(pv.metadata.name)))
-        );
-      }),
-    );
+    const reclaim = await reclaimPasses(reclaimer, w, view.persistentVolumes);
     // Then disks by rule, as the agent's pass does: the links made now are discovered by this pass.
     const devices = await devicesStep(config, ctx, { logger, events }, view.persistentVolumes);
     const discovery = await planDiscovery({
@@ -489,38 +568,15 @@ export async function planPass(loaded: LoadedConfig, ctx: PlanContext): Promise<
       storageClass: (name) => view.storageClasses.get(name),
       cleanupInProgress: (name) => table.inProgress(name),
     });
-    const cleanups: PlannedCleanup[] = [];
-    for (const pv of view.persistentVolumes) {
-      if (pv.status?.phase !== 'Released' || pv.metadata.deletionTimestamp !== undefined) continue;
-      const c = classify(pv, entries.get(pv.metadata.name), first, second, cluster.writes, ctx.jobImage);
-      if (c) cleanups.push(c);
-    }
     return {
       config: { path: loaded.source.path, kind: loaded.source.kind, hash: loaded.hash },
       entries: discovery.entries,
-      create: discovery.create.map((c) => ({
-        pv: c.persistentVolume.metadata.name,
-        className: c.className,
-        entry: c.entry,
-        path: c.path,
-        hostPath: c.persistentVolume.spec.local?.path ?? '',
-        capacityBytes: c.capacityBytes,
-        capacity: c.persistentVolume.spec.capacity?.['storage'] ?? '',
-        volumeMode: c.persistentVolume.spec.volumeMode ?? 'Filesystem',
-        detectedMode: c.detectedMode,
-        manifest: c.persistentVolume,
-      })),
-      cleanups,
+      create: discovery.create.map(plannedCreate),
+      cleanups: plannedCleanups(view.persistentVolumes, reclaim, cluster.writes, ctx.jobImage),
       skipped: discovery.skipped,
       classProblems: discovery.classProblems,
       orphaned: await findOrphans(view.persistentVolumes, config, ctx.volumes),
-      existing: view.persistentVolumes.map((pv) => ({
-        pv: pv.metadata.name,
-        className: pv.spec.storageClassName ?? '',
-        hostPath: pv.spec.local?.path ?? pv.spec.hostPath?.path ?? '',
-        phase: phaseOf(pv),
-        capacity: pv.spec.capacity?.['storage'] ?? '',
-      })),
+      existing: view.persistentVolumes.map(existingPv),
       adopt: adoption.adopted,
       writes: cluster.writes,
       events: events.events,
@@ -629,6 +685,101 @@ async function planNodes(facts: PlanOptions['nodeFacts']): Promise<PlanNodes> {
   };
 }
 
+/** The cluster a plan reads: a fixture's, in memory, or the live one. */
+interface PlanCluster {
+  readonly base: Cluster;
+  readonly info: SimulationPlan['cluster'];
+  /** A fixture's Nodes (none for a live cluster). */
+  readonly fixtureNodes?: readonly string[];
+  /** A fixture's uids to show instead of the in-memory server's. */
+  readonly uids: ReadonlyMap<string, string>;
+  readonly warnings: readonly ConfigIssue[];
+}
+
+async function planCluster(spec: PlanOptions['cluster'], clock: Clock): Promise<PlanCluster> {
+  if (spec.kind === 'live')
+    return {
+      base: spec.cluster,
+      info: { source: 'live', description: spec.description },
+      uids: new Map(),
+      warnings: [],
+    };
+  const fixture = await loadClusterFixture(spec.path, { clock });
+  return {
+    base: fixture.cluster,
+    info: { source: 'fixture', description: spec.path },
+    fixtureNodes: fixture.nodes,
+    uids: fixture.uids,
+    warnings: fixture.warnings,
+  };
+}
+
+/** The node to plan for: the one named, else a cluster fixture's only Node. */
+function planNodeName(nodeName: string | undefined, fixtureNodes: readonly string[] | undefined): string {
+  if (nodeName !== undefined && nodeName !== '') return nodeName;
+  if (fixtureNodes?.length === 1) return fixtureNodes[0] ?? '';
+  throw new UsageError(
+    fixtureNodes
+      ? `--node is required: the cluster fixture has ${fixtureNodes.length} Nodes (${fixtureNodes.join(', ') || 'none'})`
+      : '--node is required (or MY_NODE_NAME): which node to plan for',
+  );
+}
+
+/** The Node planned for; a fixture without it is an invalid input, any other failure a start-up error. */
+async function planNode(
+  cluster: ReadOnlyCluster,
+  name: string,
+  source: PlanCluster,
+  spec: PlanOptions['cluster'],
+): Promise<NodeIdentity> {
+  try {
+    return nodeIdentity(withUid(await cluster.nodes.get(name), source.uids));
+  } catch (err) {
+    if (spec.kind === 'fixture' && isNotFound(err)) {
+      throw new InvalidInputError('cluster fixture', spec.path, [
+        {
+          severity: 'error',
+          path: '',
+          message: `no Node named ${name} (Nodes: ${source.fixtureNodes?.join(', ') || 'none'})`,
+          position: { file: spec.path },
+        },
+      ]);
+    }
+    throw new StartupError(`cannot get Node ${name}: ${errorMessage(err)}`);
+  }
+}
+
+/** The pass under `loaded`, and under `from` when given; an API error means the cluster cannot be read. */
+async function planPasses(
+  loaded: LoadedConfig,
+  from: LoadedConfig | undefined,
+  ctx: () => PlanContext,
+): Promise<{ readonly plan: PassPlan; readonly before: PassPlan | undefined }> {
+  try {
+    const plan = await planPass(loaded, ctx());
+    const before = from ? await planPass(from, ctx()) : undefined;
+    return { plan, before };
+  } catch (err) {
+    if (err instanceof KubeApiError) throw new StartupError(`cannot read the cluster: ${err.message}`);
+    throw err;
+  }
+}
+
+/** What a reload from `from` to `loaded` changes: its config changes and the two plans' differences. */
+function reloadPlan(
+  loaded: LoadedConfig,
+  from: LoadedConfig,
+  before: PassPlan,
+  plan: PassPlan,
+): NonNullable<SimulationPlan['reload']> {
+  return {
+    from: { path: from.source.path, kind: from.source.kind, hash: from.hash },
+    changes: from.hash === loaded.hash ? [] : diffConfigs(from.config, loaded.config),
+    before,
+    delta: planDelta(before, plan),
+  };
+}
+
 /** The plan of one pass (and of a reload when `from` is given), read-only whatever the inputs. */
 export async function simulatePlan(options: PlanOptions): Promise<SimulationPlan> {
   const clock = options.clock ?? systemClock;
@@ -638,85 +789,30 @@ export async function simulatePlan(options: PlanOptions): Promise<SimulationPlan
   ]);
   const warnings: ConfigIssue[] = [...loaded.warnings, ...(from?.warnings ?? [])];
   const nodes = await planNodes(options.nodeFacts);
-  let base: Cluster;
-  let clusterInfo: SimulationPlan['cluster'];
-  let fixtureNodes: readonly string[] | undefined;
-  let uids: ReadonlyMap<string, string> = new Map();
-  if (options.cluster.kind === 'fixture') {
-    const fixture = await loadClusterFixture(options.cluster.path, { clock });
-    base = fixture.cluster;
-    fixtureNodes = fixture.nodes;
-    uids = fixture.uids;
-    warnings.push(...fixture.warnings);
-    clusterInfo = { source: 'fixture', description: options.cluster.path };
-  } else {
-    base = options.cluster.cluster;
-    clusterInfo = { source: 'live', description: options.cluster.description };
-  }
+  const source = await planCluster(options.cluster, clock);
+  warnings.push(...source.warnings);
   // Every read of the plan goes through this wrapper; it refuses every write.
-  const cluster = new ReadOnlyCluster(base);
-  let nodeName = options.nodeName;
-  if (nodeName === undefined || nodeName === '') {
-    if (fixtureNodes?.length === 1) nodeName = fixtureNodes[0];
-    else
-      throw new UsageError(
-        fixtureNodes
-          ? `--node is required: the cluster fixture has ${fixtureNodes.length} Nodes (${fixtureNodes.join(', ') || 'none'})`
-          : '--node is required (or MY_NODE_NAME): which node to plan for',
-      );
-  }
-  const name = nodeName ?? '';
-  let node: NodeIdentity;
-  try {
-    node = nodeIdentity(withUid(await cluster.nodes.get(name), uids));
-  } catch (err) {
-    if (options.cluster.kind === 'fixture' && isNotFound(err)) {
-      throw new InvalidInputError('cluster fixture', options.cluster.path, [
-        {
-          severity: 'error',
-          path: '',
-          message: `no Node named ${name} (Nodes: ${fixtureNodes?.join(', ') || 'none'})`,
-          position: { file: options.cluster.path },
-        },
-      ]);
-    }
-    throw new StartupError(`cannot get Node ${name}: ${errorMessage(err)}`);
-  }
+  const cluster = new ReadOnlyCluster(source.base);
+  const name = planNodeName(options.nodeName, source.fixtureNodes);
+  const node = await planNode(cluster, name, source, options.cluster);
   // Each plan gets a node of its own: the links one config's rules make are not the other's.
   const ctx = (): PlanContext => ({
     cluster,
-    uids,
+    uids: source.uids,
     ...nodes.next(),
     node,
     namespace: options.namespace,
     jobImage: options.jobImage,
     clock,
   });
-  let plan: PassPlan;
-  let before: PassPlan | undefined;
-  try {
-    plan = await planPass(loaded, ctx());
-    before = from ? await planPass(from, ctx()) : undefined;
-  } catch (err) {
-    if (err instanceof KubeApiError) throw new StartupError(`cannot read the cluster: ${err.message}`);
-    throw err;
-  }
+  const { plan, before } = await planPasses(loaded, from, ctx);
   return {
     node: { name, source: nodes.source, ...(nodes.file !== undefined ? { file: nodes.file } : {}) },
-    cluster: clusterInfo,
+    cluster: source.info,
     namespace: options.namespace,
     ...(options.jobImage !== undefined ? { jobImage: options.jobImage } : {}),
     plan,
-    ...(from && before
-      ? {
-          reload: {
-            from: { path: from.source.path, kind: from.source.kind, hash: from.hash },
-            changes: from.hash === loaded.hash ? [] : diffConfigs(from.config, loaded.config),
-            before,
-            delta: planDelta(before, plan),
-          },
-        }
-      : {}),
+    ...(from && before ? { reload: reloadPlan(loaded, from, before, plan) } : {}),
     warnings,
   };
 }

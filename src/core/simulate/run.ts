@@ -305,32 +305,56 @@ class ScenarioRun {
 
   private async setup(): Promise<void> {
     const sc = this.scenario;
-    const setupFail =
-      (position: SourcePosition | undefined, path: string) =>
-      (text: string): never => {
-        throw new InvalidInputError('scenario', sc.file, [
-          { severity: 'error', path, message: text, ...(position ? { position } : {}) },
-        ]);
-      };
     this.tmp = await mkdtemp(join(this.options.tempRoot ?? tmpdir(), 'lvp-simulate-'));
     this.configFiles = new ConfigFiles(this.tmp);
-    let fixtureNodes: readonly string[] = [];
-    let fixtureUids: ReadonlyMap<string, string> = new Map();
-    if (sc.cluster) {
-      const fixture = await loadClusterFixture(sc.cluster.path, { clock: this.clock });
-      this.cluster = fixture.cluster;
-      fixtureNodes = fixture.nodes;
-      fixtureUids = fixture.uids;
-    } else {
-      this.cluster = new MemoryCluster({ clock: this.clock });
-    }
-    this.nodeName = sc.node ?? (fixtureNodes.length === 1 ? (fixtureNodes[0] ?? 'node-a') : 'node-a');
+    const fixture = await this.loadCluster();
+    this.nodeName = sc.node ?? (fixture.nodes.length === 1 ? (fixture.nodes[0] ?? 'node-a') : 'node-a');
     this.disks = new Disks({
       volumes: this.volumes,
       cluster: this.cluster,
       nodeName: this.nodeName,
       config: () => this.config,
     });
+    await this.registerNode(fixture.uids);
+    this.cluster.addNamespace(this.settings.namespace);
+    await this.loadStartingConfig();
+    await this.ensureClassesFor(this.config);
+    if (sc.nodeFacts) await this.addNodeFacts(sc.nodeFacts);
+    this.devices.addAll(sc.devices, this.setupFail(undefined, 'devices'));
+    sc.disks.forEach((d, i) => {
+      this.disks.add(d, this.setupFail(d.position, `disks[${i}]`));
+    });
+    this.tapAgentWorld();
+    this.startControllers();
+    if (sc.stagedRollout) await this.setupStaged(sc.stagedRollout, this.setupFail(undefined, 'config'));
+  }
+
+  /** Fails the setup: a problem of the scenario's starting world, at `path`. */
+  private setupFail(position: SourcePosition | undefined, path: string): (text: string) => never {
+    return (text: string): never => {
+      throw new InvalidInputError('scenario', this.scenario.file, [
+        { severity: 'error', path, message: text, ...(position ? { position } : {}) },
+      ]);
+    };
+  }
+
+  /** The cluster fixture's objects in memory (or an empty cluster), with its Nodes and uids. */
+  private async loadCluster(): Promise<{
+    readonly nodes: readonly string[];
+    readonly uids: ReadonlyMap<string, string>;
+  }> {
+    const { cluster } = this.scenario;
+    if (!cluster) {
+      this.cluster = new MemoryCluster({ clock: this.clock });
+      return { nodes: [], uids: new Map() };
+    }
+    const fixture = await loadClusterFixture(cluster.path, { clock: this.clock });
+    this.cluster = fixture.cluster;
+    return { nodes: fixture.nodes, uids: fixture.uids };
+  }
+
+  /** The scenario's Node (the fixture's, or created); the agent sees the fixture's UID, or one derived from the name. */
+  private async registerNode(fixtureUids: ReadonlyMap<string, string>): Promise<void> {
     let node: Node;
     try {
       node = await this.cluster.nodes.get(this.nodeName);
@@ -340,18 +364,21 @@ class ScenarioRun {
         metadata: { name: this.nodeName, labels: { 'kubernetes.io/hostname': this.nodeName } },
       });
     }
-    // The agent sees the fixture's UID for its Node, or one derived from the name.
     const realUid = node.metadata.uid ?? '';
     this.nodeUids.set(realUid, fixtureUids.get(realUid) ?? this.nextNodeUid());
-    this.cluster.addNamespace(this.settings.namespace);
-    await this.configFiles.write(sc.config, setupFail(undefined, 'config'));
+  }
+
+  /** The starting config, written where the agent reads it; its problems are the scenario's. */
+  private async loadStartingConfig(): Promise<void> {
+    const fail = this.setupFail(undefined, 'config');
+    await this.configFiles.write(this.scenario.config, fail);
     try {
       this.config = (await loadConfig(this.configFiles.path)).config;
     } catch (err) {
       if (err instanceof InvalidConfigError) {
         throw new InvalidInputError(
           'scenario',
-          sc.file,
+          this.scenario.file,
           err.issues
             .filter((i) => i.severity === 'error')
             .map((i) => ({
@@ -363,30 +390,31 @@ class ScenarioRun {
       }
       // Name the user's config, not the runner's link to it.
       if (err instanceof ConfigSourceError)
-        setupFail(undefined, 'config')(err.message.replaceAll(this.configFiles.path, this.configFiles.display));
+        fail(err.message.replaceAll(this.configFiles.path, this.configFiles.display));
       throw err;
     }
-    await this.ensureClassesFor(this.config);
-    if (sc.nodeFacts) {
-      const { display, path } = sc.nodeFacts;
-      const fail = (text: string): never => setupFail(undefined, 'nodeFacts')(`${display}: ${text}`);
-      const { facts } = await loadNodeFacts(path);
-      // Devices first: an entry of the fixture may be a symlink to one of their by-id names.
-      this.devices.addAll(facts.devices, fail);
-      for (const dir of facts.directories) {
-        try {
-          this.volumes.addDirectory(dir);
-        } catch (err) {
-          fail(`${dir}: ${errorMessage(err)}`);
-        }
+  }
+
+  /** A node-facts fixture: its block devices, directories and entries on the in-memory node. */
+  private async addNodeFacts(nodeFacts: NonNullable<Scenario['nodeFacts']>): Promise<void> {
+    const { display, path } = nodeFacts;
+    const fail = (text: string): never => this.setupFail(undefined, 'nodeFacts')(`${display}: ${text}`);
+    const { facts } = await loadNodeFacts(path);
+    // Devices first: an entry of the fixture may be a symlink to one of their by-id names.
+    this.devices.addAll(facts.devices, fail);
+    for (const dir of facts.directories) {
+      try {
+        this.volumes.addDirectory(dir);
+      } catch (err) {
+        fail(`${dir}: ${errorMessage(err)}`);
       }
-      for (const e of [...facts.entries].sort((a, b) => Number(a.type === 'symlink') - Number(b.type === 'symlink')))
-        this.disks.addFact(e, fail);
     }
-    this.devices.addAll(sc.devices, setupFail(undefined, 'devices'));
-    sc.disks.forEach((d, i) => {
-      this.disks.add(d, setupFail(d.position, `disks[${i}]`));
-    });
+    for (const e of [...facts.entries].sort((a, b) => Number(a.type === 'symlink') - Number(b.type === 'symlink')))
+      this.disks.addFact(e, fail);
+  }
+
+  /** What the agent does is read off its cleaner, its API writes and its log, onto the timeline. */
+  private tapAgentWorld(): void {
     this.cleaner = new TappedCleaner(this.scripted, (event, path, detail) => {
       this.onCleaner(event, path, detail);
     });
@@ -412,8 +440,6 @@ class ScenarioRun {
     this.logger.onRecord = (record) => {
       this.onLog(record);
     };
-    this.startControllers();
-    if (sc.stagedRollout) await this.setupStaged(sc.stagedRollout, setupFail(undefined, 'config'));
   }
 
   /**
