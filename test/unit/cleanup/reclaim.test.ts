@@ -1,13 +1,12 @@
 // Reclaiming released PVs against the in-memory cluster, node and cleaner: what is cleaned, how,
 // when the PV is deleted, backoff, and the seed's four cleanup transitions across a reload.
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { MemoryCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { Reclaimer, reportCleanupFailures } from '../../../src/core/cleanup/reclaim.js';
 import type { JobLookup } from '../../../src/core/cleanup/reclaim.js';
 import { CleanupTable } from '../../../src/core/cleanup/table.js';
-import { systemClock } from '../../../src/core/clock.js';
+import { ManualClock, systemClock, type Clock } from '../../../src/core/clock.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
 import type { ProvisionerConfig } from '../../../src/core/config/model.js';
@@ -31,7 +30,8 @@ function config(text: string): ProvisionerConfig {
   return parseConfigSnapshot(snapshotFromFileText('c.yaml', text)).config;
 }
 
-function world() {
+/** clock: the cleanup table's and the reclaimer's (a ManualClock for a test of back-off times). */
+function world(clock: Clock = systemClock) {
   const cluster = new MemoryCluster();
   const volumes = new MemoryVolumes();
   volumes.addDirectory('/mnt/fast').addDirectory('/dev/lvp');
@@ -44,7 +44,7 @@ function world() {
   const events = new EventRecorder({ cluster, clock: systemClock, logger, component: 'test', host: 'node-a' });
   const table = new CleanupTable({
     cleaner,
-    clock: systemClock,
+    clock,
     logger,
     concurrency: 2,
     backoff: { initialMs: 30, maxMs: 60 },
@@ -70,7 +70,7 @@ function world() {
   const reclaimer = (text: string, jobImage: string | null = 'provisioner:test'): Reclaimer =>
     new Reclaimer(
       { config: config(text), node: NODE, namespace: 'default', jobImage: jobImage ?? undefined },
-      { cluster, volumes, clock: systemClock, logger, metrics, events, table, jobs },
+      { cluster, volumes, clock, logger, metrics, events, table, jobs },
     );
   async function released(name: string, path: string, className: string, policy = 'Delete'): Promise<PersistentVolume> {
     await cluster.persistentVolumes.create({
@@ -213,7 +213,8 @@ describe('reclaiming released PVs', () => {
   });
 
   it('backs off after a failing cleaner, reports it, and succeeds once the cause is fixed', async () => {
-    const w = world();
+    const clock = new ManualClock(Date.now());
+    const w = world(clock);
     await w.released('pv-fs', '/mnt/fast/disk1', 'fast');
     w.cleaner.fail('/mnt/fast/disk1', 'device busy');
     const r = w.reclaimer(PROCESS);
@@ -221,7 +222,7 @@ describe('reclaiming released PVs', () => {
     await waitFor(() => w.table.get('pv-fs')?.state === 'failed', 'failed');
     const failed = w.table.get('pv-fs');
     assert.equal(failed?.lastError, 'device busy');
-    assert.ok((failed.retryAt ?? 0) > Date.now(), 'a retry time in the future');
+    assert.ok((failed.retryAt ?? 0) > clock.now(), 'a retry time in the future');
     await r.pass(await w.list());
     assert.equal(w.cleaner.calls.length, 1, 'no retry before the backoff expires');
     assert.equal(w.metrics.deleteFailed.get({ mode: 'Filesystem', type: 'process' }), 1);
@@ -232,7 +233,7 @@ describe('reclaiming released PVs', () => {
       ),
     );
     w.cleaner.clear('/mnt/fast/disk1');
-    await delay(40);
+    await clock.advance(40);
     await r.pass(await w.list());
     await waitFor(() => w.table.get('pv-fs')?.state === 'succeeded', 'succeeded');
     assert.equal(w.table.get('pv-fs')?.attempts, 2);
@@ -345,7 +346,8 @@ describe('job-based cleaning', () => {
   });
 
   it('reports a failed Job, keeps it for inspection during the backoff, then replaces it', async () => {
-    const w = world();
+    const clock = new ManualClock(Date.now());
+    const w = world(clock);
     await w.released('pv-raw', '/dev/lvp/nvme-1', 'raw');
     const r = w.reclaimer(JOBS);
     await r.pass(await w.list());
@@ -359,7 +361,7 @@ describe('job-based cleaning', () => {
       firstUid,
       'kept during backoff',
     );
-    await delay(40);
+    await clock.advance(40);
     await r.pass(await w.list());
     const second = await w.cluster.jobs.get('cleanup-pv-raw', { namespace: 'default' });
     assert.notEqual(second.metadata.uid, firstUid, 'a new Job after the backoff');
