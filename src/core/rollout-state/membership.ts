@@ -3,7 +3,21 @@
 // selector canary, the nodes it lists). What an agent needs to find its own wave, below config;
 // planning the waves is staged-rollout/waves.ts. Pure.
 import { createHash } from 'node:crypto';
-import type { Wave } from './state.js';
+
+/** A wave of the state (state.ts): who it takes, and how many it had at the start. */
+export interface Wave {
+  /** `canary`, `wave-1`, `wave-2`, … */
+  readonly name: string;
+  /** Nodes listed by name, sorted: a canary a selector picked (and every wave of a format-1 state). */
+  readonly nodes?: readonly string[];
+  /**
+   * The highest node rank (nodeRank) this wave takes of the nodes no wave lists: those
+   * above the previous wave's bound and up to this one. The last such wave's is the highest rank.
+   */
+  readonly upTo?: string;
+  /** How many nodes it had when the rollout started. */
+  readonly size: number;
+}
 
 /** The highest rank: the last wave's bound, so that every node, whatever its name, has a wave. */
 export const MAX_RANK = 'ffffffffffffffff';

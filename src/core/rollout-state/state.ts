@@ -4,7 +4,7 @@
 // it to know whether their node takes the candidate. Read back from the API it is untrusted:
 // decodeRolloutState checks every field and bounds every list. Pure.
 import { isRecord } from '../unknown-values.js';
-import { MAX_LISTED_NODES, waveIndexOf } from './membership.js';
+import { MAX_LISTED_NODES, waveIndexOf, type Wave } from './membership.js';
 
 export const ROLLOUT_PHASES = ['progressing', 'paused', 'halted', 'complete', 'aborted', 'invalid'] as const;
 export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];
@@ -18,20 +18,6 @@ export const ROLLOUT_STATE_FORMAT = 2;
 export const MAX_STATE_BYTES = 200 * 1024;
 export const MAX_WAVES = 21;
 export const MAX_REASON_CHARS = 1024;
-
-export interface Wave {
-  /** `canary`, `wave-1`, `wave-2`, … */
-  readonly name: string;
-  /** Nodes listed by name, sorted: a canary a selector picked (and every wave of a format-1 state). */
-  readonly nodes?: readonly string[];
-  /**
-   * The highest node rank (membership.ts nodeRank) this wave takes of the nodes no wave lists: those
-   * above the previous wave's bound and up to this one. The last such wave's is the highest rank.
-   */
-  readonly upTo?: string;
-  /** How many nodes it had when the rollout started. */
-  readonly size: number;
-}
 
 /** The content a rollout is about: its bytes' fingerprint, and its config hash when it parses. */
 export interface ContentRef {

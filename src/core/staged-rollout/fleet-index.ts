@@ -13,7 +13,8 @@ import {
   type OpenWaveNode,
   type OpenWaveProgress,
 } from './open-waves.js';
-import type { RolloutState, Wave } from '../rollout-state/state.js';
+import type { RolloutState } from '../rollout-state/state.js';
+import type { Wave } from '../rollout-state/membership.js';
 import type { FleetNode } from './waves.js';
 
 type Kind = 'applied' | 'pending' | 'failed' | 'stale';

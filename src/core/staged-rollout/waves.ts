@@ -8,7 +8,7 @@
 import { parseLabelSelector } from '../kube/label-selector.js';
 import type { StagedRolloutPolicy } from './policy.js';
 import { MAX_LISTED_NODES, MAX_RANK, nodeRank } from '../rollout-state/membership.js';
-import type { Wave } from '../rollout-state/state.js';
+import type { Wave } from '../rollout-state/membership.js';
 
 export interface FleetNode {
   readonly name: string;

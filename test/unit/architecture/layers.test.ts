@@ -4,7 +4,7 @@
 // process wiring) and src/render (pure text and JSON rendering) are below the commands and beside
 // each other; core is the library and imports nothing of the layers above it.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { REPO_ROOT } from '../../support/cli.js';
@@ -237,5 +237,73 @@ describe('config layers', () => {
       ['src/core/config/decode/x.ts imports node:fs/promises', 'src/core/config/decode/x.ts imports ../source/load.js'],
     );
     assert.deepEqual(impureImports(file, "import type { ConfigSnapshot } from '../source/port.js';\n"), []);
+  });
+});
+
+/** The files of src that `file` imports (type imports too: a cycle of types still ties two modules). */
+function importedFiles(file: string, text: string): string[] {
+  return specifiers(text).flatMap((specifier) => {
+    const base = resolve(dirname(file), specifier).replace(/\.js$/u, '');
+    return ['.ts', '.tsx'].map((ext) => base + ext).filter((path) => path.startsWith(SRC) && existsSync(path));
+  });
+}
+
+/** One import cycle among `graph`'s files (each file's imports), as the files in order; undefined: none. */
+function importCycle(graph: ReadonlyMap<string, readonly string[]>): string[] | undefined {
+  const done = new Set<string>();
+  const path: string[] = [];
+  const onPath = new Set<string>();
+  const visit = (file: string): string[] | undefined => {
+    if (onPath.has(file)) return [...path.slice(path.indexOf(file)), file];
+    if (done.has(file)) return undefined;
+    path.push(file);
+    onPath.add(file);
+    for (const next of graph.get(file) ?? []) {
+      const cycle = visit(next);
+      if (cycle !== undefined) return cycle;
+    }
+    path.pop();
+    onPath.delete(file);
+    done.add(file);
+    return undefined;
+  };
+  for (const file of graph.keys()) {
+    const cycle = visit(file);
+    if (cycle !== undefined) return cycle;
+  }
+  return undefined;
+}
+
+describe('import cycles', () => {
+  it('no file of src imports itself through others (the dashboard layout and model did)', () => {
+    const graph = new Map(sources(SRC).map((file) => [file, importedFiles(file, readFileSync(file, 'utf8'))]));
+    assert.deepEqual(
+      importCycle(graph)?.map((file) => relative(SRC, file)),
+      undefined,
+    );
+  });
+
+  it('finds a cycle through three files, and none in a chain', () => {
+    const [a, b, c] = ['a.ts', 'b.ts', 'c.ts'].map((name) => join(SRC, name)) as [string, string, string];
+    assert.deepEqual(
+      importCycle(
+        new Map([
+          [a, [b]],
+          [b, [c]],
+          [c, [a]],
+        ]),
+      ),
+      [a, b, c, a],
+    );
+    assert.equal(
+      importCycle(
+        new Map([
+          [a, [b]],
+          [b, [c]],
+          [c, []],
+        ]),
+      ),
+      undefined,
+    );
   });
 });

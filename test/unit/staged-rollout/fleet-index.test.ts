@@ -7,7 +7,8 @@ import { FleetIndex } from '../../../src/core/staged-rollout/fleet-index.js';
 import { walkOpenWaves } from '../../../src/core/staged-rollout/open-waves.js';
 import type { OpenWaveProgress } from '../../../src/core/staged-rollout/open-waves.js';
 import { DEFAULT_POLICY } from '../../../src/core/staged-rollout/policy.js';
-import type { RolloutState, Wave } from '../../../src/core/rollout-state/state.js';
+import type { RolloutState } from '../../../src/core/rollout-state/state.js';
+import type { Wave } from '../../../src/core/rollout-state/membership.js';
 import { planWaves } from '../../../src/core/staged-rollout/waves.js';
 import type { FleetNode } from '../../../src/core/staged-rollout/waves.js';
 
