@@ -141,6 +141,15 @@ export function reportCleanupFailures(deps: {
   };
 }
 
+/** Why a PV's identity is recorded this pass, and the path of its disk. */
+interface IdentityRecord {
+  readonly path: string;
+  /** The operator's `identity-action: accept`. */
+  readonly accept: boolean;
+  /** A legacy loop record re-recorded in the current form (I5). */
+  readonly upgrade: boolean;
+}
+
 export class Reclaimer {
   /** Problems already logged in this generation (events are rate-limited by the recorder). */
   private readonly reported = new Set<string>();
@@ -212,55 +221,81 @@ export class Reclaimer {
     const recorded: string[] = [];
     let result: PersistentVolume[] | undefined;
     let attempts = 0;
-    if (this.identityWarned.size > 0) {
-      const keys = new Set(listed.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
-      for (const key of this.identityWarned) if (!keys.has(key)) this.identityWarned.delete(key);
-    }
+    this.forgetWarnedGone(listed);
     for (const [index, pv] of listed.entries()) {
       if (attempts >= IDENTITY_RECORDS_PER_PASS) break;
-      const action = identityAction(pv);
-      if (action !== undefined && action !== 'accept') this.reportInvalidAction(pv, action.invalid);
-      const accept = action === 'accept';
-      const phase = pv.status?.phase;
-      const inUse = phase === 'Available' || phase === 'Bound';
-      const firstSight = inUse && !hasRecordedIdentity(pv);
-      const upgrade = inUse && !accept && !firstSight && this.legacyToUpgrade(pv);
-      if ((!accept && !firstSight && !upgrade) || pv.metadata.deletionTimestamp !== undefined) continue;
-      const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
-      const path = classConfig && containerPath(pv, classConfig.hostDir, classConfig.mountDir);
-      if (path === undefined) continue;
+      const record = this.identityToRecord(pv);
+      if (record === undefined) continue;
       attempts += 1;
-      try {
-        const identity = await this.deps.volumes.volumeIdentity(path);
-        if (accept && !(await this.acceptable(pv, path, identity, listed))) continue;
-        if (upgrade && !legacyIdentityUpgrade(pv, identity)) continue;
-        const patched = await this.deps.cluster.persistentVolumes.patch(
-          pv.metadata.name,
-          recordIdentityPatch(identity, this.settings.node),
-        );
-        recorded.push(pv.metadata.name);
-        (result ??= [...listed])[index] = patched;
-        this.deps.logger.log('info', accept ? 'disk identity accepted' : 'disk identity recorded', {
-          pv: pv.metadata.name,
-          identity: identity?.id ?? NO_IDENTITY,
-        });
-        if (accept) {
-          const text = `Disk ${identity?.id ?? NO_IDENTITY} at ${path} accepted by the operator as this PV's disk`;
-          this.deps.events.record(pvRef(pv), 'Normal', 'VolumeIdentityAccepted', text);
-        }
-      } catch (err) {
-        // Retried every pass (a disk missing now, a patch refused): said once per PV.
-        const key = `${pv.metadata.name}/${pv.metadata.uid ?? ''}`;
-        if (isNotFound(err) || this.identityWarned.has(key)) continue;
-        this.identityWarned.add(key);
-        this.deps.logger.log('warn', 'could not record a disk identity', {
-          pv: pv.metadata.name,
-          path,
-          error: errorMessage(err),
-        });
-      }
+      const patched = await this.recordIdentity(pv, record, listed);
+      if (patched === undefined) continue;
+      recorded.push(pv.metadata.name);
+      (result ??= [...listed])[index] = patched;
     }
     return { persistentVolumes: result ?? listed, recorded };
+  }
+
+  /** The warnings said once per PV are forgotten for PVs no longer listed. */
+  private forgetWarnedGone(listed: readonly PersistentVolume[]): void {
+    if (this.identityWarned.size === 0) return;
+    const keys = new Set(listed.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
+    for (const key of this.identityWarned) if (!keys.has(key)) this.identityWarned.delete(key);
+  }
+
+  /** Why and where the PV's identity is to be recorded this pass; undefined: it is not. */
+  private identityToRecord(pv: PersistentVolume): IdentityRecord | undefined {
+    const action = identityAction(pv);
+    if (action !== undefined && action !== 'accept') this.reportInvalidAction(pv, action.invalid);
+    const accept = action === 'accept';
+    const phase = pv.status?.phase;
+    const inUse = phase === 'Available' || phase === 'Bound';
+    const firstSight = inUse && !hasRecordedIdentity(pv);
+    const upgrade = inUse && !accept && !firstSight && this.legacyToUpgrade(pv);
+    if ((!accept && !firstSight && !upgrade) || pv.metadata.deletionTimestamp !== undefined) return undefined;
+    const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
+    const path = classConfig && containerPath(pv, classConfig.hostDir, classConfig.mountDir);
+    return path === undefined ? undefined : { path, accept, upgrade };
+  }
+
+  /** Records the identity of the disk at the path on the PV; the patched PV, or undefined when not recorded. */
+  private async recordIdentity(
+    pv: PersistentVolume,
+    { path, accept, upgrade }: IdentityRecord,
+    listed: readonly PersistentVolume[],
+  ): Promise<PersistentVolume | undefined> {
+    try {
+      const identity = await this.deps.volumes.volumeIdentity(path);
+      if (accept && !(await this.acceptable(pv, path, identity, listed))) return undefined;
+      if (upgrade && !legacyIdentityUpgrade(pv, identity)) return undefined;
+      const patched = await this.deps.cluster.persistentVolumes.patch(
+        pv.metadata.name,
+        recordIdentityPatch(identity, this.settings.node),
+      );
+      this.deps.logger.log('info', accept ? 'disk identity accepted' : 'disk identity recorded', {
+        pv: pv.metadata.name,
+        identity: identity?.id ?? NO_IDENTITY,
+      });
+      if (accept) {
+        const text = `Disk ${identity?.id ?? NO_IDENTITY} at ${path} accepted by the operator as this PV's disk`;
+        this.deps.events.record(pvRef(pv), 'Normal', 'VolumeIdentityAccepted', text);
+      }
+      return patched;
+    } catch (err) {
+      this.warnRecordFailed(pv, path, err);
+      return undefined;
+    }
+  }
+
+  /** Retried every pass (a disk missing now, a patch refused): said once per PV. */
+  private warnRecordFailed(pv: PersistentVolume, path: string, err: unknown): void {
+    const key = `${pv.metadata.name}/${pv.metadata.uid ?? ''}`;
+    if (isNotFound(err) || this.identityWarned.has(key)) return;
+    this.identityWarned.add(key);
+    this.deps.logger.log('warn', 'could not record a disk identity', {
+      pv: pv.metadata.name,
+      path,
+      error: errorMessage(err),
+    });
   }
 
   /**
