@@ -67,91 +67,126 @@ function nap(clock: Clock, ms: number, signal: AbortSignal, setWake: (wake: () =
     });
 }
 
-export function agentFeed(source: AgentEventSource, options: AgentFeedOptions): DashboardFeed {
-  const { clock } = options;
-  const refreshMs = options.refreshMs ?? 2000;
-  const refreshDelayMs = options.refreshDelayMs ?? 100;
-  const initialBackoffMs = options.initialBackoffMs ?? 250;
-  const maxBackoffMs = options.maxBackoffMs ?? 2000;
+/** The feed's timings, defaults applied. */
+interface FeedTiming {
+  readonly refreshMs: number;
+  readonly refreshDelayMs: number;
+  readonly initialBackoffMs: number;
+  readonly maxBackoffMs: number;
+}
 
-  /** Refreshes the status every refreshMs, and refreshDelayMs after poke(), until `signal` aborts. */
-  function refresher(
-    signal: AbortSignal,
-    emit: (status: AgentStatusJson) => void,
-  ): { poke(): void; done: Promise<void> } {
-    let wake = (): void => undefined;
-    let poked = false;
-    const setWake = (w: () => void): void => {
-      wake = w;
-    };
-    const loop = async (): Promise<void> => {
-      while (!isAborted(signal)) {
-        if (!poked) await nap(clock, refreshMs, signal, setWake);
-        if (poked) {
-          poked = false;
-          await nap(clock, refreshDelayMs, signal, setWake);
-        }
-        if (isAborted(signal)) return;
-        try {
-          const status = await source.status();
-          if (!isAborted(signal)) emit(status);
-        } catch {
-          // The event stream notices a lost agent and reconnects; nothing to do here.
-        }
-      }
-    };
-    return {
-      poke: () => {
-        poked = true;
-        wake();
-      },
-      done: loop(),
-    };
-  }
+interface StatusRefresher {
+  poke(): void;
+  readonly done: Promise<void>;
+}
 
-  async function run(listener: (message: FeedMessage) => void, signal: AbortSignal): Promise<void> {
-    let attempt = 0;
+/** Refreshes the status every refreshMs, and refreshDelayMs after poke(), until `signal` aborts. */
+function statusRefresher(
+  source: AgentEventSource,
+  clock: Clock,
+  timing: FeedTiming,
+  signal: AbortSignal,
+  emit: (status: AgentStatusJson) => void,
+): StatusRefresher {
+  let wake = (): void => undefined;
+  let poked = false;
+  const setWake = (w: () => void): void => {
+    wake = w;
+  };
+  const loop = async (): Promise<void> => {
     while (!isAborted(signal)) {
-      const connection = new AbortController();
-      const onAbort = (): void => {
-        connection.abort();
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      let refresh: { poke(): void; done: Promise<void> } | undefined;
-      let reason: string;
-      try {
-        for await (const event of source.events(connection.signal)) {
-          if (refresh === undefined) {
-            attempt = 0;
-            listener({ type: 'connected', at: clock.now() });
-            refresh = refresher(connection.signal, (status) => {
-              listener({ type: 'event', event: { type: 'status', at: status.now, status }, at: clock.now() });
-            });
-          }
-          listener({ type: 'event', event, at: clock.now() });
-          if (event.type !== 'status') refresh.poke();
-        }
-        reason = 'the agent closed the event stream (stopping or restarting?)';
-      } catch (err) {
-        reason = disconnectReason(err);
-      } finally {
-        connection.abort();
-        signal.removeEventListener('abort', onAbort);
+      if (!poked) await nap(clock, timing.refreshMs, signal, setWake);
+      if (poked) {
+        poked = false;
+        await nap(clock, timing.refreshDelayMs, signal, setWake);
       }
-      await refresh?.done;
       if (isAborted(signal)) return;
-      attempt += 1;
-      const delay = backoffDelay(attempt - 1, { initialMs: initialBackoffMs, maxMs: maxBackoffMs });
-      const at = clock.now();
-      listener({ type: 'disconnected', at, reason, attempt, retryAt: at + delay });
-      await nap(clock, delay, signal, () => undefined);
+      try {
+        const status = await source.status();
+        if (!isAborted(signal)) emit(status);
+      } catch {
+        // The event stream notices a lost agent and reconnects; nothing to do here.
+      }
     }
-  }
+  };
+  return {
+    poke: () => {
+      poked = true;
+      wake();
+    },
+    done: loop(),
+  };
+}
 
+/** One connection to the agent's event stream, followed until it ends; why it ended. */
+async function followConnection(
+  source: AgentEventSource,
+  clock: Clock,
+  timing: FeedTiming,
+  listener: (message: FeedMessage) => void,
+  signal: AbortSignal,
+): Promise<{ readonly connected: boolean; readonly reason: string }> {
+  const connection = new AbortController();
+  const onAbort = (): void => {
+    connection.abort();
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  let refresh: StatusRefresher | undefined;
+  let reason: string;
+  try {
+    for await (const event of source.events(connection.signal)) {
+      if (refresh === undefined) {
+        listener({ type: 'connected', at: clock.now() });
+        refresh = statusRefresher(source, clock, timing, connection.signal, (status) => {
+          listener({ type: 'event', event: { type: 'status', at: status.now, status }, at: clock.now() });
+        });
+      }
+      listener({ type: 'event', event, at: clock.now() });
+      if (event.type !== 'status') refresh.poke();
+    }
+    reason = 'the agent closed the event stream (stopping or restarting?)';
+  } catch (err) {
+    reason = disconnectReason(err);
+  } finally {
+    connection.abort();
+    signal.removeEventListener('abort', onAbort);
+  }
+  await refresh?.done;
+  return { connected: refresh !== undefined, reason };
+}
+
+/** Follows the agent, reconnecting with a back-off (reset by each connection), until `signal` aborts. */
+async function followAgent(
+  source: AgentEventSource,
+  clock: Clock,
+  timing: FeedTiming,
+  listener: (message: FeedMessage) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  let attempt = 0;
+  while (!isAborted(signal)) {
+    const { connected, reason } = await followConnection(source, clock, timing, listener, signal);
+    if (connected) attempt = 0;
+    if (isAborted(signal)) return;
+    attempt += 1;
+    const delay = backoffDelay(attempt - 1, { initialMs: timing.initialBackoffMs, maxMs: timing.maxBackoffMs });
+    const at = clock.now();
+    listener({ type: 'disconnected', at, reason, attempt, retryAt: at + delay });
+    await nap(clock, delay, signal, () => undefined);
+  }
+}
+
+export function agentFeed(source: AgentEventSource, options: AgentFeedOptions): DashboardFeed {
+  const timing: FeedTiming = {
+    refreshMs: options.refreshMs ?? 2000,
+    refreshDelayMs: options.refreshDelayMs ?? 100,
+    initialBackoffMs: options.initialBackoffMs ?? 250,
+    maxBackoffMs: options.maxBackoffMs ?? 2000,
+  };
   return {
     start(listener) {
       const controller = new AbortController();
-      const done = run(listener, controller.signal);
+      const done = followAgent(source, options.clock, timing, listener, controller.signal);
       return async () => {
         controller.abort();
         await done;
