@@ -76,6 +76,54 @@ export function toKeyPress(key: Key): KeyPress {
   };
 }
 
+/** What an effect needs of the running app. */
+interface EffectContext {
+  readonly props: DashboardAppProps;
+  readonly exit: () => void;
+  readonly now: () => number;
+  readonly dispatch: (action: Action) => void;
+  /** Marks the app gone: actions dispatched after it are dropped. */
+  readonly unmount: () => void;
+}
+
+/** Runs one effect of the reducer: a reload, a panel to load, or quitting. */
+function performEffect(effect: Effect, context: EffectContext): void {
+  const { props, dispatch, now } = context;
+  switch (effect.type) {
+    case 'reload':
+      props.services.reload(effect.force).then(
+        (result) => {
+          dispatch({ type: 'reload-finished', result, at: now() });
+        },
+        (err: unknown) => {
+          dispatch({ type: 'reload-failed', message: errorMessage(err), at: now() });
+        },
+      );
+      break;
+    case 'diff':
+    case 'fleet':
+      loadPanel(effect.type, context);
+      break;
+    case 'quit':
+      context.unmount();
+      context.exit();
+      break;
+  }
+}
+
+/** The panel's content, or why it could not be loaded (shown in the panel too). */
+function loadPanel(kind: 'diff' | 'fleet', { props, dispatch }: EffectContext): void {
+  (kind === 'diff' ? props.services.diff() : props.services.fleet()).then(
+    (d) => {
+      dispatch({ type: d.ok ? `${kind}-loaded` : `${kind}-failed`, title: d.title, lines: d.lines });
+    },
+    (err: unknown) => {
+      const title = kind === 'diff' ? 'Diff: failed' : 'Fleet: failed';
+      dispatch({ type: `${kind}-failed`, title, lines: [errorMessage(err)] });
+    },
+  );
+}
+
 export function DashboardApp(props: DashboardAppProps): ReactNode {
   const { exit } = useApp();
   const { isRawModeSupported } = useStdin();
@@ -100,38 +148,13 @@ export function DashboardApp(props: DashboardAppProps): ReactNode {
   }, []);
 
   const runEffect = (effect: Effect): void => {
-    const { props: p, exit: quit, now: clock } = latest.current;
-    switch (effect.type) {
-      case 'reload':
-        p.services.reload(effect.force).then(
-          (result) => {
-            dispatch({ type: 'reload-finished', result, at: clock() });
-          },
-          (err: unknown) => {
-            dispatch({ type: 'reload-failed', message: errorMessage(err), at: clock() });
-          },
-        );
-        break;
-      case 'diff':
-      case 'fleet': {
-        // The panel's content, or why it could not be loaded (shown in the panel too).
-        const kind = effect.type;
-        (kind === 'diff' ? p.services.diff() : p.services.fleet()).then(
-          (d) => {
-            dispatch({ type: d.ok ? `${kind}-loaded` : `${kind}-failed`, title: d.title, lines: d.lines });
-          },
-          (err: unknown) => {
-            const title = kind === 'diff' ? 'Diff: failed' : 'Fleet: failed';
-            dispatch({ type: `${kind}-failed`, title, lines: [errorMessage(err)] });
-          },
-        );
-        break;
-      }
-      case 'quit':
+    performEffect(effect, {
+      ...latest.current,
+      dispatch,
+      unmount: () => {
         mounted.current = false;
-        quit();
-        break;
-    }
+      },
+    });
   };
 
   useEffect(() => {
