@@ -23,3 +23,8 @@ export function durationFlagMs(flag: string, text: string, floor: DurationFloor 
   if (parsed.nanos < least) throw new UsageError(`--${flag}: ${says}, found ${text}`);
   return Number(parsed.nanos / 1_000_000n);
 }
+
+/** Reads the duration flags of one parsed command line by name: `ms('resync', 'zero-or-positive')`. */
+export function durationReader<F extends object>(flags: F): (flag: keyof F & string, floor?: DurationFloor) => number {
+  return (flag, floor) => durationFlagMs(flag, String(flags[flag]), floor);
+}

@@ -103,3 +103,30 @@ export function leaderElectFlags(options: {
     }),
   };
 }
+
+/**
+ * The flags both leader-elected controllers share, in the order their help lists them (read by
+ * src/cli/elected-flags.ts): the metrics server, leader election, the API client, the stop, logs.
+ */
+export function electedServiceFlags(options: {
+  readonly listenAddress: string;
+  readonly leaseName: string;
+  readonly namespaceDefault: string;
+  readonly acts: string;
+}) {
+  return {
+    'listen-address': Flags.string({
+      description: 'Address of the metrics and health server; empty disables it.',
+      default: options.listenAddress,
+    }),
+    'metrics-path': metricsPathFlag(),
+    ...leaderElectFlags(options),
+    ...rateLimitFlags({ qps: 20, burst: 40 }),
+    kubeconfig: kubeconfigFlag(),
+    'shutdown-timeout': Flags.string({
+      description: 'Longest graceful stop (the lease is released at its end) before exiting anyway (Go duration).',
+      default: '15s',
+    }),
+    ...logFlags(),
+  };
+}

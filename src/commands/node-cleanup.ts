@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
-import { kubeconfigFlag, leaderElectFlags, logFlags, metricsPathFlag, rateLimitFlags } from './flags.js';
+import { electedServiceFlags } from './flags.js';
 
 export default class NodeCleanup extends ProvisionerCommand {
   static override summary =
@@ -44,30 +44,17 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       min: 1,
     }),
     'dry-run': Flags.boolean({ description: 'Log and record Normal events of what would be deleted; delete nothing.' }),
-    'listen-address': Flags.string({
-      description: 'Address of the metrics and health server; empty disables it.',
-      default: ':8080',
-    }),
-    'metrics-path': metricsPathFlag(),
-    ...leaderElectFlags({
+    ...electedServiceFlags({
+      listenAddress: ':8080',
       leaseName: 'local-volume-node-cleanup',
       namespaceDefault: "POD_NAMESPACE, else the kubeconfig context's, else default",
       acts: 'acts',
     }),
-    ...rateLimitFlags({ qps: 20, burst: 40 }),
-    kubeconfig: kubeconfigFlag(),
-    'shutdown-timeout': Flags.string({
-      description: 'Longest graceful stop (the lease is released at its end) before exiting anyway (Go duration).',
-      default: '15s',
-    }),
-    ...logFlags(),
   };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(NodeCleanup);
-    const { durationFlagMs } = await import('../cli/duration-flag.js');
-    const ms = (flag: keyof typeof flags & string, floor?: 'zero-or-positive'): number =>
-      durationFlagMs(flag, String(flags[flag]), floor);
+    const ms = (await import('../cli/duration-flag.js')).durationReader(flags);
     const { dns1123SubdomainErrors } = await import('../core/kube/validation.js');
     const classes = flags['storageclass-names']
       .split(',')

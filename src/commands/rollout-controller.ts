@@ -1,15 +1,7 @@
 import { Flags } from '@oclif/core';
 import { ProvisionerCommand } from '../cli/base-command.js';
 import { UsageError } from '../core/errors.js';
-import {
-  DEFAULT_STATUS_NAME,
-  STATUS_NAME_ENV,
-  kubeconfigFlag,
-  leaderElectFlags,
-  logFlags,
-  metricsPathFlag,
-  rateLimitFlags,
-} from './flags.js';
+import { DEFAULT_STATUS_NAME, STATUS_NAME_ENV, electedServiceFlags } from './flags.js';
 
 export default class RolloutController extends ProvisionerCommand {
   static override summary =
@@ -77,30 +69,17 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 5 start-up failed (clust
       description: 'Full relist of the caches, a safety net under the watches; 0: none (Go duration).',
       default: '10m',
     }),
-    'listen-address': Flags.string({
-      description: 'Address of the metrics and health server; empty disables it.',
-      default: ':8081',
-    }),
-    'metrics-path': metricsPathFlag(),
-    ...leaderElectFlags({
+    ...electedServiceFlags({
+      listenAddress: ':8081',
       leaseName: 'local-volume-rollout-controller',
       namespaceDefault: 'the namespace of --namespace',
       acts: 'writes',
     }),
-    ...rateLimitFlags({ qps: 20, burst: 40 }),
-    kubeconfig: kubeconfigFlag(),
-    'shutdown-timeout': Flags.string({
-      description: 'Longest graceful stop (the lease is released at its end) before exiting anyway (Go duration).',
-      default: '15s',
-    }),
-    ...logFlags(),
   };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(RolloutController);
-    const { durationFlagMs } = await import('../cli/duration-flag.js');
-    const ms = (flag: keyof typeof flags & string, floor?: 'zero-or-positive'): number =>
-      durationFlagMs(flag, String(flags[flag]), floor);
+    const ms = (await import('../cli/duration-flag.js')).durationReader(flags);
     await checkNames(flags['config-map'], flags['status-name']);
     const { policyFromFlags } = await import('../core/staged-rollout/policy.js');
     const policy = policyFromFlags({
