@@ -57,12 +57,6 @@ const OVER_BUDGET = [
     why: 'analyze: one pass over the YAML tree counting every bound (aliases, depth, size) together',
   },
   {
-    file: 'src/core/kube/kubeconfig.ts',
-    lines: 173,
-    complexity: 75,
-    why: 'loadKubeconfig: kubeconfig resolution (contexts, auth kinds, files), to be split by auth kind',
-  },
-  {
     file: 'src/core/kube/memory/memory-cluster.ts',
     lines: 84,
     why: 'update: the apiserver semantics of one update (preconditions, strategy, history) in one place',
