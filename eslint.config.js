@@ -32,11 +32,6 @@ const OVER_BUDGET = [
     why: 'run: one branch per mode (demo, plan, scenario), not split yet',
   },
   {
-    file: 'src/core/agent/admin-server.ts',
-    lines: 178,
-    why: 'startAdminServer: every admin endpoint inline, to become a route table',
-  },
-  {
     file: 'src/core/agent/agent.ts',
     lines: 96,
     why: 'Agent.init: the start-up steps in order, split into named steps further',
