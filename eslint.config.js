@@ -32,11 +32,6 @@ const OVER_BUDGET = [
     why: 'run: one branch per mode (demo, plan, scenario), not split yet',
   },
   {
-    file: 'src/core/agent/agent.ts',
-    lines: 96,
-    why: 'Agent.init: the start-up steps in order, split into named steps further',
-  },
-  {
     file: 'src/core/cleanup/reclaim.ts',
     complexity: 37,
     why: 'recordIdentities: the identity cases of a released PV, not split yet',
