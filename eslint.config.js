@@ -51,7 +51,6 @@ const OVER_BUDGET = [
     lines: 84,
     why: 'update: the apiserver semantics of one update (preconditions, strategy, history) in one place',
   },
-  { file: 'src/core/kube/reflector.ts', lines: 84, why: 'run: list, watch and back-off loop in one, not split yet' },
   {
     file: 'src/core/node-cleanup/controller.ts',
     lines: 90,
