@@ -47,11 +47,6 @@ const OVER_BUDGET = [
     why: 'analyze: one pass over the YAML tree counting every bound (aliases, depth, size) together',
   },
   {
-    file: 'src/core/kube/memory/memory-cluster.ts',
-    lines: 84,
-    why: 'update: the apiserver semantics of one update (preconditions, strategy, history) in one place',
-  },
-  {
     file: 'src/core/node-cleanup/controller.ts',
     lines: 90,
     why: 'handleDue: the steps of one node cleanup, not split yet',
