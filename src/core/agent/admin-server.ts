@@ -37,7 +37,6 @@ const MAX_STREAM_BACKLOG = 4 * 1024 * 1024;
 const SOCKET_MODE = 0o600;
 
 type Method = 'GET' | 'POST';
-type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
@@ -175,200 +174,264 @@ async function clearStaleSocket(path: string, logger: Logger): Promise<void> {
   });
 }
 
-export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
-  const { socketPath, target, logger } = options;
-  const host = options.host ?? nodeProcessHost;
-  const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
+/** What the handlers share with the server: the agent, and the open event streams. */
+interface AdminState {
+  readonly socketPath: string;
+  readonly target: AdminTarget;
+  readonly logger: Logger;
+  readonly keepAliveMs: number;
   /** Open event streams: how to stop each one (unsubscribe) and its response. */
-  const streams = new Map<() => void, ServerResponse>();
-  let closing = false;
+  readonly streams: Map<() => void, ServerResponse>;
+  /** close() has begun: a stream that opens now ends at once. */
+  closing: boolean;
+}
 
-  const statusEvent = (): AgentEvent => ({ type: 'status', at: Date.now(), status: target.status() });
+type Handler = (admin: AdminState, req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
-  const events: Handler = (_req, res) => {
-    // Before the 200: a status() that throws is still a clean 500.
-    const first = statusEvent();
-    res.writeHead(200, {
-      'content-type': 'application/x-ndjson; charset=utf-8',
-      'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
-    });
-    let ended = false;
-    // A function, so TypeScript does not narrow `ended` across the calls that may set it.
-    const isEnded = (): boolean => ended;
-    let unsubscribe = (): void => undefined;
-    const timer = setInterval(() => {
-      sendSafely(statusEvent);
-    }, keepAliveMs);
-    const stop = (): void => {
-      if (ended) return;
-      ended = true;
-      clearInterval(timer);
-      unsubscribe();
-      streams.delete(stop);
-    };
-    const send = (event: AgentEvent): void => {
-      if (ended) return;
-      res.write(`${JSON.stringify(event)}\n`);
-      if (res.writableLength > MAX_STREAM_BACKLOG) {
-        logger.log('warn', 'dropping an admin event stream whose client does not read', { socket: socketPath });
-        stop();
-        res.destroy();
-      }
-    };
-    // Never let one stream's trouble reach the agent (the emitter calling the listener) or the timer.
-    const sendSafely = (make: () => AgentEvent): void => {
-      try {
-        send(make());
-      } catch (err) {
-        logger.log('warn', 'admin event not sent', { error: errorMessage(err) });
-      }
-    };
-    streams.set(stop, res);
-    res.once('close', stop);
-    res.once('finish', stop);
-    send(first);
-    try {
-      unsubscribe = target.subscribe((event) => {
-        sendSafely(() => event);
-      });
-    } catch (err) {
-      logger.log('error', 'admin event subscription failed', { error: errorMessage(err) });
+const statusEvent = (target: AdminTarget): AgentEvent => ({ type: 'status', at: Date.now(), status: target.status() });
+
+/** One client of /v1/events, open until either side ends it. */
+interface EventStream {
+  send(event: AgentEvent): void;
+  /** Never lets one stream's trouble reach the agent (the emitter calling the listener) or the timer. */
+  sendSafely(make: () => AgentEvent): void;
+  stop(): void;
+  isEnded(): boolean;
+  /** How stop() ends the subscription, once there is one. */
+  setUnsubscribe(unsubscribe: () => void): void;
+}
+
+/** The stream's keep-alive status events, its backlog bound, and its registration with the server. */
+function openEventStream(admin: AdminState, res: ServerResponse): EventStream {
+  const { streams, logger } = admin;
+  let ended = false;
+  let unsubscribe = (): void => undefined;
+  const timer = setInterval(() => {
+    sendSafely(() => statusEvent(admin.target));
+  }, admin.keepAliveMs);
+  const stop = (): void => {
+    if (ended) return;
+    ended = true;
+    clearInterval(timer);
+    unsubscribe();
+    streams.delete(stop);
+  };
+  const send = (event: AgentEvent): void => {
+    if (ended) return;
+    res.write(`${JSON.stringify(event)}\n`);
+    if (res.writableLength > MAX_STREAM_BACKLOG) {
+      logger.log('warn', 'dropping an admin event stream whose client does not read', { socket: admin.socketPath });
       stop();
-      res.end();
-      return;
-    }
-    if (isEnded()) {
-      // Dropped while subscribing (stop() ran before there was anything to unsubscribe).
-      unsubscribe();
-    } else if (closing) {
-      stop();
-      res.end();
+      res.destroy();
     }
   };
-
-  const reload: Handler = async (req, res) => {
-    const body = await readBody(req);
-    if (body === undefined) {
-      sendJson(res, 413, { error: `the body is larger than ${MAX_REQUEST_BODY} bytes` });
-      return;
-    }
-    const parsed = parseReloadBody(body);
-    if ('error' in parsed) {
-      sendJson(res, 400, { error: parsed.error });
-      return;
-    }
-    // Synchronous: answer when the reload finished. Every outcome is a 200; the outcome is in the body.
-    const result = await target.reload({
-      trigger: 'admin',
-      force: parsed.force,
-      ...(parsed.allow.length > 0 ? { allow: parsed.allow } : {}),
-    });
-    sendJson(res, 200, result);
-  };
-
-  const routes: Readonly<Record<string, Partial<Record<Method, Handler>>>> = {
-    '/v1/status': {
-      GET: (_req, res) => {
-        sendJson(res, 200, target.status());
-      },
-    },
-    '/v1/config': {
-      GET: (_req, res) => {
-        sendJson(res, 200, target.appliedConfig());
-      },
-    },
-    '/v1/reload': { POST: reload },
-    '/v1/events': { GET: events },
-  };
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const path = new URL(req.url ?? '/', 'http://admin').pathname;
-    const route = routes[path];
-    if (route === undefined) {
-      sendJson(res, 404, { error: `no such endpoint: ${path}` });
-      return;
-    }
-    const handler = req.method === 'GET' || req.method === 'POST' ? route[req.method] : undefined;
-    if (handler === undefined) {
-      const allow = Object.keys(route).join(', ');
-      sendJson(res, 405, { error: `${req.method ?? ''} is not allowed on ${path}: use ${allow}` }, { allow });
-      return;
-    }
+  const sendSafely = (make: () => AgentEvent): void => {
     try {
-      await handler(req, res);
+      send(make());
     } catch (err) {
-      logger.log('error', 'admin request failed', { method: req.method, path, error: errorMessage(err) });
-      sendJson(res, 500, { error: errorMessage(err) });
+      logger.log('warn', 'admin event not sent', { error: errorMessage(err) });
     }
   };
+  streams.set(stop, res);
+  res.once('close', stop);
+  res.once('finish', stop);
+  const isEnded = (): boolean => ended;
+  const setUnsubscribe = (next: () => void): void => {
+    unsubscribe = next;
+  };
+  return { send, sendSafely, stop, isEnded, setUnsubscribe };
+}
 
-  const create = (): Server =>
-    createServer((req, res) => {
-      void handle(req, res);
+/** Forwards the agent's events to the stream; one that ended or was closed meanwhile is ended at once. */
+function subscribeStream(admin: AdminState, stream: EventStream, res: ServerResponse): void {
+  let unsubscribe: () => void;
+  try {
+    unsubscribe = admin.target.subscribe((event) => {
+      stream.sendSafely(() => event);
     });
+  } catch (err) {
+    admin.logger.log('error', 'admin event subscription failed', { error: errorMessage(err) });
+    stream.stop();
+    res.end();
+    return;
+  }
+  stream.setUnsubscribe(unsubscribe);
+  if (stream.isEnded()) {
+    // Dropped while subscribing (stop() ran before there was anything to unsubscribe).
+    unsubscribe();
+  } else if (admin.closing) {
+    stream.stop();
+    res.end();
+  }
+}
 
-  // Only the socket's own directory is created (0700, like the pod's emptyDir), never a chain of
-  // them: a mistyped --admin-socket fails here instead of growing directories.
-  const socketDir = dirname(socketPath);
-  await mkdir(socketDir, { mode: 0o700 }).catch((err: unknown) => {
+/** GET /v1/events: NDJSON, a status event first, then the agent's events. */
+const streamEvents: Handler = (admin, _req, res) => {
+  // Before the 200: a status() that throws is still a clean 500.
+  const first = statusEvent(admin.target);
+  res.writeHead(200, {
+    'content-type': 'application/x-ndjson; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+  });
+  const stream = openEventStream(admin, res);
+  stream.send(first);
+  subscribeStream(admin, stream, res);
+};
+
+/** POST /v1/reload: synchronous, it answers when the reload finished. */
+const reload: Handler = async (admin, req, res) => {
+  const body = await readBody(req);
+  if (body === undefined) {
+    sendJson(res, 413, { error: `the body is larger than ${MAX_REQUEST_BODY} bytes` });
+    return;
+  }
+  const parsed = parseReloadBody(body);
+  if ('error' in parsed) {
+    sendJson(res, 400, { error: parsed.error });
+    return;
+  }
+  // Every outcome is a 200; the outcome is in the body.
+  const result = await admin.target.reload({
+    trigger: 'admin',
+    force: parsed.force,
+    ...(parsed.allow.length > 0 ? { allow: parsed.allow } : {}),
+  });
+  sendJson(res, 200, result);
+};
+
+/** The endpoints: path, then method. */
+const ROUTES: Readonly<Record<string, Partial<Record<Method, Handler>>>> = {
+  '/v1/status': {
+    GET: (admin, _req, res) => {
+      sendJson(res, 200, admin.target.status());
+    },
+  },
+  '/v1/config': {
+    GET: (admin, _req, res) => {
+      sendJson(res, 200, admin.target.appliedConfig());
+    },
+  },
+  '/v1/reload': { POST: reload },
+  '/v1/events': { GET: streamEvents },
+};
+
+/** Routes a request: 404 for an unknown path, 405 for a method it lacks, 500 for a handler that throws. */
+async function handle(admin: AdminState, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const path = new URL(req.url ?? '/', 'http://admin').pathname;
+  const route = ROUTES[path];
+  if (route === undefined) {
+    sendJson(res, 404, { error: `no such endpoint: ${path}` });
+    return;
+  }
+  const handler = req.method === 'GET' || req.method === 'POST' ? route[req.method] : undefined;
+  if (handler === undefined) {
+    const allow = Object.keys(route).join(', ');
+    sendJson(res, 405, { error: `${req.method ?? ''} is not allowed on ${path}: use ${allow}` }, { allow });
+    return;
+  }
+  try {
+    await handler(admin, req, res);
+  } catch (err) {
+    admin.logger.log('error', 'admin request failed', { method: req.method, path, error: errorMessage(err) });
+    sendJson(res, 500, { error: errorMessage(err) });
+  }
+}
+
+function adminHttpServer(admin: AdminState): Server {
+  return createServer((req, res) => {
+    void handle(admin, req, res);
+  });
+}
+
+/**
+ * Only the socket's own directory is created (0700, like the pod's emptyDir), never a chain of
+ * them: a mistyped --admin-socket fails here instead of growing directories.
+ */
+async function makeSocketDir(socketPath: string): Promise<void> {
+  await mkdir(dirname(socketPath), { mode: 0o700 }).catch((err: unknown) => {
     if (errnoCode(err) === 'EEXIST') return;
     const hint = errnoCode(err) === 'ENOENT' ? ' (only the last directory is created, not its parents)' : '';
     throw new StartupError(`cannot create the directory of admin socket ${socketPath}: ${errorMessage(err)}${hint}`);
   });
-  let server = create();
+}
+
+/** Listens on the socket; a socket file in the way is cleared (when stale) and the listen tried once more. */
+async function listenAdmin(admin: AdminState, host: Pick<ProcessHost, 'umask'>): Promise<Server> {
+  const { socketPath } = admin;
+  const server = adminHttpServer(admin);
   try {
     await listenOn(server, socketPath, host);
+    return server;
   } catch (err) {
     if (errnoCode(err) !== 'EADDRINUSE') {
       throw new StartupError(`cannot listen on admin socket ${socketPath}: ${errorMessage(err)}`);
     }
-    await clearStaleSocket(socketPath, logger);
-    server = create();
-    await listenOn(server, socketPath, host).catch((again: unknown) => {
-      throw new StartupError(`cannot listen on admin socket ${socketPath}: ${errorMessage(again)}`);
-    });
   }
-  const listening = server;
-  const shutdown = (): Promise<void> =>
-    new Promise((resolve) => {
-      listening.close(() => {
-        resolve();
-      });
-      listening.closeAllConnections();
-    });
+  await clearStaleSocket(socketPath, admin.logger);
+  const again = adminHttpServer(admin);
+  await listenOn(again, socketPath, host).catch((error: unknown) => {
+    throw new StartupError(`cannot listen on admin socket ${socketPath}: ${errorMessage(error)}`);
+  });
+  return again;
+}
 
-  // Belt and braces on top of the umask: chmod, then check what is really on disk.
-  let inode: number;
+function shutdown(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => {
+      resolve();
+    });
+    server.closeAllConnections();
+  });
+}
+
+/** Belt and braces on top of the umask: chmod, then check what is really on disk. Returns its inode. */
+async function restrictSocket(server: Server, socketPath: string): Promise<number> {
   try {
     await chmod(socketPath, SOCKET_MODE);
     const stat = await lstat(socketPath);
     if (!stat.isSocket() || (stat.mode & 0o777) !== SOCKET_MODE) {
       throw new Error(`mode is ${(stat.mode & 0o777).toString(8)}, not ${SOCKET_MODE.toString(8)}`);
     }
-    inode = stat.ino;
+    return stat.ino;
   } catch (err) {
-    await shutdown();
+    await shutdown(server);
     throw new StartupError(`cannot restrict admin socket ${socketPath} to its owner: ${errorMessage(err)}`);
   }
-  logger.log('info', 'admin endpoint listening', { socket: socketPath });
+}
 
+async function closeAdmin(admin: AdminState, server: Server, inode: number): Promise<void> {
+  admin.closing = true;
+  // End streams cleanly: their clients see the end of the body, not a reset.
+  for (const [stop, res] of [...admin.streams]) {
+    stop();
+    res.end();
+  }
+  await shutdown(server);
+  // The server removes its socket on close; make sure, but never remove another agent's.
+  const stat = await lstat(admin.socketPath).catch(() => undefined);
+  if (stat?.ino === inode) await unlink(admin.socketPath).catch(() => undefined);
+}
+
+export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
+  const { socketPath, target, logger } = options;
+  const admin: AdminState = {
+    socketPath,
+    target,
+    logger,
+    keepAliveMs: options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS,
+    streams: new Map(),
+    closing: false,
+  };
+  await makeSocketDir(socketPath);
+  const server = await listenAdmin(admin, options.host ?? nodeProcessHost);
+  const inode = await restrictSocket(server, socketPath);
+  logger.log('info', 'admin endpoint listening', { socket: socketPath });
   let closed: Promise<void> | undefined;
   return {
     socketPath,
     close: () => {
-      closed ??= (async () => {
-        closing = true;
-        // End streams cleanly: their clients see the end of the body, not a reset.
-        for (const [stop, res] of [...streams]) {
-          stop();
-          res.end();
-        }
-        await shutdown();
-        // The server removes its socket on close; make sure, but never remove another agent's.
-        const stat = await lstat(socketPath).catch(() => undefined);
-        if (stat?.ino === inode) await unlink(socketPath).catch(() => undefined);
-      })();
+      closed ??= closeAdmin(admin, server, inode);
       return closed;
     },
   };

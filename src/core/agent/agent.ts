@@ -37,6 +37,7 @@ import { provisionerName } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { errorMessage } from '../unknown-values.js';
 import { adoptNodeVolumes } from './adoption.js';
+import type { AdoptionResult } from './adoption.js';
 import { ErrorsSinceApply } from './errors-since-apply.js';
 import { DEFAULT_MOUNT_GRACE_MS, Generation, nodeIdentity } from './generation.js';
 import { startHttpServer } from './http.js';
@@ -286,6 +287,38 @@ export class Agent implements AdminTarget {
     // is read (an invalid config still fails start-up first).
     const nodeFetch = fetchNode(deps.cluster, deps.clock, this.logger, options.nodeName);
     nodeFetch.catch(() => undefined);
+    const loaded = await this.readFirstConfig();
+    this.identifyNode(await nodeFetch);
+    const adoptionScan = this.startAdoptionScan();
+    this.startRecording(loaded);
+    const http = await this.listen();
+    this.startedAt = deps.clock.now();
+    this.current = this.newGeneration(loaded);
+    this.reloads = this.reloadMachine(loaded);
+    // Bound before the generation starts, like the listen address: a taken socket fails start-up at
+    // once, before any volume is published.
+    if (options.adminSocket !== undefined) this.admin = await this.startAdmin(options.adminSocket);
+    this.current.start();
+    const adoption = await adoptionScan;
+    this.adopted = adoption.adopted.length;
+    recordApplied(this.reloadMetrics, this.current.number, loaded.hash);
+    if (this.source.status().inUse.kind === 'directory') await this.checkSubPathMount();
+    this.watcher?.resume();
+    this.logger.log('info', 'agent started', {
+      node: this.node.name,
+      config: loaded.hash,
+      source: sourceLabel(this.source.status().inUse),
+      classes: Object.keys(loaded.config.storageClassMap).length,
+      listen: `${http.host}:${String(http.port)}`,
+      adoptionScan: { scanned: adoption.scanned, pages: adoption.pages, adopted: adoption.adopted.length },
+    });
+  }
+
+  /**
+   * Starts the config source and reads it once: with a watcher, its first read (its checks wait
+   * until the agent serves, so a change meanwhile is checked then); without, one read here.
+   */
+  private async readFirstConfig(): Promise<LoadedConfig> {
     await this.source.start({
       changed: (by) => {
         this.watcher?.request(by);
@@ -295,26 +328,32 @@ export class Agent implements AdminTarget {
       },
     });
     this.reportSource(this.source.status());
-    // The source is read once: with a watcher, its first read (its checks wait until the agent
-    // serves, so a change meanwhile is checked then); without, one read here.
-    if (options.watch) this.watcher = this.configWatcher(options.watch);
+    if (this.options.watch) this.watcher = this.configWatcher(this.options.watch);
     const read = this.watcher ? await this.watcher.start() : await this.source.read();
     if (read === undefined) throw new StartupError('stopped while reading the config');
     if (!read.ok) throw read.error;
     const loaded = this.parseChecked(read.snapshot);
     for (const w of loaded.warnings) this.logger.log('warn', 'config warning', { path: w.path, detail: w.message });
-    const nodeObject = await nodeFetch;
+    return loaded;
+  }
+
+  private identifyNode(nodeObject: Node): void {
     this.node = nodeIdentity(nodeObject);
     if (nodeObject.metadata.labels?.['kubernetes.io/hostname'] === undefined) {
       this.logger.log('warn', 'the Node has no kubernetes.io/hostname label; PV node affinity uses the node name', {
         node: this.node.name,
       });
     }
-    // The adoption scan runs beside the generation's first lists and pass: a PV it labels enters
-    // the generation's node-scoped watch as ADDED, and a pass that meets one not labelled yet
-    // adopts it itself (create → AlreadyExists → adoptNodeVolume). Start-up still fails if it does.
+  }
+
+  /**
+   * The adoption scan runs beside the generation's first lists and pass: a PV it labels enters
+   * the generation's node-scoped watch as ADDED, and a pass that meets one not labelled yet
+   * adopts it itself (create → AlreadyExists → adoptNodeVolume). Start-up still fails if it does.
+   */
+  private startAdoptionScan(): Promise<AdoptionResult> {
     const adoptionScan = adoptNodeVolumes(
-      { cluster: deps.cluster, logger: this.logger, metrics: this.metrics },
+      { cluster: this.deps.cluster, logger: this.logger, metrics: this.metrics },
       this.node,
     ).catch((err: unknown) => {
       // Typically upstream's ClusterRole still in place (no list/patch of PVs): say what to grant.
@@ -323,6 +362,11 @@ export class Agent implements AdminTarget {
       );
     });
     adoptionScan.catch(() => undefined);
+    return adoptionScan;
+  }
+
+  private startRecording(loaded: LoadedConfig): void {
+    const { deps } = this;
     this.events = new EventRecorder({
       cluster: deps.cluster,
       clock: deps.clock,
@@ -332,6 +376,11 @@ export class Agent implements AdminTarget {
       dropped: this.metrics.eventsDropped,
     });
     this.recording = true;
+  }
+
+  /** The metrics and health endpoint. */
+  private async listen(): Promise<RunningHttpServer> {
+    const { options } = this;
     try {
       this.http = await startHttpServer({
         listenAddress: options.listenAddress,
@@ -343,9 +392,12 @@ export class Agent implements AdminTarget {
     } catch (err) {
       throw new StartupError(`cannot listen on ${options.listenAddress}: ${errorMessage(err)}`);
     }
-    this.startedAt = deps.clock.now();
-    this.current = this.newGeneration(loaded);
-    this.reloads = new ReloadMachine({
+    return this.http;
+  }
+
+  private reloadMachine(loaded: LoadedConfig): ReloadMachine {
+    const { deps, options } = this;
+    return new ReloadMachine({
       host: this.reloadHost(),
       clock: deps.clock,
       logger: this.logger,
@@ -356,35 +408,23 @@ export class Agent implements AdminTarget {
       ...(options.drainTimeoutMs !== undefined ? { drainTimeoutMs: options.drainTimeoutMs } : {}),
       ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
     });
-    // Bound before the generation starts, like the listen address: a taken socket fails start-up at
-    // once, before any volume is published.
-    if (options.adminSocket !== undefined) {
-      this.admin = await startAdminServer({
-        socketPath: options.adminSocket,
-        target: this,
-        logger: this.logger,
-        host: this.host,
-      });
-    }
-    this.current.start();
-    const adoption = await adoptionScan;
-    this.adopted = adoption.adopted.length;
-    recordApplied(this.reloadMetrics, this.current.number, loaded.hash);
-    if (this.source.status().inUse.kind === 'directory') {
-      const subPath = await detectSubPathMountOnHost(options.configPath);
-      this.subPath = subPath.subPath;
-      if (subPath.subPath)
-        this.logger.log('warn', 'hot reload impossible: the config is a subPath mount', { detail: subPath.reason });
-    }
-    this.watcher?.resume();
-    this.logger.log('info', 'agent started', {
-      node: this.node.name,
-      config: loaded.hash,
-      source: sourceLabel(this.source.status().inUse),
-      classes: Object.keys(loaded.config.storageClassMap).length,
-      listen: `${this.http.host}:${String(this.http.port)}`,
-      adoptionScan: { scanned: adoption.scanned, pages: adoption.pages, adopted: adoption.adopted.length },
+  }
+
+  private startAdmin(socketPath: string): Promise<RunningAdminServer> {
+    return startAdminServer({
+      socketPath,
+      target: this,
+      logger: this.logger,
+      host: this.host,
     });
+  }
+
+  /** A config directory mounted with subPath never sees kubelet's updates: say so. */
+  private async checkSubPathMount(): Promise<void> {
+    const subPath = await detectSubPathMountOnHost(this.options.configPath);
+    this.subPath = subPath.subPath;
+    if (subPath.subPath)
+      this.logger.log('warn', 'hot reload impossible: the config is a subPath mount', { detail: subPath.reason });
   }
 
   private newGeneration(loaded: LoadedConfig): Generation {

@@ -155,18 +155,14 @@ function decodeData(value: string, what: string, file: string): string {
   return text;
 }
 
-/**
- * Loads connection settings from one kubeconfig file or several (the KUBECONFIG list: for each
- * name the first file that defines it wins, as in kubectl). Relative file references resolve
- * against the directory of the file that holds them.
- */
-export async function loadKubeconfig(
-  paths: string | readonly string[],
-  options: KubeconfigOptions = {},
-): Promise<ConnectionSettings> {
-  const readFile = options.readFile ?? defaultReadFile;
-  const list = (typeof paths === 'string' ? [paths] : paths).filter((p) => p !== '');
-  if (list.length === 0) throw new KubeconfigError('no kubeconfig file given');
+/** A named entry and the file that defines it (relative paths in it resolve against that file). */
+interface Found {
+  readonly entry: Named;
+  readonly file: ParsedFile;
+}
+
+/** The files of the list that exist, parsed; in a list of several a missing one is skipped, as kubectl does. */
+async function readKubeconfigFiles(list: readonly string[], readFile: ReadTextFile): Promise<ParsedFile[]> {
   const files: ParsedFile[] = [];
   for (const path of list) {
     let text: string;
@@ -178,49 +174,77 @@ export async function loadKubeconfig(
     }
     files.push(parseKubeconfigText(text, path));
   }
-  const where = list.join(':');
-  const find = (
-    kind: 'clusters' | 'users' | 'contexts',
-    name: string,
-  ): { entry: Named; file: ParsedFile } | undefined => {
-    for (const file of files) {
-      const entry = file[kind].find((e) => e.name === name);
-      if (entry !== undefined) return { entry, file };
-    }
-    return undefined;
-  };
-  const contextName = options.context ?? files.find((f) => f.currentContext !== undefined)?.currentContext;
+  return files;
+}
+
+/** The first file's entry of that name wins. */
+function findNamed(
+  files: readonly ParsedFile[],
+  kind: 'clusters' | 'users' | 'contexts',
+  name: string,
+): Found | undefined {
+  for (const file of files) {
+    const entry = file[kind].find((e) => e.name === name);
+    if (entry !== undefined) return { entry, file };
+  }
+  return undefined;
+}
+
+/** The context in use and the cluster and user it names. */
+interface Selection {
+  readonly context: Found;
+  readonly clusterName: string;
+  readonly cluster: Found;
+  readonly user: Found | undefined;
+}
+
+function selectContext(files: readonly ParsedFile[], requested: string | undefined, where: string): Selection {
+  const contextName = requested ?? files.find((f) => f.currentContext !== undefined)?.currentContext;
   if (contextName === undefined) {
     throw new KubeconfigError(`kubeconfig ${where} has no current-context (and no context was requested)`);
   }
-  const context = find('contexts', contextName);
+  const context = findNamed(files, 'contexts', contextName);
   if (context === undefined) throw new KubeconfigError(`context "${contextName}" not found in kubeconfig ${where}`);
   const clusterName = str(context.entry.body, 'cluster');
   if (clusterName === undefined) throw new KubeconfigError(`context "${contextName}" names no cluster (${where})`);
-  const cluster = find('clusters', clusterName);
+  const cluster = findNamed(files, 'clusters', clusterName);
   if (cluster === undefined) throw new KubeconfigError(`cluster "${clusterName}" not found in kubeconfig ${where}`);
   const userName = str(context.entry.body, 'user');
-  const user = userName === undefined ? undefined : find('users', userName);
+  const user = userName === undefined ? undefined : findNamed(files, 'users', userName);
   if (userName !== undefined && user === undefined) {
     throw new KubeconfigError(`user "${userName}" not found in kubeconfig ${where}`);
   }
+  return { context, clusterName, cluster, user };
+}
 
+/** A PEM given inline as `<field>-data` (base64), else as the file `<field>` (relative to its kubeconfig). */
+async function readPem(found: Found, field: string, readFile: ReadTextFile): Promise<string | undefined> {
+  const file = found.file.path;
+  const data = str(found.entry.body, `${field}-data`);
+  if (data !== undefined) return decodeData(data, `${field}-data`, file);
+  const value = str(found.entry.body, field);
+  if (value === undefined) return undefined;
+  const path = isAbsolute(value) ? value : resolve(dirname(file), value);
+  try {
+    return await readFile(path);
+  } catch (error) {
+    throw new KubeconfigError(`${file}: cannot read ${field} ${path}: ${errorMessage(error)}`, { cause: error });
+  }
+}
+
+/** The cluster's address and TLS settings. */
+interface ClusterSettings {
+  readonly server: string;
+  readonly proxyUrl: string | undefined;
+  readonly ca: string | undefined;
+  readonly tlsServerName: string | undefined;
+  readonly insecureSkipTLSVerify: boolean;
+}
+
+async function clusterSettings(selection: Selection, readFile: ReadTextFile): Promise<ClusterSettings> {
+  const { cluster, clusterName } = selection;
   const c = cluster.entry.body;
   const clusterFile = cluster.file.path;
-  /** A PEM given inline as `<field>-data` (base64), else as the file `<field>` (relative to its kubeconfig). */
-  const pem = async (found: { entry: Named; file: ParsedFile }, field: string): Promise<string | undefined> => {
-    const file = found.file.path;
-    const data = str(found.entry.body, `${field}-data`);
-    if (data !== undefined) return decodeData(data, `${field}-data`, file);
-    const value = str(found.entry.body, field);
-    if (value === undefined) return undefined;
-    const path = isAbsolute(value) ? value : resolve(dirname(file), value);
-    try {
-      return await readFile(path);
-    } catch (error) {
-      throw new KubeconfigError(`${file}: cannot read ${field} ${path}: ${errorMessage(error)}`, { cause: error });
-    }
-  };
   const server = str(c, 'server');
   if (server === undefined) throw new KubeconfigError(`cluster "${clusterName}" has no server (${clusterFile})`);
   const proxyUrl = str(c, 'proxy-url');
@@ -229,98 +253,172 @@ export async function loadKubeconfig(
       `${clusterFile}: cluster "${clusterName}" proxy-url ${JSON.stringify(proxyUrl)} must be an http://, https:// or socks5:// URL`,
     );
   }
-  const ca = await pem(cluster, 'certificate-authority');
-  const tlsServerName = str(c, 'tls-server-name');
-  const insecureSkipTLSVerify = c['insecure-skip-tls-verify'] === true;
+  const ca = await readPem(cluster, 'certificate-authority', readFile);
+  return {
+    server,
+    proxyUrl,
+    ca,
+    tlsServerName: str(c, 'tls-server-name'),
+    insecureSkipTLSVerify: c['insecure-skip-tls-verify'] === true,
+  };
+}
 
-  let token: string | undefined;
-  let tokenFile: string | undefined;
-  let clientCert: string | undefined;
-  let clientKey: string | undefined;
-  let impersonate: Impersonation | undefined;
-  let credentials: CredentialSource | undefined;
-  let oidc: { name: string; config: Record<string, unknown> } | undefined;
-  const timeoutMs = options.credentialTimeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
-  if (user !== undefined) {
-    const u = user.entry.body;
-    const userFile = user.file.path;
-    const name = user.entry.name;
-    const where = `${userFile}: user "${name}"`;
-    const provider = u['auth-provider'];
-    if (provider !== undefined && provider !== null) {
-      const providerName = isRecord(provider) ? str(provider, 'name') : undefined;
-      if (providerName === 'gcp' || providerName === 'azure') {
-        // As kubectl since 1.26: these providers were removed in favour of exec plugins.
-        const plugin = providerName === 'gcp' ? 'gke-gcloud-auth-plugin' : 'kubelogin';
-        throw new KubeconfigError(
-          `${where}: auth-provider "${providerName}" was removed from Kubernetes clients; use the exec plugin "${plugin}" instead`,
-        );
-      }
-      if (providerName !== 'oidc' || !isRecord(provider)) {
-        throw new KubeconfigError(
-          `${where}: auth-provider ${JSON.stringify(providerName ?? null)} is not supported (only "oidc"); use an exec credential plugin`,
-        );
-      }
-      const config = provider['config'];
-      if (!isRecord(config) || str(config, 'id-token') === undefined) {
-        throw new KubeconfigError(`${where}: auth-provider oidc needs config.id-token`);
-      }
-      oidc = { name: providerName, config };
-    }
-    if (str(u, 'username') !== undefined || str(u, 'password') !== undefined) {
-      throw new KubeconfigError(`${where} uses basic authentication, which is not supported`);
-    }
-    token = str(u, 'token');
-    const tokenPath = str(u, 'tokenFile');
-    if (token === undefined && tokenPath !== undefined) {
-      tokenFile = isAbsolute(tokenPath) ? tokenPath : resolve(dirname(userFile), tokenPath);
-    }
-    clientCert = await pem(user, 'client-certificate');
-    clientKey = await pem(user, 'client-key');
-    if ((clientCert === undefined) !== (clientKey === undefined)) {
-      throw new KubeconfigError(`user "${name}" needs both a client certificate and a client key (${userFile})`);
-    }
-    impersonate = parseImpersonation(u, where);
-    const exec = u['exec'];
-    if (exec !== undefined && exec !== null) {
-      if (oidc !== undefined) throw new KubeconfigError(`${where} has both exec and auth-provider: choose one`);
-      const clusterInfo: ExecClusterInfo = {
-        server,
-        ...(ca === undefined ? {} : { 'certificate-authority-data': Buffer.from(ca).toString('base64') }),
-        ...(tlsServerName === undefined ? {} : { 'tls-server-name': tlsServerName }),
-        ...(insecureSkipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}),
-        ...(proxyUrl === undefined ? {} : { 'proxy-url': proxyUrl }),
-      };
-      credentials = new ExecCredentialSource({
-        exec: parseExec(exec, where, dirname(userFile)),
-        where,
-        cluster: clusterInfo,
-        environment: options.environment ?? {},
-        timeoutMs,
-        ...(options.host === undefined ? {} : { host: options.host }),
-      });
-    }
+/** The user's `auth-provider: oidc` stanza, for client-node. */
+interface OidcProvider {
+  readonly name: string;
+  readonly config: Record<string, unknown>;
+}
+
+/** `auth-provider`: only oidc; gcp and azure were removed (as kubectl since 1.26) in favour of exec plugins. */
+function parseAuthProvider(provider: unknown, where: string): OidcProvider | undefined {
+  if (provider === undefined || provider === null) return undefined;
+  const providerName = isRecord(provider) ? str(provider, 'name') : undefined;
+  if (providerName === 'gcp' || providerName === 'azure') {
+    const plugin = providerName === 'gcp' ? 'gke-gcloud-auth-plugin' : 'kubelogin';
+    throw new KubeconfigError(
+      `${where}: auth-provider "${providerName}" was removed from Kubernetes clients; use the exec plugin "${plugin}" instead`,
+    );
   }
-  // Only OIDC and proxies need client-node; everything else stays on the lean path.
-  let agent: HttpAgent | undefined;
-  if (oidc !== undefined || proxyUrl !== undefined) {
-    const { clientNodeConnection } = await import('./client-node-connection.js');
-    const extra = await clientNodeConnection({
-      server,
-      where: user === undefined ? clusterFile : `${user.file.path}: user "${user.entry.name}"`,
-      timeoutMs,
-      ...(ca === undefined ? {} : { ca }),
-      ...(insecureSkipTLSVerify ? { insecureSkipTLSVerify } : {}),
-      ...(tlsServerName === undefined ? {} : { tlsServerName }),
-      ...(proxyUrl === undefined ? {} : { proxyUrl }),
-      ...(clientCert === undefined || clientKey === undefined ? {} : { clientCert, clientKey }),
-      ...(oidc === undefined ? {} : { authProvider: oidc }),
-    });
-    agent = extra.agent;
-    credentials = extra.credentials ?? credentials;
+  if (providerName !== 'oidc' || !isRecord(provider)) {
+    throw new KubeconfigError(
+      `${where}: auth-provider ${JSON.stringify(providerName ?? null)} is not supported (only "oidc"); use an exec credential plugin`,
+    );
   }
-  const namespace = str(context.entry.body, 'namespace');
-  const userLabel = impersonate?.user ?? user?.entry.name;
+  const config = provider['config'];
+  if (!isRecord(config) || str(config, 'id-token') === undefined) {
+    throw new KubeconfigError(`${where}: auth-provider oidc needs config.id-token`);
+  }
+  return { name: providerName, config };
+}
+
+/** `token`, else `tokenFile` (relative to its kubeconfig). */
+function parseToken(u: Record<string, unknown>, userFile: string): { token?: string; tokenFile?: string } {
+  const token = str(u, 'token');
+  if (token !== undefined) return { token };
+  const tokenPath = str(u, 'tokenFile');
+  if (tokenPath === undefined) return {};
+  return { tokenFile: isAbsolute(tokenPath) ? tokenPath : resolve(dirname(userFile), tokenPath) };
+}
+
+/** The user's authentication, before client-node adds what it handles. */
+interface UserSettings {
+  readonly token?: string;
+  readonly tokenFile?: string;
+  readonly clientCert?: string;
+  readonly clientKey?: string;
+  readonly impersonate?: Impersonation;
+  readonly credentials?: CredentialSource;
+  readonly oidc?: OidcProvider;
+}
+
+/** The exec plugin's view of the cluster (its KUBERNETES_EXEC_INFO when provideClusterInfo). */
+function execClusterInfo(cluster: ClusterSettings): ExecClusterInfo {
+  const { server, ca, tlsServerName, insecureSkipTLSVerify, proxyUrl } = cluster;
+  return {
+    server,
+    ...(ca === undefined ? {} : { 'certificate-authority-data': Buffer.from(ca).toString('base64') }),
+    ...(tlsServerName === undefined ? {} : { 'tls-server-name': tlsServerName }),
+    ...(insecureSkipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}),
+    ...(proxyUrl === undefined ? {} : { 'proxy-url': proxyUrl }),
+  };
+}
+
+function execCredentials(
+  exec: unknown,
+  where: string,
+  userFile: string,
+  cluster: ClusterSettings,
+  options: KubeconfigOptions,
+): CredentialSource {
+  return new ExecCredentialSource({
+    exec: parseExec(exec, where, dirname(userFile)),
+    where,
+    cluster: execClusterInfo(cluster),
+    environment: options.environment ?? {},
+    timeoutMs: options.credentialTimeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS,
+    ...(options.host === undefined ? {} : { host: options.host }),
+  });
+}
+
+async function userSettings(
+  user: Found,
+  cluster: ClusterSettings,
+  options: KubeconfigOptions,
+  readFile: ReadTextFile,
+): Promise<UserSettings> {
+  const u = user.entry.body;
+  const userFile = user.file.path;
+  const name = user.entry.name;
+  const where = `${userFile}: user "${name}"`;
+  const oidc = parseAuthProvider(u['auth-provider'], where);
+  if (str(u, 'username') !== undefined || str(u, 'password') !== undefined) {
+    throw new KubeconfigError(`${where} uses basic authentication, which is not supported`);
+  }
+  const token = parseToken(u, userFile);
+  const clientCert = await readPem(user, 'client-certificate', readFile);
+  const clientKey = await readPem(user, 'client-key', readFile);
+  if ((clientCert === undefined) !== (clientKey === undefined)) {
+    throw new KubeconfigError(`user "${name}" needs both a client certificate and a client key (${userFile})`);
+  }
+  const impersonate = parseImpersonation(u, where);
+  const exec = u['exec'];
+  const hasExec = exec !== undefined && exec !== null;
+  if (hasExec && oidc !== undefined) throw new KubeconfigError(`${where} has both exec and auth-provider: choose one`);
+  return {
+    ...token,
+    ...(clientCert === undefined ? {} : { clientCert }),
+    ...(clientKey === undefined ? {} : { clientKey }),
+    ...(impersonate === undefined ? {} : { impersonate }),
+    ...(hasExec ? { credentials: execCredentials(exec, where, userFile, cluster, options) } : {}),
+    ...(oidc === undefined ? {} : { oidc }),
+  };
+}
+
+/** What client-node supplies: a proxy's agent, and OIDC credentials (they replace an exec plugin's). */
+interface ClientNodeSettings {
+  readonly agent: HttpAgent | undefined;
+  readonly credentials: CredentialSource | undefined;
+}
+
+/** OIDC and proxies go through client-node, loaded only for them: everything else stays on the lean path. */
+async function clientNodeSettings(
+  selection: Selection,
+  cluster: ClusterSettings,
+  auth: UserSettings,
+  timeoutMs: number,
+): Promise<ClientNodeSettings> {
+  const { oidc, clientCert, clientKey } = auth;
+  const { server, ca, insecureSkipTLSVerify, tlsServerName, proxyUrl } = cluster;
+  if (oidc === undefined && proxyUrl === undefined) return { agent: undefined, credentials: auth.credentials };
+  const { user } = selection;
+  const { clientNodeConnection } = await import('./client-node-connection.js');
+  const extra = await clientNodeConnection({
+    server,
+    where: user === undefined ? selection.cluster.file.path : `${user.file.path}: user "${user.entry.name}"`,
+    timeoutMs,
+    ...(ca === undefined ? {} : { ca }),
+    ...(insecureSkipTLSVerify ? { insecureSkipTLSVerify } : {}),
+    ...(tlsServerName === undefined ? {} : { tlsServerName }),
+    ...(proxyUrl === undefined ? {} : { proxyUrl }),
+    ...(clientCert === undefined || clientKey === undefined ? {} : { clientCert, clientKey }),
+    ...(oidc === undefined ? {} : { authProvider: oidc }),
+  });
+  return { agent: extra.agent, credentials: extra.credentials ?? auth.credentials };
+}
+
+/** The settings in the order RestCluster's callers have always seen them; absent fields left out. */
+function connectionSettings(
+  where: string,
+  selection: Selection,
+  cluster: ClusterSettings,
+  auth: UserSettings,
+  extra: ClientNodeSettings,
+): ConnectionSettings {
+  const { server, ca, insecureSkipTLSVerify, tlsServerName } = cluster;
+  const { token, tokenFile, clientCert, clientKey, impersonate } = auth;
+  const { agent, credentials } = extra;
+  const namespace = str(selection.context.entry.body, 'namespace');
+  const userLabel = impersonate?.user ?? selection.user?.entry.name;
   return {
     server,
     source: where,
@@ -337,6 +435,28 @@ export async function loadKubeconfig(
     ...(credentials === undefined ? {} : { credentials }),
     ...(agent === undefined ? {} : { agent }),
   };
+}
+
+/**
+ * Loads connection settings from one kubeconfig file or several (the KUBECONFIG list: for each
+ * name the first file that defines it wins, as in kubectl). Relative file references resolve
+ * against the directory of the file that holds them.
+ */
+export async function loadKubeconfig(
+  paths: string | readonly string[],
+  options: KubeconfigOptions = {},
+): Promise<ConnectionSettings> {
+  const readFile = options.readFile ?? defaultReadFile;
+  const list = (typeof paths === 'string' ? [paths] : paths).filter((p) => p !== '');
+  if (list.length === 0) throw new KubeconfigError('no kubeconfig file given');
+  const files = await readKubeconfigFiles(list, readFile);
+  const where = list.join(':');
+  const selection = selectContext(files, options.context, where);
+  const cluster = await clusterSettings(selection, readFile);
+  const auth = selection.user === undefined ? {} : await userSettings(selection.user, cluster, options, readFile);
+  const timeoutMs = options.credentialTimeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
+  const extra = await clientNodeSettings(selection, cluster, auth, timeoutMs);
+  return connectionSettings(where, selection, cluster, auth, extra);
 }
 
 function stringList(value: unknown, what: string): string[] {

@@ -12,7 +12,7 @@ import { isAborted } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { isGone } from './cluster.js';
-import type { ResourceClient } from './cluster.js';
+import type { ResourceClient, WatchEvent } from './cluster.js';
 import { errorMessage } from '../unknown-values.js';
 import type { ObjectMeta } from './objects.js';
 
@@ -53,6 +53,23 @@ function cacheable<T extends { metadata: ObjectMeta }>(object: T): T {
   const metadata = { ...object.metadata };
   delete metadata.managedFields;
   return { ...object, metadata };
+}
+
+/** Sleeps `ms` unless the signal aborts first; false when it did. */
+async function pause(clock: Clock, ms: number, until: AbortSignal): Promise<boolean> {
+  try {
+    await clock.sleep(ms, until);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** How one watch went: where to resume, and whether it ended at once without an event. */
+interface WatchRun {
+  readonly resourceVersion: string;
+  readonly received: number;
+  readonly openedAt: number;
 }
 
 export class Reflector<T extends { metadata: ObjectMeta }> {
@@ -203,95 +220,119 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
 
   /** Runs until the signal aborts. Never throws except on abort. */
   async run(signal: AbortSignal): Promise<void> {
-    const { client, clock, logger, resource } = this.options;
+    const { clock } = this.options;
     // client-go's reflector: 800 ms doubling to 30 s, jittered to [d, 2d), reset after 2 min healthy.
     const backoff = new Backoff({ clock, ...(this.options.random ? { random: this.options.random } : {}) });
-    /** Sleeps `ms` unless the signal aborts first; false when it did. */
-    const pause = async (ms: number, until: AbortSignal): Promise<boolean> => {
-      try {
-        await clock.sleep(ms, until);
-        return true;
-      } catch {
-        return false;
-      }
-    };
     while (!signal.aborted) {
       try {
-        let resourceVersion = await this.relist(signal);
-        const relistAt = clock.now() + this.nextRelistDelay();
-        // One watch controller per relist period: stopping it makes the loop relist.
-        const watchScope = new AbortController();
-        const stopWatch = (): void => {
-          watchScope.abort();
-        };
-        signal.addEventListener('abort', stopWatch, { once: true });
-        const timer = Number.isFinite(relistAt)
-          ? clock.sleep(relistAt - clock.now(), watchScope.signal).then(stopWatch, () => undefined)
-          : Promise.resolve();
-        try {
-          while (!watchScope.signal.aborted) {
-            const openedAt = clock.now();
-            let received = 0;
-            this.watches += 1;
-            const events = client.watch({
-              resourceVersion,
-              allowBookmarks: true,
-              timeoutSeconds: 300,
-              signal: watchScope.signal,
-              ...(this.options.labelSelector !== undefined ? { labelSelector: this.options.labelSelector } : {}),
-              ...(this.options.fieldSelector !== undefined ? { fieldSelector: this.options.fieldSelector } : {}),
-              ...(this.options.namespace !== undefined ? { namespace: this.options.namespace } : {}),
-            });
-            for await (const event of events) {
-              received += 1;
-              // The watch works (again): an earlier "ended at once" is no longer the state.
-              if (received === 1) this.lastError = undefined;
-              if (event.type === 'BOOKMARK') {
-                resourceVersion = event.resourceVersion;
-                continue;
-              }
-              const object = cacheable(event.object);
-              resourceVersion = object.metadata.resourceVersion ?? resourceVersion;
-              const name = this.key(object);
-              if (event.type === 'DELETED') {
-                const existed = this.store.has(name);
-                this.observe(name, undefined);
-                if (existed) this.options.onChange?.('DELETED', object);
-              } else {
-                const existed = this.store.has(name);
-                this.observe(name, object);
-                this.options.onChange?.(existed ? 'MODIFIED' : 'ADDED', object);
-              }
-            }
-            if (isAborted(watchScope.signal)) break;
-            // The server ended the watch: resume from the last resourceVersion. A watch that ended
-            // at once with nothing in it is a server refusing to watch: wait before re-opening.
-            if (received === 0 && clock.now() - openedAt < SHORT_WATCH_MS) {
-              const delay = backoff.next();
-              this.lastError = `the ${resource} watch ended at once without an event`;
-              logger.log('warn', `${resource} watch ended at once; re-opening it later`, { retryInMs: delay });
-              if (!(await pause(delay, watchScope.signal))) break;
-            }
-          }
-        } finally {
-          signal.removeEventListener('abort', stopWatch);
-          watchScope.abort();
-          await timer;
-        }
+        const resourceVersion = await this.relist(signal);
+        await this.watchUntilRelist(signal, resourceVersion, backoff);
       } catch (err) {
         if (isAborted(signal)) break;
-        this.lastError = errorMessage(err);
-        // 410 Gone is routine (the watch's resourceVersion was compacted): relist at once, unless
-        // it keeps happening.
-        const routine = isGone(err) && backoff.fresh;
-        const delay = backoff.next();
-        const wait = routine ? 0 : delay;
-        logger.log(isGone(err) ? 'info' : 'warn', `${resource} watch ended; relisting`, {
-          error: this.lastError,
-          retryInMs: wait,
-        });
-        if (wait > 0 && !(await pause(wait, signal))) break;
+        const wait = this.noteFailure(err, backoff);
+        if (wait > 0 && !(await pause(clock, wait, signal))) break;
       }
     }
+  }
+
+  /** Watches from the list's resourceVersion until the relist is due or the signal aborts; throws on a failed watch. */
+  private async watchUntilRelist(signal: AbortSignal, listedAt: string, backoff: Backoff): Promise<void> {
+    const { clock } = this.options;
+    const relistAt = clock.now() + this.nextRelistDelay();
+    // One watch controller per relist period: stopping it makes the loop relist.
+    const watchScope = new AbortController();
+    const stopWatch = (): void => {
+      watchScope.abort();
+    };
+    signal.addEventListener('abort', stopWatch, { once: true });
+    const timer = Number.isFinite(relistAt)
+      ? clock.sleep(relistAt - clock.now(), watchScope.signal).then(stopWatch, () => undefined)
+      : Promise.resolve();
+    try {
+      let resourceVersion = listedAt;
+      while (!watchScope.signal.aborted) {
+        const watch = await this.watchOnce(resourceVersion, watchScope.signal);
+        resourceVersion = watch.resourceVersion;
+        if (isAborted(watchScope.signal)) break;
+        // The server ended the watch: resume from the last resourceVersion, after a pause if it was short.
+        const delay = this.shortWatchDelay(watch, backoff);
+        if (delay !== undefined && !(await pause(clock, delay, watchScope.signal))) break;
+      }
+    } finally {
+      signal.removeEventListener('abort', stopWatch);
+      watchScope.abort();
+      await timer;
+    }
+  }
+
+  /** Opens one watch and applies its events until it ends. */
+  private async watchOnce(from: string, scope: AbortSignal): Promise<WatchRun> {
+    const { client, clock, labelSelector, fieldSelector, namespace } = this.options;
+    const openedAt = clock.now();
+    let received = 0;
+    let resourceVersion = from;
+    this.watches += 1;
+    const events = client.watch({
+      resourceVersion,
+      allowBookmarks: true,
+      timeoutSeconds: 300,
+      signal: scope,
+      ...(labelSelector !== undefined ? { labelSelector } : {}),
+      ...(fieldSelector !== undefined ? { fieldSelector } : {}),
+      ...(namespace !== undefined ? { namespace } : {}),
+    });
+    for await (const event of events) {
+      received += 1;
+      // The watch works (again): an earlier "ended at once" is no longer the state.
+      if (received === 1) this.lastError = undefined;
+      resourceVersion = this.applyWatchEvent(event, resourceVersion);
+    }
+    return { resourceVersion, received, openedAt };
+  }
+
+  /** One watch event into the store; returns the resourceVersion to resume from. */
+  private applyWatchEvent(event: WatchEvent<T>, resourceVersion: string): string {
+    if (event.type === 'BOOKMARK') return event.resourceVersion;
+    const object = cacheable(event.object);
+    const name = this.key(object);
+    const existed = this.store.has(name);
+    if (event.type === 'DELETED') {
+      this.observe(name, undefined);
+      if (existed) this.options.onChange?.('DELETED', object);
+    } else {
+      this.observe(name, object);
+      this.options.onChange?.(existed ? 'MODIFIED' : 'ADDED', object);
+    }
+    return object.metadata.resourceVersion ?? resourceVersion;
+  }
+
+  /**
+   * A watch that ended at once with nothing in it is a server refusing to watch: the backoff's
+   * delay before re-opening it, else undefined (re-open now).
+   */
+  private shortWatchDelay(watch: WatchRun, backoff: Backoff): number | undefined {
+    const { clock, logger, resource } = this.options;
+    if (watch.received !== 0 || clock.now() - watch.openedAt >= SHORT_WATCH_MS) return undefined;
+    const delay = backoff.next();
+    this.lastError = `the ${resource} watch ended at once without an event`;
+    logger.log('warn', `${resource} watch ended at once; re-opening it later`, { retryInMs: delay });
+    return delay;
+  }
+
+  /**
+   * A failed list or watch: how long to wait before relisting. 410 Gone is routine (the watch's
+   * resourceVersion was compacted): relist at once, unless it keeps happening.
+   */
+  private noteFailure(err: unknown, backoff: Backoff): number {
+    const { logger, resource } = this.options;
+    this.lastError = errorMessage(err);
+    const routine = isGone(err) && backoff.fresh;
+    const delay = backoff.next();
+    const wait = routine ? 0 : delay;
+    logger.log(isGone(err) ? 'info' : 'warn', `${resource} watch ended; relisting`, {
+      error: this.lastError,
+      retryInMs: wait,
+    });
+    return wait;
   }
 }

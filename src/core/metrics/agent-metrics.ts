@@ -74,29 +74,14 @@ const PROCTABLE = [
   ['failed', 'Cleanups that failed since the start (cumulative, as upstream).'],
 ] as const;
 
-export function createAgentMetrics(
-  registry = new MetricsRegistry(),
-  options: { startTimeSeconds?: number; host?: ProcessHost; volumeSeriesLimit?: number } = {},
-): AgentMetrics {
-  const start = options.startTimeSeconds ?? Date.now() / 1000;
-  const holder: { metrics?: AgentMetrics } = {};
-  const stats = (): { running: number; succeeded: number; failed: number } =>
-    holder.metrics?.cleanupStats() ?? { running: 0, succeeded: 0, failed: 0 };
-  const managed = (): Iterable<PersistentVolume> => holder.metrics?.managedPersistentVolumes() ?? [];
-  for (const [key, help] of PROCTABLE)
-    registry.gauge(`${P}_proctable_${key}`, help, [], (g) => {
-      g.set({}, stats()[key]);
-    });
-  registerProcessMetrics(registry, { startTimeSeconds: start, host: options.host ?? nodeProcessHost });
-  const volumeUsage: VolumeUsageStore = new Map();
-  registerVolumeUsageMetrics(registry, {
-    persistentVolumes: managed,
-    usage: volumeUsage,
-    node: () => holder.metrics?.nodeName() ?? '',
-    limit: options.volumeSeriesLimit ?? DEFAULT_VOLUME_SERIES_LIMIT,
-  });
-  const metrics: AgentMetrics = {
-    registry,
+type Managed = () => Iterable<PersistentVolume>;
+
+/** The PVs discovery creates and the capacity this node publishes (upstream's series). */
+function publishingMetrics(
+  registry: MetricsRegistry,
+  managed: Managed,
+): Pick<AgentMetrics, 'discoveryTotal' | 'discoveryDuration' | 'capacityBytes'> {
+  return {
     discoveryTotal: registry.counter(
       `${P}_persistentvolume_discovery_total`,
       'Total number of PersistentVolumes created by discovery.',
@@ -121,6 +106,14 @@ export function createAgentMetrics(
         for (const [storageclass, row] of totals) for (const [mode, bytes] of row) g.set({ storageclass, mode }, bytes);
       },
     ),
+  };
+}
+
+/** The PersistentVolume API requests (upstream's series). */
+function apiServerMetrics(
+  registry: MetricsRegistry,
+): Pick<AgentMetrics, 'apiRequests' | 'apiRequestsFailed' | 'apiRequestDuration'> {
+  return {
     apiRequests: registry.counter(`${P}_apiserver_requests_total`, 'PersistentVolume API requests.', ['method']),
     apiRequestsFailed: registry.counter(
       `${P}_apiserver_requests_failed_total`,
@@ -132,6 +125,15 @@ export function createAgentMetrics(
       'PersistentVolume API request latency.',
       ['method'],
     ),
+  };
+}
+
+/** Discovery passes: what they skipped, how long they took, and the PVs of this node by phase. */
+function discoveryPassMetrics(
+  registry: MetricsRegistry,
+  managed: Managed,
+): Pick<AgentMetrics, 'skippedEntries' | 'discoveryPassDuration' | 'discoveryPasses' | 'managedVolumes'> {
+  return {
     skippedEntries: registry.gauge(
       `${P}_discovery_skipped_entries`,
       'Discovery directory entries not published in the last pass, by reason.',
@@ -157,6 +159,12 @@ export function createAgentMetrics(
         for (const [storageclass, row] of totals) for (const [phase, n] of row) g.set({ storageclass, phase }, n);
       },
     ),
+  };
+}
+
+/** PVs deleted after their cleanup, or not (upstream's series). */
+function deletionMetrics(registry: MetricsRegistry): Pick<AgentMetrics, 'deleteTotal' | 'deleteFailed'> {
+  return {
     deleteTotal: registry.counter(
       `${P}_persistentvolume_delete_total`,
       'PersistentVolumes deleted after a successful cleanup.',
@@ -166,6 +174,14 @@ export function createAgentMetrics(
       'mode',
       'type',
     ]),
+  };
+}
+
+/** The disks: what the device rules select, and the PVs whose disk is missing, unhealthy or another one. */
+function diskMetrics(
+  registry: MetricsRegistry,
+): Pick<AgentMetrics, 'ruleDevices' | 'quarantinedVolumes' | 'abnormalVolumes' | 'missingVolumesDeleted'> {
+  return {
     ruleDevices: registry.gauge(
       `${P}_rule_devices`,
       'Block devices a device rule selects, by storage class and state: linked, carved, link and carve (apply, this pass), planned (plan mode), or the reason one is skipped (docs/disk-rules.md).',
@@ -186,26 +202,72 @@ export function createAgentMetrics(
       'Available PVs deleted because their disk was missing for the class deleteMissingAfter (docs/disk-identity.md).',
       ['storageclass', 'reason'],
     ),
+  };
+}
+
+/** From a cleanup's start to its PV's deletion (upstream's series). */
+function deletionDurationMetrics(registry: MetricsRegistry): Pick<AgentMetrics, 'deleteDuration'> {
+  return {
     deleteDuration: registry.histogram(
       `${P}_persistentvolume_delete_duration_seconds`,
       'From the start of a cleanup to the deletion of its PersistentVolume.',
       ['mode', 'type', 'capacity', 'cleanup_command'],
       [1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 14400],
     ),
+  };
+}
+
+/** Events the agent could not write, and upstream's PVs it took over. */
+function eventAndAdoptionMetrics(registry: MetricsRegistry): Pick<AgentMetrics, 'eventsDropped' | 'adoptedVolumes'> {
+  return {
     eventsDropped: registry.counter(
       `${P}_events_dropped_total`,
       'Kubernetes Events dropped unwritten: the queue was full while the apiserver was slow, or left at shutdown.',
       [],
     ),
-    cleanupStats: () => ({ running: 0, succeeded: 0, failed: 0 }),
-    managedPersistentVolumes: () => [],
-    volumeUsage,
-    nodeName: () => '',
     adoptedVolumes: registry.counter(
       `${P}_adopted_persistentvolumes_total`,
       'Upstream-created PersistentVolumes labelled for this agent.',
       [],
     ),
+  };
+}
+
+export function createAgentMetrics(
+  registry = new MetricsRegistry(),
+  options: { startTimeSeconds?: number; host?: ProcessHost; volumeSeriesLimit?: number } = {},
+): AgentMetrics {
+  const start = options.startTimeSeconds ?? Date.now() / 1000;
+  const holder: { metrics?: AgentMetrics } = {};
+  const stats = (): { running: number; succeeded: number; failed: number } =>
+    holder.metrics?.cleanupStats() ?? { running: 0, succeeded: 0, failed: 0 };
+  const managed = (): Iterable<PersistentVolume> => holder.metrics?.managedPersistentVolumes() ?? [];
+  for (const [key, help] of PROCTABLE)
+    registry.gauge(`${P}_proctable_${key}`, help, [], (g) => {
+      g.set({}, stats()[key]);
+    });
+  registerProcessMetrics(registry, { startTimeSeconds: start, host: options.host ?? nodeProcessHost });
+  const volumeUsage: VolumeUsageStore = new Map();
+  registerVolumeUsageMetrics(registry, {
+    persistentVolumes: managed,
+    usage: volumeUsage,
+    node: () => holder.metrics?.nodeName() ?? '',
+    limit: options.volumeSeriesLimit ?? DEFAULT_VOLUME_SERIES_LIMIT,
+  });
+  // In this order: /metrics lists the series in the order they are registered.
+  const metrics: AgentMetrics = {
+    registry,
+    ...publishingMetrics(registry, managed),
+    ...apiServerMetrics(registry),
+    ...discoveryPassMetrics(registry, managed),
+    ...deletionMetrics(registry),
+    ...diskMetrics(registry),
+    ...deletionDurationMetrics(registry),
+    ...eventAndAdoptionMetrics(registry),
+    cleanupStats: () => ({ running: 0, succeeded: 0, failed: 0 }),
+    managedPersistentVolumes: () => [],
+    volumeUsage,
+    nodeName: () => '',
   };
   holder.metrics = metrics;
   return metrics;

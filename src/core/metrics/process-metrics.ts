@@ -85,12 +85,8 @@ function startGcSampling(): Set<WeakRef<Histogram>> {
   return gc;
 }
 
-export function registerProcessMetrics(
-  registry: MetricsRegistry,
-  options: { readonly startTimeSeconds: number; readonly host: ProcessHost },
-): void {
-  const { host } = options;
-  const gc = startGcSampling();
+/** CPU time, as client_golang's process collector and prom-client name it. */
+function registerCpuTime(registry: MetricsRegistry, host: ProcessHost): void {
   registry.counterFunc('process_cpu_user_seconds_total', 'Total user CPU time spent in seconds.', () => {
     return host.cpuUsage().user / 1e6;
   });
@@ -101,8 +97,12 @@ export function registerProcessMetrics(
     const u = host.cpuUsage();
     return (u.user + u.system) / 1e6;
   });
+}
+
+/** The process's start time, memory (from /proc/self/status on Linux) and file descriptors. */
+function registerProcessResources(registry: MetricsRegistry, startTimeSeconds: number, host: ProcessHost): void {
   registry.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', [], (g) => {
-    g.set({}, options.startTimeSeconds);
+    g.set({}, startTimeSeconds);
   });
   registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', [], (g) => {
     g.set({}, host.residentBytes());
@@ -121,7 +121,10 @@ export function registerProcessMetrics(
     const n = maxFds();
     if (n !== undefined) g.set({}, n);
   });
+}
 
+/** The V8 heap and external memory, from process.memoryUsage(). */
+function registerHeap(registry: MetricsRegistry, host: ProcessHost): void {
   const memory = (read: (m: NodeJS.MemoryUsage) => number) => (g: Gauge) => {
     g.set({}, read(host.memoryUsage()));
   };
@@ -144,18 +147,17 @@ export function registerProcessMetrics(
     memory((m) => m.external),
   );
   // No nodejs_heap_space_*: they need node:v8, whose import alone costs ~2 MiB and ~50 ms.
+}
 
-  // Event-loop delay since the previous scrape (the sampler is reset after each, as prom-client
-  // does); the first scrape starts the sampler and reports zeros.
-  let window: { min: number; max: number; mean: number; stddev: number; p50: number; p90: number; p99: number } = {
-    min: 0,
-    max: 0,
-    mean: 0,
-    stddev: 0,
-    p50: 0,
-    p90: 0,
-    p99: 0,
-  };
+type LagWindow = Record<'min' | 'max' | 'mean' | 'stddev' | 'p50' | 'p90' | 'p99', number>;
+
+/**
+ * Event-loop delay since the previous scrape (the sampler is reset after each, as prom-client
+ * does); the first scrape starts the sampler and reports zeros. The lag gauge reads the window the
+ * others report.
+ */
+function registerEventLoopLag(registry: MetricsRegistry): void {
+  let window: LagWindow = { min: 0, max: 0, mean: 0, stddev: 0, p50: 0, p90: 0, p99: 0 };
   const seconds = (ns: number): number => (Number.isFinite(ns) ? ns / 1e9 : 0);
   registry.gauge(
     'nodejs_eventloop_lag_seconds',
@@ -189,7 +191,9 @@ export function registerProcessMetrics(
       g.set({}, window[stat]);
     });
   }
+}
 
+function registerGcDuration(registry: MetricsRegistry, gc: Set<WeakRef<Histogram>>): void {
   const gcDuration = registry.histogram(
     'nodejs_gc_duration_seconds',
     'Garbage collection duration by kind, one of major, minor, incremental or weakcb.',
@@ -197,7 +201,10 @@ export function registerProcessMetrics(
     GC_BUCKETS,
   );
   gc.add(new WeakRef(gcDuration));
+}
 
+/** What keeps the event loop alive, and the Node.js version. */
+function registerRuntimeInfo(registry: MetricsRegistry, host: ProcessHost): void {
   registry.gauge(
     'nodejs_active_resources',
     'Number of active resources that are currently keeping the event loop alive, grouped by async resource type.',
@@ -216,4 +223,19 @@ export function registerProcessMetrics(
   registry.gauge('nodejs_version_info', 'Node.js version info.', ['version', 'major', 'minor', 'patch'], (g) => {
     g.set({ version: host.nodeVersion, major, minor, patch }, 1);
   });
+}
+
+export function registerProcessMetrics(
+  registry: MetricsRegistry,
+  options: { readonly startTimeSeconds: number; readonly host: ProcessHost },
+): void {
+  const { host } = options;
+  const gc = startGcSampling();
+  // In this order: /metrics lists the series in the order they are registered.
+  registerCpuTime(registry, host);
+  registerProcessResources(registry, options.startTimeSeconds, host);
+  registerHeap(registry, host);
+  registerEventLoopLag(registry);
+  registerGcDuration(registry, gc);
+  registerRuntimeInfo(registry, host);
 }

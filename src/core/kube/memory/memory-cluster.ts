@@ -200,6 +200,39 @@ function decodeContinue(token: string): { rv: number; after: string } {
   return { rv, after: start.endsWith('\u0000') ? start.slice(0, -1) : start };
 }
 
+type UpdateTarget = 'main' | 'status' | 'patch';
+
+/** One update as the preconditions see it. */
+interface UpdateWrite {
+  readonly namespace: string | undefined;
+  readonly name: string;
+  readonly object: JsonObject;
+  readonly old: JsonObject;
+  readonly target: UpdateTarget;
+}
+
+/**
+ * What the server owns stays as stored: uid, creationTimestamp and generation. An update can never
+ * remove or change a deletion timestamp (rest.BeforeUpdate), nor set one: the errors of a try.
+ */
+function keepServerMetadata(object: JsonObject, old: JsonObject): FieldError[] {
+  const metadata = metadataOf(object);
+  const oldMetadata = metadataOf(old);
+  metadata['uid'] = stringAt(oldMetadata, 'uid') ?? '';
+  metadata['creationTimestamp'] = oldMetadata['creationTimestamp'];
+  if (oldMetadata['generation'] === undefined) delete metadata['generation'];
+  else metadata['generation'] = oldMetadata['generation'];
+  const errors: FieldError[] = [];
+  for (const field of ['deletionTimestamp', 'deletionGracePeriodSeconds'] as const) {
+    if (oldMetadata[field] !== undefined) {
+      metadata[field] = oldMetadata[field];
+    } else if (metadata[field] !== undefined) {
+      errors.push(fieldError.invalid(`metadata.${field}`, metadata[field], 'field is immutable'));
+    }
+  }
+  return errors;
+}
+
 /** The in-memory apiserver. */
 export class MemoryCluster extends ClusterClients {
   private readonly clock: Clock;
@@ -615,15 +648,26 @@ export class MemoryCluster extends ClusterClients {
     strategy: KindStrategy,
     object: JsonObject,
     options: NamespaceOption | undefined,
-    target: 'main' | 'status' | 'patch',
+    target: UpdateTarget,
   ): JsonObject {
     if (target === 'status' && !strategy.statusSubresource) throw MemoryCluster.noSuchSubresource();
     const namespace = this.namespaceFor(strategy, options);
-    const metadata = metadataOf(object);
-    const name = stringAt(metadata, 'name') ?? '';
+    const name = stringAt(metadataOf(object), 'name') ?? '';
     this.admitBody(strategy, object, namespace);
     const old = this.existing(strategy, name, namespace);
-    const oldMetadata = metadataOf(old);
+    this.checkPreconditions(strategy, { namespace, name, object, old, target });
+    const errors = keepServerMetadata(object, old);
+    this.prepareUpdate(strategy, object, old, target);
+    errors.push(...this.updateErrors(strategy, object, old, target));
+    if (errors.length > 0) throw this.invalid(strategy, name, errors);
+    return this.commitUpdate(strategy, namespace, name, object, old);
+  }
+
+  /** The resourceVersion and uid the client sent, when it sent them, must be the stored object's. */
+  private checkPreconditions(strategy: KindStrategy, write: UpdateWrite): void {
+    const { namespace, name, target } = write;
+    const metadata = metadataOf(write.object);
+    const oldMetadata = metadataOf(write.old);
     const requestedRv = stringAt(metadata, 'resourceVersion') ?? '';
     if (requestedRv !== '') {
       parseResourceVersion(requestedRv, 'metadata.resourceVersion');
@@ -648,19 +692,10 @@ export class MemoryCluster extends ClusterClients {
           `AdditionalErrorMsg: Precondition failed: UID in precondition: ${uid}, UID in object meta: ${oldUid}`,
       );
     }
-    metadata['uid'] = oldUid;
-    metadata['creationTimestamp'] = oldMetadata['creationTimestamp'];
-    if (oldMetadata['generation'] === undefined) delete metadata['generation'];
-    else metadata['generation'] = oldMetadata['generation'];
-    const errors: FieldError[] = [];
-    // An update can never remove or change a deletion timestamp (rest.BeforeUpdate), nor set one.
-    for (const field of ['deletionTimestamp', 'deletionGracePeriodSeconds'] as const) {
-      if (oldMetadata[field] !== undefined) {
-        metadata[field] = oldMetadata[field];
-      } else if (metadata[field] !== undefined) {
-        errors.push(fieldError.invalid(`metadata.${field}`, metadata[field], 'field is immutable'));
-      }
-    }
+  }
+
+  /** The strategy's resets for the main resource or the status, and a new generation for a spec change. */
+  private prepareUpdate(strategy: KindStrategy, object: JsonObject, old: JsonObject, target: UpdateTarget): void {
     const now = this.now();
     if (target === 'status') {
       strategy.prepareForStatusUpdate(object, old, { now });
@@ -668,9 +703,19 @@ export class MemoryCluster extends ClusterClients {
       strategy.prepareForUpdate(object, old, { now });
     }
     if (strategy.managesGeneration && strategy.specChanged(object, old)) {
-      metadata['generation'] = Number(oldMetadata['generation'] ?? 0) + 1;
+      metadataOf(object)['generation'] = Number(metadataOf(old)['generation'] ?? 0) + 1;
     }
-    if (oldMetadata['deletionTimestamp'] !== undefined) {
+  }
+
+  /** New finalizers on an object being deleted, then the metadata's and the strategy's validation. */
+  private updateErrors(
+    strategy: KindStrategy,
+    object: JsonObject,
+    old: JsonObject,
+    target: UpdateTarget,
+  ): FieldError[] {
+    const errors: FieldError[] = [];
+    if (metadataOf(old)['deletionTimestamp'] !== undefined) {
       const before = new Set(finalizersOf(old));
       const added = finalizersOf(object).filter((f) => !before.has(f));
       if (added.length > 0) {
@@ -685,9 +730,19 @@ export class MemoryCluster extends ClusterClients {
     errors.push(...this.validateMetadata(strategy, object));
     if (target === 'status') errors.push(...strategy.validateStatus(object));
     else errors.push(...strategy.validate(object), ...strategy.validateUpdate(object, old));
-    if (errors.length > 0) throw this.invalid(strategy, name, errors);
+    return errors;
+  }
 
-    metadata['resourceVersion'] = oldMetadata['resourceVersion'];
+  /** Stores a valid update: nothing for a no-op, the deletion once the last finalizer is gone. */
+  private commitUpdate(
+    strategy: KindStrategy,
+    namespace: string | undefined,
+    name: string,
+    object: JsonObject,
+    old: JsonObject,
+  ): JsonObject {
+    const metadata = metadataOf(object);
+    metadata['resourceVersion'] = metadataOf(old)['resourceVersion'];
     if (jsonEqual(this.present(strategy, object), this.present(strategy, old))) {
       return this.present(strategy, old); // a no-op write changes nothing, not even the resourceVersion
     }
