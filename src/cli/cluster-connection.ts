@@ -12,6 +12,17 @@ import { RestCluster } from '../core/kube/rest-cluster.js';
 import { nodeProcessHost } from '../core/process-host.js';
 
 /** The product as package.json names it (oclif's config.name and config.version). */
+/** What a process that talks to the cluster is told: where it is, the client's rate, the stop and the logs. */
+export interface ClusterProcessOptions {
+  readonly kubeconfig: string | undefined;
+  readonly inCluster: { readonly host: string | undefined; readonly port: string | undefined };
+  readonly qps: number;
+  readonly burst: number;
+  readonly shutdownTimeoutMs: number;
+  readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
+  readonly logFormat: 'text' | 'json';
+}
+
 export interface Product {
   readonly name: string;
   readonly version: string;

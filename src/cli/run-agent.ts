@@ -14,10 +14,10 @@ import type { NodeVolumes } from '../core/node/volumes.js';
 import { nodeProcessHost } from '../core/process-host.js';
 import type { Sandbox } from '../core/sandbox/sandbox.js';
 import { stopWithin, untilStopSignal } from './lifecycle.js';
-import { connectCluster, type Product } from './cluster-connection.js';
+import { connectCluster, type ClusterProcessOptions, type Product } from './cluster-connection.js';
 import { StderrLogger } from './logger.js';
 
-export interface RunAgentProcessOptions {
+export interface RunAgentProcessOptions extends ClusterProcessOptions {
   readonly agent: AgentOptions;
   /** Named in the User-Agent and field manager of every API request. */
   readonly product: Product;
@@ -29,13 +29,6 @@ export interface RunAgentProcessOptions {
   readonly adminSocketExplicit: boolean;
   /** The process environment, passed on to cleaner commands. */
   readonly environment: Readonly<Record<string, string | undefined>>;
-  readonly kubeconfig: string | undefined;
-  readonly inCluster: { readonly host: string | undefined; readonly port: string | undefined };
-  readonly qps: number;
-  readonly burst: number;
-  readonly shutdownTimeoutMs: number;
-  readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
-  readonly logFormat: 'text' | 'json';
   /** Publish the applied state as a Lease `<name>-<node>` in the agent's namespace; undefined: off. */
   readonly statusLease: { readonly name: string; readonly heartbeatMs: number } | undefined;
 }

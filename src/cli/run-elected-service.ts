@@ -7,21 +7,14 @@ import type { RestCluster } from '../core/kube/rest-cluster.js';
 import type { LeaderElectedServiceOptions } from '../core/leader-elected/service.js';
 import type { Logger } from '../core/log.js';
 import { connectCluster } from './cluster-connection.js';
-import type { Product } from './cluster-connection.js';
+import type { ClusterProcessOptions, Product } from './cluster-connection.js';
 import { stopWithin, untilStopSignal } from './lifecycle.js';
 import { StderrLogger } from './logger.js';
 
-export interface RunElectedProcessOptions<O extends LeaderElectedServiceOptions> {
+export interface RunElectedProcessOptions<O extends LeaderElectedServiceOptions> extends ClusterProcessOptions {
   /** An empty lease namespace: the kubeconfig context's, else default. */
   readonly service: O;
   readonly product: Product;
-  readonly kubeconfig: string | undefined;
-  readonly inCluster: { readonly host: string | undefined; readonly port: string | undefined };
-  readonly qps: number;
-  readonly burst: number;
-  readonly shutdownTimeoutMs: number;
-  readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
-  readonly logFormat: 'text' | 'json';
 }
 
 export interface ElectedProcessDeps {

@@ -7,12 +7,22 @@ import type { RunningHttpServer } from '../agent/http.js';
 import type { Clock } from '../clock.js';
 import { StartupError } from '../errors.js';
 import type { Cluster, LeaseCluster } from '../kube/cluster.js';
-import { EventRecorder } from '../kube/events.js';
+import { EventRecorder, type EventSink } from '../kube/events.js';
 import { LeaderElector } from '../kube/leader-election.js';
 import type { LeaderElectionTiming } from '../kube/leader-election.js';
 import type { Logger } from '../log.js';
 import type { Counter, Gauge, MetricsRegistry } from '../metrics/registry.js';
 import { errorMessage } from '../unknown-values.js';
+
+/** What a controller the service runs gets besides its cluster and metrics. */
+export interface ElectedControllerDeps {
+  readonly events: EventSink;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** The leader's current term, undefined while this replica does not lead. */
+  readonly leading: () => AbortSignal | undefined;
+  readonly random?: () => number;
+}
 
 export interface LeaderElectedServiceOptions {
   /** `[host]:port` of /metrics, /healthz and /readyz; empty: no server. */

@@ -8,17 +8,15 @@
 // claim by UID, the pods that mount the claim); every delete carries a UID precondition; a claim a
 // scheduled, unfinished pod uses is never deleted; dry run deletes nothing. Every deletion (or,
 // in dry run, every deletion it would make) is a Kubernetes Event with the reason.
+import type { ElectedControllerDeps } from '../leader-elected/service.js';
 import { Backoff } from '../backoff.js';
-import type { Clock } from '../clock.js';
 import { isAborted } from '../clock.js';
 import { formatGoDuration } from '../config/duration.js';
 import { isConflict, isNotFound } from '../kube/cluster.js';
 import type { Cluster, NodeCleanupCluster } from '../kube/cluster.js';
-import type { EventSink } from '../kube/events.js';
 import { metadataClient } from '../kube/metadata-client.js';
 import type { ObjectMeta, ObjectReference, PersistentVolume, Pod } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
-import type { Logger } from '../log.js';
 import type { NodeCleanupMetrics } from '../metrics/node-cleanup-metrics.js';
 import { volumeAffinity, volumeHasNode } from './affinity.js';
 import type { NodeFacts } from './affinity.js';
@@ -41,15 +39,9 @@ export interface NodeCleanupSettings {
   readonly maxDuePerPass?: number;
 }
 
-export interface NodeCleanupDeps {
+export interface NodeCleanupDeps extends ElectedControllerDeps {
   readonly cluster: Pick<Cluster, 'persistentVolumes' | 'nodes'> & NodeCleanupCluster;
-  readonly events: EventSink;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  /** The leader's current term, undefined while this replica does not lead. */
-  readonly leading: () => AbortSignal | undefined;
   readonly metrics?: NodeCleanupMetrics;
-  readonly random?: () => number;
 }
 
 export const EVENT_REASONS = {

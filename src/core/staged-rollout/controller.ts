@@ -9,18 +9,16 @@
 // Safety: only the elected leader writes, and it checks its term right before each write; every
 // write carries the resourceVersion it decided from (a 409 re-reads and decides again); all it
 // knows is in the stored state, so a successor (or a restarted controller) resumes where it stood.
+import type { ElectedControllerDeps } from '../leader-elected/service.js';
 import { Backoff } from '../backoff.js';
-import type { Clock } from '../clock.js';
 import { isAborted, TIMER_NOT_NEEDED } from '../clock.js';
 import { stateFromLease, statusSelector } from '../fleet/applied-state.js';
 import { isAlreadyExists, isConflict, isNotFound } from '../kube/cluster.js';
 import type { Cluster, LeaseCluster } from '../kube/cluster.js';
-import type { EventSink } from '../kube/events.js';
 import { metadataClient } from '../kube/metadata-client.js';
 import type { MetadataOnly } from '../kube/metadata-client.js';
 import type { ConfigMap, Lease, ObjectReference } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
-import type { Logger } from '../log.js';
 import type { RolloutMetrics } from '../metrics/rollout-metrics.js';
 import { errorMessage } from '../unknown-values.js';
 import { decide, EVENT_REASONS, openWaveCounts } from './decide.js';
@@ -58,15 +56,9 @@ export interface RolloutControllerSettings {
   readonly maxStepsPerPass?: number;
 }
 
-export interface RolloutControllerDeps {
+export interface RolloutControllerDeps extends ElectedControllerDeps {
   readonly cluster: Pick<Cluster, 'configMaps' | 'nodes'> & LeaseCluster;
-  readonly events: EventSink;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  /** The leader's current term, undefined while this replica does not lead. */
-  readonly leading: () => AbortSignal | undefined;
   readonly metrics?: RolloutMetrics;
-  readonly random?: () => number;
 }
 
 const DEFAULT_DEBOUNCE_MS = 100;
