@@ -1,5 +1,5 @@
 // Runs the built CLI as a real process, the way users and CI run it.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
 export const REPO_ROOT = join(import.meta.dirname, '../../..');
@@ -47,4 +47,26 @@ export function runCli(
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** Stops every child still running: SIGTERM, then SIGKILL after killAfterMs; resolves once each has exited or been killed. */
+export async function stopChildren(children: readonly ChildProcess[], killAfterMs = 10_000): Promise<void> {
+  const running = (child: ChildProcess): boolean => child.exitCode === null && child.signalCode === null;
+  for (const child of children) if (running(child)) child.kill('SIGTERM');
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (!running(child)) resolve();
+          else
+            child.once('exit', () => {
+              resolve();
+            });
+          setTimeout(() => {
+            child.kill('SIGKILL');
+            resolve();
+          }, killAfterMs).unref();
+        }),
+    ),
+  );
 }

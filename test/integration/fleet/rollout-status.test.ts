@@ -13,7 +13,7 @@ import { stateFromLease, statusLeaseName, statusSelector } from '../../../src/co
 import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import type { RolloutJson } from '../../../src/render/rollout-status.js';
-import { CLI, runCli } from '../../support/cli.js';
+import { CLI, runCli, stopChildren } from '../../support/cli.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { eventually } from '../../support/eventually.js';
 import { Cleanup, makeTempDir } from '../../support/real-node.js';
@@ -131,25 +131,7 @@ void describe('rollout status against real agents and the real apiserver', () =>
   });
 
   after(async () => {
-    for (const child of children) {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    }
-    await Promise.all(
-      children.map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) resolve();
-            else
-              child.once('exit', () => {
-                resolve();
-              });
-            setTimeout(() => {
-              child.kill('SIGKILL');
-              resolve();
-            }, 10_000).unref();
-          }),
-      ),
-    );
+    await stopChildren(children);
     const leases = await cluster.leases.list({ namespace: NAMESPACE, labelSelector: statusSelector(INSTANCE) });
     for (const lease of leases.items) await cluster.leases.delete(lease.metadata.name, { namespace: NAMESPACE });
     for (const node of [nodeA, nodeB, nodeC]) await cluster.nodes.delete(node).catch(() => undefined);

@@ -15,7 +15,7 @@ import { stateFromLease, statusLeaseName, statusSelector } from '../../../src/co
 import { loadKubeconfig } from '../../../src/core/kube/kubeconfig.js';
 import { RestCluster } from '../../../src/core/kube/rest-cluster.js';
 import type { RolloutJson } from '../../../src/render/rollout-status.js';
-import { REPO_ROOT } from '../../support/cli.js';
+import { REPO_ROOT, stopChildren } from '../../support/cli.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { eventually } from '../../support/eventually.js';
 import { Cleanup, makeTempDir } from '../../support/real-node.js';
@@ -158,23 +158,7 @@ void describe('the CLI packed, installed into an empty directory and run as a us
   });
 
   after(async () => {
-    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    await Promise.all(
-      children.map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) resolve();
-            else
-              child.once('exit', () => {
-                resolve();
-              });
-            setTimeout(() => {
-              child.kill('SIGKILL');
-              resolve();
-            }, 10_000).unref();
-          }),
-      ),
-    );
+    await stopChildren(children);
     if (cluster !== undefined) {
       const leases = await cluster.leases
         .list({ namespace: NAMESPACE, labelSelector: statusSelector(INSTANCE) })
