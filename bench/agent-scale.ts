@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Generation, nodeIdentity } from '../src/core/agent/generation.js';
+import { DEFAULT_MIN_PASS_INTERVAL_MS, Generation, nodeIdentity } from '../src/core/agent/generation.js';
 import { systemClock } from '../src/core/clock.js';
 import { parseConfigSnapshot } from '../src/core/config/decode/parse.js';
 import { snapshotFromFileText } from '../src/core/config/decode/layout.js';
@@ -78,6 +78,7 @@ async function publishRun(
       discoveryPeriodMs: 3_600_000,
       changePollMs: 0,
       mountGraceMs: 0,
+      minPassIntervalMs: DEFAULT_MIN_PASS_INTERVAL_MS,
       createConcurrency: settings.concurrency,
       namespace: 'default',
       jobImage: undefined,

@@ -97,6 +97,12 @@ export const RUN_FLAGS = {
       'How long a discovery-directory entry that is not (yet) a mount point waits before it is reported as skipped (log, Node Event): an operator mounts right after mkdir. 0 reports at once (Go duration).',
     default: '10s',
   },
+  'min-pass-interval': {
+    kind: 'string',
+    description:
+      'Least time between discovery passes while mount-table or directory changes keep arriving (a burst of mounts is taken in a few passes, not one per mount); a change after a quiet spell is taken at once. 0: a pass per change (Go duration).',
+    default: '250ms',
+  },
   'create-concurrency': {
     kind: 'integer',
     description: 'PersistentVolume creations in flight at once.',

@@ -125,6 +125,7 @@ const RUN_FLAG_READS: { readonly [K in keyof RunFlagValues]: FlagRead<K> } = {
   'start-timeout': requiredText,
   'change-poll-interval': requiredText,
   'mount-grace-period': requiredText,
+  'min-pass-interval': requiredText,
   'create-concurrency': integer,
   'cleanup-concurrency': integer,
   'volume-stats-max-series': integer,

@@ -29,6 +29,7 @@ export interface RunFlagValues {
   readonly 'start-timeout': string;
   readonly 'change-poll-interval': string;
   readonly 'mount-grace-period': string;
+  readonly 'min-pass-interval': string;
   readonly 'create-concurrency': number;
   readonly 'cleanup-concurrency': number;
   readonly 'volume-stats-max-series': number;
@@ -174,6 +175,7 @@ function agentOptions(
     discoveryPeriodMs: ms('discovery-period'),
     changePollMs: ms('change-poll-interval', 'zero-or-positive'),
     mountGraceMs: ms('mount-grace-period', 'zero-or-positive'),
+    minPassIntervalMs: ms('min-pass-interval', 'zero-or-positive'),
     createConcurrency: flags['create-concurrency'],
     cleanupConcurrency: flags['cleanup-concurrency'],
     volumeStatsMaxSeries: flags['volume-stats-max-series'],

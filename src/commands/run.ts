@@ -40,6 +40,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage error, 3 invalid config at star
     'start-timeout': Flags.string(RUN_FLAGS['start-timeout']),
     'change-poll-interval': Flags.string(RUN_FLAGS['change-poll-interval']),
     'mount-grace-period': Flags.string(RUN_FLAGS['mount-grace-period']),
+    'min-pass-interval': Flags.string(RUN_FLAGS['min-pass-interval']),
     'create-concurrency': Flags.integer(RUN_FLAGS['create-concurrency']),
     'cleanup-concurrency': Flags.integer(RUN_FLAGS['cleanup-concurrency']),
     'volume-stats-max-series': Flags.integer(RUN_FLAGS['volume-stats-max-series']),

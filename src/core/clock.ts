@@ -95,6 +95,11 @@ export class ManualClock implements Clock {
   get pendingSleepers(): number {
     return this.sleepers.length;
   }
+
+  /** When each pending sleeper wakes. */
+  get wakeTimes(): readonly number[] {
+    return this.sleepers.map((s) => s.until);
+  }
 }
 
 /**

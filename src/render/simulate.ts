@@ -349,6 +349,7 @@ export function toScenarioJson(r: ScenarioReport): ScenarioJson {
       discoveryPeriodMs: s.discoveryPeriodMs,
       changePollMs: s.changePollMs,
       mountGraceMs: s.mountGraceMs,
+      minPassIntervalMs: s.minPassIntervalMs,
       reactionMs: s.reactionMs,
       jobImage: s.jobImage,
       namespace: s.namespace,

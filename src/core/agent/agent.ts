@@ -39,7 +39,7 @@ import { errorMessage } from '../unknown-values.js';
 import { adoptNodeVolumes } from './adoption.js';
 import type { AdoptionResult } from './adoption.js';
 import { ErrorsSinceApply } from './errors-since-apply.js';
-import { DEFAULT_MOUNT_GRACE_MS, Generation, nodeIdentity } from './generation.js';
+import { DEFAULT_MIN_PASS_INTERVAL_MS, DEFAULT_MOUNT_GRACE_MS, Generation, nodeIdentity } from './generation.js';
 import { startHttpServer } from './http.js';
 import type { RunningHttpServer } from './http.js';
 import { startAdminServer } from './admin-server.js';
@@ -94,6 +94,8 @@ export interface AgentOptions {
   readonly drainTimeoutMs?: number;
   /** --mount-grace-period: how long an entry that is not a mount point is pending before it is reported (default 10 s). */
   readonly mountGraceMs?: number;
+  /** --min-pass-interval: the least time between passes while changes keep arriving (default 250 ms). */
+  readonly minPassIntervalMs?: number;
   /** Longest wait for a new generation's caches to sync before rolling back (default 30 s). */
   readonly startTimeoutMs?: number;
   /** Agent version, for the status. */
@@ -460,6 +462,7 @@ export class Agent implements AdminTarget {
         discoveryPeriodMs: this.options.discoveryPeriodMs,
         changePollMs: this.options.changePollMs,
         mountGraceMs: this.options.mountGraceMs ?? DEFAULT_MOUNT_GRACE_MS,
+        minPassIntervalMs: this.options.minPassIntervalMs ?? DEFAULT_MIN_PASS_INTERVAL_MS,
         createConcurrency: this.options.createConcurrency,
         namespace: this.options.namespace,
         jobImage: this.options.jobImage,

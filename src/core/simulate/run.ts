@@ -241,6 +241,7 @@ class ScenarioRun {
           discoveryPeriodMs: s.discoveryPeriodMs,
           changePollMs: s.changePollMs,
           mountGraceMs: s.mountGraceMs,
+          minPassIntervalMs: s.minPassIntervalMs,
           createConcurrency: 4,
           cleanupConcurrency: s.cleanupConcurrency,
           jobImage: s.jobImage,

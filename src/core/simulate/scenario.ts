@@ -9,7 +9,7 @@ import { ALLOW_NAMES, DEFAULT_RELOAD_GUARD_POLICY, RELOAD_GUARD_POLICIES } from 
 import type { GuardedImpact, ReloadGuardPolicy } from '../config/reload-guard.js';
 import type { SourcePosition } from '../errors.js';
 import { nodeNameProblem } from '../kube/validation.js';
-import { DEFAULT_MOUNT_GRACE_MS } from '../agent/generation.js';
+import { DEFAULT_MIN_PASS_INTERVAL_MS, DEFAULT_MOUNT_GRACE_MS } from '../agent/generation.js';
 import { attributeValue, normalizeUuid } from '../node/identity.js';
 import { Input, readInputText } from './input.js';
 import { readEntry } from './node-facts.js';
@@ -168,6 +168,8 @@ export interface ScenarioSettings {
   readonly changePollMs: number;
   /** The agent's --mount-grace-period. */
   readonly mountGraceMs: number;
+  /** The agent's --min-pass-interval. */
+  readonly minPassIntervalMs: number;
   /** Virtual time each step gives the agent to react before its expectations are checked. */
   readonly reactionMs: number;
   readonly jobImage: string;
@@ -188,6 +190,7 @@ export const DEFAULT_SETTINGS: ScenarioSettings = {
   discoveryPeriodMs: 10_000,
   changePollMs: 500,
   mountGraceMs: DEFAULT_MOUNT_GRACE_MS,
+  minPassIntervalMs: DEFAULT_MIN_PASS_INTERVAL_MS,
   reactionMs: 1_000,
   jobImage: 'local-volume-provisioner:simulate',
   namespace: 'default',
@@ -237,6 +240,7 @@ const SETTING_KEYS = [
   'discoveryPeriod',
   'changePollInterval',
   'mountGracePeriod',
+  'minPassInterval',
   'reactionTime',
   'jobImage',
   'namespace',
@@ -708,6 +712,7 @@ function readSettings(input: Input, node: Node | null): ScenarioSettings {
     discoveryPeriodMs: ms('discoveryPeriod', DEFAULT_SETTINGS.discoveryPeriodMs),
     changePollMs: ms('changePollInterval', DEFAULT_SETTINGS.changePollMs),
     mountGraceMs: ms('mountGracePeriod', DEFAULT_SETTINGS.mountGraceMs),
+    minPassIntervalMs: ms('minPassInterval', DEFAULT_SETTINGS.minPassIntervalMs),
     reactionMs: ms('reactionTime', DEFAULT_SETTINGS.reactionMs),
     jobImage: input.string(input.get(map, 'jobImage'), 'settings.jobImage') ?? DEFAULT_SETTINGS.jobImage,
     namespace: input.string(input.get(map, 'namespace'), 'settings.namespace') ?? DEFAULT_SETTINGS.namespace,

@@ -53,7 +53,13 @@ async function setup(
   const cleaner = new MemoryCleaner();
   const table = new CleanupTable({ cleaner, clock: systemClock, logger, concurrency: 2 });
   const start = (
-    settings: { discoveryPeriodMs?: number; changePollMs?: number; mountGraceMs?: number; clock?: Clock } = {},
+    settings: {
+      discoveryPeriodMs?: number;
+      changePollMs?: number;
+      mountGraceMs?: number;
+      minPassIntervalMs?: number;
+      clock?: Clock;
+    } = {},
   ): Generation => {
     const g = new Generation(
       1,
@@ -65,6 +71,7 @@ async function setup(
         discoveryPeriodMs: settings.discoveryPeriodMs ?? 3_600_000,
         changePollMs: settings.changePollMs ?? 0,
         mountGraceMs: settings.mountGraceMs ?? 0,
+        minPassIntervalMs: settings.minPassIntervalMs ?? 0,
         createConcurrency: 4,
         namespace: 'default',
         jobImage: undefined,
@@ -296,6 +303,51 @@ describe('a sync-loop generation', () => {
     } finally {
       await g.stop();
     }
+  });
+
+  it('takes the changes of a burst together, a pass at most every --min-pass-interval, and a change after a quiet spell at once', async () => {
+    const t = await setup();
+    const clock = new ManualClock(1_000_000);
+    const g = t.start({ minPassIntervalMs: 250, clock });
+    const created = (entry: string): boolean =>
+      g.status().lastPass?.created.includes(persistentVolumeName(entry, 'node-a', 'fast')) === true;
+    try {
+      await g.whenReady;
+      // A quiet spell: the next change is taken at once, with no time passing.
+      await clock.advance(1_000);
+      t.volumes.addMount('/mnt/fast/lone', { capacity: 5 * GiB });
+      g.trigger();
+      await waitFor(() => created('lone'), 'the lone mount published without the clock moving');
+      const at = g.status().lastPass?.at ?? 0;
+      const passes = g.status().passes;
+      // A burst right after it: the loop waits for the interval, and everything meanwhile joins one pass.
+      t.volumes.addMount('/mnt/fast/burst1', { capacity: 5 * GiB });
+      g.trigger();
+      await waitFor(() => clock.wakeTimes.includes(at + 250), 'the loop waiting for the interval');
+      assert.equal(g.status().passes, passes, 'no pass before the interval');
+      t.volumes.addMount('/mnt/fast/burst2', { capacity: 5 * GiB });
+      g.trigger();
+      await clock.advance(250);
+      await waitFor(() => created('burst1') && created('burst2'), 'both mounts of the burst in one pass');
+      assert.equal(g.status().passes, passes + 1, 'one pass for the burst');
+      assert.equal(g.status().lastPass?.at, at + 250);
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('stopped while waiting for the interval, stops at once', async () => {
+    const t = await setup();
+    const clock = new ManualClock(1_000_000);
+    const g = t.start({ minPassIntervalMs: 60_000, clock });
+    await g.whenReady;
+    const at = g.status().lastPass?.at ?? 0;
+    g.trigger();
+    await waitFor(() => clock.wakeTimes.includes(at + 60_000), 'the loop waiting for the interval');
+    const passes = g.status().passes;
+    await g.stop();
+    assert.equal(g.status().passes, passes, 'no pass after stop');
+    assert.equal(clock.wakeTimes.includes(at + 60_000), false, 'its timer cancelled');
   });
 
   it('missing-disk policy: deletes an Available PV whose disk is gone for deleteMissingAfter, and republishes it when the disk returns', async () => {

@@ -411,7 +411,8 @@ describe('simulate: scenarios with block devices', () => {
         NVME,
         'devices: [{ name: nvme1n1, size: 1Ti, serial: A1 }]',
         'steps:',
-        '  - check:',
+        // The pass that sees the link made comes --min-pass-interval after the first one.
+        '  - time passes: 1s',
         '    expect: { devices: { nvme1n1: linked }, pvs: 1 }',
         '  - device added: { name: nvme2n1, size: 2Ti, serial: A2, signatures: [xfs] }',
         '  - time passes: 10s',
