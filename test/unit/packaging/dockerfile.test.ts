@@ -2,6 +2,7 @@
 // runtime stage receives). The image it builds is run by test/integration/image/image.test.ts
 // (built with podman) and on a real kubelet by test/integration/node-real/chart-on-node.test.ts.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { describe, it } from 'node:test';
@@ -138,9 +139,16 @@ describe('Dockerfile', () => {
     for (const input of inputs) assert.ok(copied.includes(input), `the build stage copies ${input}`);
   });
 
-  it('runtime stage: ENTRYPOINT ["tini", "--", "provisioner"] on PATH (a symlink to bin/run.js) and CMD ["run"]', () => {
+  it('runtime stage: ENTRYPOINT ["tini", "--", "node", "--jitless", bin/run.js], CMD ["run"], and provisioner on PATH (a symlink to bin/run.js)', () => {
     assert.ok(runtime);
-    assert.deepEqual(JSON.parse(lastArg(runtime, 'ENTRYPOINT') ?? 'null'), ['tini', '--', 'provisioner']);
+    const workdir = lastArg(runtime, 'WORKDIR') ?? '/';
+    assert.deepEqual(JSON.parse(lastArg(runtime, 'ENTRYPOINT') ?? 'null'), [
+      'tini',
+      '--',
+      'node',
+      '--jitless',
+      posix.join(workdir, 'bin/run.js'),
+    ]);
     assert.deepEqual(JSON.parse(lastArg(runtime, 'CMD') ?? 'null'), ['run']);
     assert.equal(pkg.bin['provisioner'], './bin/run.js');
     // The memory bound under reload churn (docs/benchmarks.md, config fuzzing and reload churn) is
@@ -150,12 +158,36 @@ describe('Dockerfile', () => {
       runtime.instructions.some((i) => i.keyword === 'ENV' && i.args.trim() === `NODE_OPTIONS=${nodeOptions}`),
       `the runtime stage sets NODE_OPTIONS=${nodeOptions}`,
     );
-    const workdir = lastArg(runtime, 'WORKDIR') ?? '/';
     assert.ok(
       runs(runtime).some((r) => r.includes(`ln -s ${posix.join(workdir, 'bin/run.js')} /usr/local/bin/provisioner`)),
       'provisioner is linked onto PATH',
     );
     assert.match(readFileSync(join(REPO_ROOT, 'bin/run.js'), 'utf8'), /^#!\/usr\/bin\/env node\n/u);
+  });
+
+  it("the entrypoint's --jitless stays with `run`: any other command is executed again with V8's compilers (the dashboard needs WebAssembly)", () => {
+    // A preload that says, in each process it starts in, whether WebAssembly (gone under --jitless) exists.
+    const probe = `data:text/javascript,process.stderr.write('wasm:'+typeof WebAssembly+'\\n')`;
+    const entry = (args: readonly string[]): { status: number | null; stdout: string; wasm: string[] } => {
+      const r = spawnSync(process.execPath, ['--jitless', '--import', probe, join(REPO_ROOT, 'bin/run.js'), ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, NODE_OPTIONS: '' },
+        timeout: 60_000,
+      });
+      return { status: r.status, stdout: r.stdout, wasm: r.stderr.split('\n').filter((l) => l.startsWith('wasm:')) };
+    };
+    const version = entry(['--version']);
+    assert.equal(version.status, 0);
+    assert.match(version.stdout, /^local-volume-provisioner-ts\/\d/u);
+    assert.deepEqual(
+      version.wasm,
+      ['wasm:undefined', 'wasm:object'],
+      'started jitless, then executed again with the JIT',
+    );
+    const run = entry(['run', '--help']);
+    assert.equal(run.status, 0);
+    assert.match(run.stdout, /--min-pass-interval/u);
+    assert.deepEqual(run.wasm, ['wasm:undefined'], 'run stays jitless, in one process');
   });
 
   it('runtime stage: the cleaners at /scripts (executable) and the tools they need, without recommends or apt lists', () => {
@@ -186,7 +218,7 @@ describe('Dockerfile', () => {
     assert.ok(Array.isArray(entrypoint), 'ENTRYPOINT in exec (JSON) form');
     assert.equal(entrypoint[0], 'tini', "PID 1's program is tini");
     assert.equal(entrypoint[1], '--', 'tini stops parsing options before the agent command');
-    assert.equal(entrypoint[2], 'provisioner');
+    assert.equal(entrypoint[2], 'node');
     const install = runs(runtime).find((r) => r.includes('apt-get install')) ?? '';
     assert.match(install, /\stini(\s|$)/u, 'tini comes from the Debian package, in the runtime stage');
     assert.ok(
