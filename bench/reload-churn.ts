@@ -3,8 +3,8 @@
 // (test/support/configmap-volume.ts) between two configs every --interval (they differ in
 // labelsForPV: each swap is a change the agent applies, restarting its sync loop), with
 // --volumes directories as disks of one class (each a PV of the sandbox's in-memory cluster).
-// The agent runs with the image's NODE_OPTIONS (bench/support.ts) unless --node-options says
-// otherwise. Reloads are counted from the agent's JSON log ("config applied").
+// The agent runs with the image's NODE_OPTIONS and node flags (bench/support.ts) unless
+// --node-options or --node-args say otherwise. Reloads are counted from the agent's JSON log ("config applied").
 //
 // Measured: idle RSS (after --idle-seconds, before the first swap), RSS from /proc every second,
 // RSS after --baseline applied reloads, at the end and its peak, and from the admin status every
@@ -32,7 +32,7 @@ import { AdminClient } from '../src/core/agent/admin-client.js';
 import type { AgentStatusJson } from '../src/core/agent/reload-types.js';
 import { kubeletUpdate, writeConfigMapVolume } from '../test/support/configmap-volume.js';
 import { diffHeapSnapshots, newObjectHolders, summarizeTraceGc } from './heap-diff.js';
-import { cpuSeconds, IMAGE_NODE_OPTIONS, REPO_ROOT, rssBytesOf } from './support.js';
+import { cpuSeconds, IMAGE_NODE_ARGS, IMAGE_NODE_OPTIONS, REPO_ROOT, rssBytesOf } from './support.js';
 
 function flag(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -47,7 +47,7 @@ const IDLE_S = Number(flag('idle-seconds', '30'));
 const STATUS_EVERY_S = Number(flag('status-every', '30'));
 const NODE_OPTIONS = flag('node-options', IMAGE_NODE_OPTIONS);
 // V8 flags node refuses in NODE_OPTIONS (--optimize-for-size, --no-opt…), given before the script.
-const NODE_ARGS = flag('node-args', '').split(' ').filter(Boolean);
+const NODE_ARGS = flag('node-args', IMAGE_NODE_ARGS.join(' ')).split(' ').filter(Boolean);
 const DIAGNOSE = process.argv.includes('--diagnose');
 const SNAPSHOT_AT = flag('snapshot-at', '100,1000')
   .split(',')

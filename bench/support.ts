@@ -55,6 +55,17 @@ export const IMAGE_NODE_OPTIONS = (
   /^ENV NODE_OPTIONS=(.*)$/mu.exec(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? ''
 ).replace(/^"(.*)"$/u, '$1');
 
+/** The node flags of the image's ENTRYPOINT (`node --jitless bin/run.js`: `--jitless`), so an agent runs as the image runs it. */
+export const IMAGE_NODE_ARGS: readonly string[] = ((): string[] => {
+  const line = /^ENTRYPOINT (\[.*\])$/mu.exec(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? '[]';
+  const entrypoint = JSON.parse(line) as string[];
+  const node = entrypoint.indexOf('node');
+  if (node < 0) return [];
+  const rest = entrypoint.slice(node + 1);
+  const script = rest.findIndex((a) => !a.startsWith('-'));
+  return script < 0 ? rest : rest.slice(0, script);
+})();
+
 export const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? (s[(s.length - 1) / 2] ?? NaN) : ((s[s.length / 2 - 1] ?? 0) + (s[s.length / 2] ?? 0)) / 2;

@@ -30,6 +30,7 @@ import { RestCluster } from '../src/core/kube/rest-cluster.js';
 import { startControlPlane } from '../test/support/control-plane.js';
 import { Cleanup, bindMount, mountTmpfs, run } from '../test/support/real-node.js';
 import {
+  IMAGE_NODE_ARGS,
   IMAGE_NODE_OPTIONS,
   agentCommandLine,
   cpuSeconds,
@@ -80,7 +81,7 @@ const VARIANTS: readonly Variant[] = [
   ...(UPSTREAM === 'none' ? [] : [{ label: 'upstream', kind: 'upstream' as const, nodeOptions: '', nodeArgs: [] }]),
   ...(OURS.length > 0
     ? OURS
-    : [{ label: 'this agent', kind: 'ours' as const, nodeOptions: IMAGE_NODE_OPTIONS, nodeArgs: [] }]),
+    : [{ label: 'this agent', kind: 'ours' as const, nodeOptions: IMAGE_NODE_OPTIONS, nodeArgs: IMAGE_NODE_ARGS }]),
 ];
 
 interface Agent {
