@@ -35,7 +35,10 @@ const dashboard = JSON.parse(
 ) as Dashboard;
 const window = { start: manifest.start, end: manifest.end, scrapeIntervalMs: manifest.intervalMs };
 const queries = panelQueries(dashboard, window);
-const evaluation = evaluate(manifest.scrapes, queries);
+const evaluation = evaluate(
+  manifest.scrapes.map((s) => ({ ...s, file: resolve(dir, s.file) })),
+  queries,
+);
 writeFileSync(join(dir, 'results.json'), `${JSON.stringify({ queries, ...evaluation })}\n`);
 const vars = intervals(window);
 const minutes = ((manifest.end - manifest.start) / 60_000).toFixed(1);

@@ -16,6 +16,7 @@ export interface SavedScrape {
   readonly t: number;
   readonly job: string;
   readonly instance: string;
+  /** Relative to the manifest's directory, so that a copy of the directory renders anywhere. */
   readonly file: string;
 }
 
@@ -54,8 +55,8 @@ async function saveOne(dir: string, target: ScrapeTarget, t: number, into: Saved
   try {
     const res = await fetch(`http://${target.instance}${target.path}`, { signal: AbortSignal.timeout(4000) });
     if (!res.ok) return;
-    const file = join(dir, `${String(t)}-${target.job}.prom`);
-    writeFileSync(file, await res.text());
+    const file = `${String(t)}-${target.job}.prom`;
+    writeFileSync(join(dir, file), await res.text());
     into.push({ t, job: target.job, instance: target.instance, file });
   } catch {
     // A failed scrape is a gap, as in Prometheus (its `up` would be 0).
