@@ -89,9 +89,9 @@ export function clock(ms: number): string {
   return new Date(ms).toISOString().slice(11, 19);
 }
 
-/** Text cut to about `px` pixels at `fontPx` (an average glyph is ~0.55 em wide), with an ellipsis. */
+/** Text cut to about `px` pixels at `fontPx` (an average glyph of DejaVu Sans or Helvetica is ~0.6 em wide), with an ellipsis. */
 export function fit(text: string, px: number, fontPx: number): string {
-  const max = Math.max(1, Math.floor(px / (fontPx * 0.55)));
+  const max = Math.max(1, Math.floor(px / (fontPx * 0.6)));
   return text.length <= max ? text : `${text.slice(0, Math.max(0, max - 1))}…`;
 }
 

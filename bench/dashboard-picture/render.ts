@@ -155,7 +155,7 @@ function timeseries(box: Box, named: readonly Named[], unit: string | undefined,
     3,
   );
   const legendTop = box.y + box.h - probe.rows * 15 + 6;
-  const plot: Box = { x: box.x + 58, y: box.y + 6, w: box.w - 62, h: legendTop - box.y - 30 };
+  const plot: Box = { x: box.x + 58, y: box.y + 6, w: box.w - 62, h: legendTop - box.y - 34 };
   const values = named.flatMap((n) => n.series.points.flatMap(([, v]) => (v === null ? [] : [v])));
   const max = Math.max(0, ...values);
   const min = Math.min(0, ...values);
@@ -320,10 +320,11 @@ function pie(box: Box, named: readonly Named[], unit: string | undefined): strin
   const values = named.map((n) => Math.max(0, lastNotNull(n.series) ?? 0));
   const total = values.reduce((a, b) => a + b, 0);
   const names = named.map((n, i) => `${n.name} (${formatValue(values[i], unit)})`);
-  const lg = legend({ x: box.x + 4, y: box.y + box.h - 8, w: box.w - 8, h: 15 }, names, 1);
-  const r = Math.min(box.w, box.h - 30) / 2 - 4;
+  const rows = legend({ ...box, y: 0 }, names, 3).rows;
+  const lg = legend({ x: box.x + 4, y: box.y + box.h - 8 - (rows - 1) * 15, w: box.w - 8, h: 45 }, names, 3);
+  const r = Math.min(box.w, box.h - 15 - rows * 15) / 2 - 4;
   const cx = box.x + box.w / 2;
-  const cy = box.y + (box.h - 20) / 2;
+  const cy = box.y + (box.h - rows * 15) / 2;
   const parts: string[] = [];
   let angle = -Math.PI / 2;
   for (const [i, v] of values.entries()) {
