@@ -66,6 +66,7 @@ import type {
   ReloadRequest,
   ReloadResult,
 } from './reload-types.js';
+import { RELOAD_OUTCOMES } from './reload-types.js';
 
 export interface AgentOptions {
   /** The mounted config directory (or file): the source, or with `configMap` the start-up fallback. */
@@ -202,7 +203,7 @@ export class Agent implements AdminTarget {
         ...(options.volumeStatsMaxSeries !== undefined ? { volumeSeriesLimit: options.volumeStatsMaxSeries } : {}),
       });
     this.metrics.nodeName = () => options.nodeName;
-    this.reloadMetrics = createReloadMetrics(this.metrics.registry);
+    this.reloadMetrics = createReloadMetrics(this.metrics.registry, RELOAD_OUTCOMES);
     this.metrics.registry.gauge(
       'local_volume_provisioner_api_watches',
       'API watches open now (the reflectors of the serving generation and the ConfigMap source).',

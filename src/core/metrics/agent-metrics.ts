@@ -10,6 +10,13 @@ import type { ProcessHost } from '../process-host.js';
 import { DEFAULT_VOLUME_SERIES_LIMIT, registerVolumeUsageMetrics } from './volume-usage.js';
 import type { VolumeUsageStore } from './volume-usage.js';
 
+/** Every volume mode, and every mode with each cleanup method: the series declared at 0 before their first event. */
+const MODES = [{ mode: 'Filesystem' }, { mode: 'Block' }];
+const MODES_AND_METHODS = MODES.flatMap((m) => [
+  { ...m, type: 'process' },
+  { ...m, type: 'job' },
+]);
+
 const P = 'local_volume_provisioner';
 
 export interface AgentMetrics {
@@ -82,16 +89,18 @@ function publishingMetrics(
   managed: Managed,
 ): Pick<AgentMetrics, 'discoveryTotal' | 'discoveryDuration' | 'capacityBytes'> {
   return {
-    discoveryTotal: registry.counter(
-      `${P}_persistentvolume_discovery_total`,
-      'Total number of PersistentVolumes created by discovery.',
-      ['mode'],
-    ),
-    discoveryDuration: registry.histogram(
-      `${P}_persistentvolume_discovery_duration_seconds`,
-      'Time from finding a volume to its PersistentVolume being created.',
-      ['mode'],
-    ),
+    discoveryTotal: registry
+      .counter(`${P}_persistentvolume_discovery_total`, 'Total number of PersistentVolumes created by discovery.', [
+        'mode',
+      ])
+      .declare(MODES),
+    discoveryDuration: registry
+      .histogram(
+        `${P}_persistentvolume_discovery_duration_seconds`,
+        'Time from finding a volume to its PersistentVolume being created.',
+        ['mode'],
+      )
+      .declare(MODES),
     capacityBytes: registry.gauge(
       `${P}_persistentvolume_capacity_bytes`,
       'Capacity of the PersistentVolumes this agent manages, per storage class and volume mode.',
@@ -144,7 +153,9 @@ function discoveryPassMetrics(
       'Duration of one discovery pass.',
       [],
     ),
-    discoveryPasses: registry.counter(`${P}_discovery_passes_total`, 'Discovery passes, by result.', ['result']),
+    discoveryPasses: registry
+      .counter(`${P}_discovery_passes_total`, 'Discovery passes, by result.', ['result'])
+      .declare([{ result: 'ok' }, { result: 'problems' }, { result: 'error' }]),
     managedVolumes: registry.gauge(
       `${P}_managed_persistentvolumes`,
       'PersistentVolumes of this node, by storage class and phase.',
@@ -165,15 +176,15 @@ function discoveryPassMetrics(
 /** PVs deleted after their cleanup, or not (upstream's series). */
 function deletionMetrics(registry: MetricsRegistry): Pick<AgentMetrics, 'deleteTotal' | 'deleteFailed'> {
   return {
-    deleteTotal: registry.counter(
-      `${P}_persistentvolume_delete_total`,
-      'PersistentVolumes deleted after a successful cleanup.',
-      ['mode', 'type'],
-    ),
-    deleteFailed: registry.counter(`${P}_persistentvolume_delete_failed_total`, 'Failed cleanups or PV deletions.', [
-      'mode',
-      'type',
-    ]),
+    deleteTotal: registry
+      .counter(`${P}_persistentvolume_delete_total`, 'PersistentVolumes deleted after a successful cleanup.', [
+        'mode',
+        'type',
+      ])
+      .declare(MODES_AND_METHODS),
+    deleteFailed: registry
+      .counter(`${P}_persistentvolume_delete_failed_total`, 'Failed cleanups or PV deletions.', ['mode', 'type'])
+      .declare(MODES_AND_METHODS),
   };
 }
 

@@ -101,6 +101,14 @@ export class Counter extends Metric {
   get(labels: Labels = {}): number {
     return this.values.get(this.key(labels)) ?? 0;
   }
+  /**
+   * Exports these series at 0 before their first event: rate() and increase() count only the
+   * increases after a series' first sample, so a series born with its first event hides that event.
+   */
+  declare(labelSets: readonly Labels[]): this {
+    for (const labels of labelSets) this.inc(labels, 0);
+    return this;
+  }
   samples(): string[] {
     if (this.collect !== undefined) return [`${this.name} ${num(this.collect())}`];
     return this.valueLines(this.values);
@@ -160,6 +168,14 @@ export class Histogram extends Metric {
   }
   count(labels: Labels = {}): number {
     return this.series.get(this.key(labels))?.count ?? 0;
+  }
+  /** Exports these series empty before their first observation (see Counter.declare). */
+  declare(labelSets: readonly Labels[]): this {
+    for (const labels of labelSets) {
+      const k = this.key(labels);
+      if (!this.series.has(k)) this.series.set(k, { counts: this.buckets.map(() => 0), sum: 0, count: 0 });
+    }
+    return this;
   }
   samples(): string[] {
     const out: string[] = [];

@@ -18,7 +18,8 @@ export interface ReloadMetrics {
   readonly configSourceState: Gauge;
 }
 
-export function createReloadMetrics(registry: MetricsRegistry): ReloadMetrics {
+/** `outcomes`: every result a reload can have, each series exported at 0 until its first reload. */
+export function createReloadMetrics(registry: MetricsRegistry, outcomes: readonly string[]): ReloadMetrics {
   return {
     lastReloadSuccessful: registry.gauge(
       `${P}_config_last_reload_successful`,
@@ -36,7 +37,9 @@ export function createReloadMetrics(registry: MetricsRegistry): ReloadMetrics {
       'hash',
       'generation',
     ]),
-    reloads: registry.counter(`${P}_config_reloads_total`, 'Config reloads, by result.', ['result']),
+    reloads: registry
+      .counter(`${P}_config_reloads_total`, 'Config reloads, by result.', ['result'])
+      .declare(outcomes.map((result) => ({ result }))),
     watchEvents: registry.counter(`${P}_config_watch_events_total`, 'Reload triggers, by source.', ['source']),
     generation: registry.gauge(`${P}_config_generation`, 'Number of the sync-loop generation serving.'),
     restartDuration: registry.histogram(

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ReloadMachine } from '../../../src/core/agent/reload-machine.js';
 import type { ReloadGeneration, ReloadHost, ReloadPhase } from '../../../src/core/agent/reload-machine.js';
-import type { ReloadResult } from '../../../src/core/agent/reload-types.js';
+import { RELOAD_OUTCOMES, type ReloadResult } from '../../../src/core/agent/reload-types.js';
 import { ManualClock } from '../../../src/core/clock.js';
 import type { SourceRead } from '../../../src/core/config/source/port.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
@@ -131,7 +131,7 @@ function setup(options: Setup = {}) {
     host,
     clock,
     logger,
-    metrics: createReloadMetrics(registry),
+    metrics: createReloadMetrics(registry, RELOAD_OUTCOMES),
     applied: current().config,
     drainTimeoutMs: DRAIN_MS,
     startTimeoutMs: START_MS,

@@ -124,6 +124,37 @@ describe('metrics registry', () => {
     assert.ok((value('process_cpu_seconds_total') ?? 0) > 0);
   });
 
+  it('exports the counters and histograms of known label values at 0 before their first event (rate() misses a first sample)', () => {
+    const registry = new MetricsRegistry();
+    const counter = registry
+      .counter('c_total', 'c', ['result'])
+      .declare([{ result: 'applied' }, { result: 'rejected' }]);
+    registry.histogram('h_seconds', 'h', ['mode'], [1]).declare([{ mode: 'Block' }]);
+    counter.inc({ result: 'rejected' });
+    counter.declare([{ result: 'rejected' }]);
+    const families = parsePrometheusText(registry.render());
+    const sample = (name: string, labels: Record<string, string>): number | undefined =>
+      families
+        .get(name)
+        ?.samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
+    assert.equal(sample('c_total', { result: 'applied' }), 0);
+    assert.equal(sample('c_total', { result: 'rejected' }), 1, 'declaring again keeps the count');
+    assert.equal(families.get('h_seconds')?.samples.length, 4, 'two buckets, sum and count');
+    assert.ok(families.get('h_seconds')?.samples.every((s) => s.value === 0 && s.labels['mode'] === 'Block'));
+
+    const agent = parsePrometheusText(createAgentMetrics().registry.render());
+    const zero = (name: string): string[] =>
+      (agent.get(name)?.samples ?? []).filter((s) => s.value === 0).map((s) => Object.values(s.labels).join('/'));
+    assert.deepEqual(zero('local_volume_provisioner_persistentvolume_delete_total'), [
+      'Filesystem/process',
+      'Filesystem/job',
+      'Block/process',
+      'Block/job',
+    ]);
+    assert.deepEqual(zero('local_volume_provisioner_persistentvolume_discovery_total'), ['Filesystem', 'Block']);
+    assert.deepEqual(zero('local_volume_provisioner_discovery_passes_total'), ['ok', 'problems', 'error']);
+  });
+
   it("keeps upstream's metric names", () => {
     const text = createAgentMetrics().registry.render();
     for (const name of [
