@@ -69,7 +69,11 @@ try {
     const split = variant.indexOf('--');
     const words = split < 0 ? variant : variant.slice(0, split);
     const agentArgs = split < 0 ? [] : variant.slice(split + 1);
-    const env = { ...extraEnv, ...Object.fromEntries(words.filter(isEnv).map((w) => w.split(/=(.*)/su, 2))) };
+    const env: Record<string, string> = { ...extraEnv };
+    for (const word of words.filter(isEnv)) {
+      const eq = word.indexOf('=');
+      env[word.slice(0, eq)] = word.slice(eq + 1);
+    }
     const entry = words.find((w) => w.endsWith('run.js'));
     const flags = words.filter((w) => !isEnv(w) && w !== entry);
     const name = `start-${String(starts++)}`;
