@@ -6,8 +6,12 @@
 // bench/startup-marks.mjs, and its timeline (requests, TLS, fs.watch, spawns, log lines).
 //
 // Usage (as root, after `npm run build`): node dist/bench/startup-pair.js [--rounds 15]
-//   [--volumes 1] [--variant "<node flags>" ...] [--marks]
-// No --variant: the image's command line alone. `--variant ""` is that command line too.
+//   [--volumes 1] [--variant "[NAME=value ...] [<node flags>] [path/to/bin/run.js]" ...] [--marks]
+// No --variant: the image's command line alone. `--variant ""` is that command line too. In a
+// variant, `NAME=value` words are set in the agent's environment (NODE_COMPILE_CACHE=DIR,
+// NODE_DISABLE_COMPILE_CACHE=1 …) and a word ending in `run.js` replaces this repository's
+// bin/run.js (another build of the agent beside this one); words after `--` are added to the
+// agent's command line (`-- --no-publish-status`).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +33,8 @@ import {
   REPO_ROOT as root,
   watchPvs,
 } from './support.js';
+
+const isEnv = (word: string): boolean => /^[A-Z_][A-Z0-9_]*=/u.test(word);
 
 function option(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -58,15 +64,26 @@ try {
   writeFileSync(config, `storageClassMap:\n  sp-fs:\n    hostDir: ${disc}\n    mountDir: ${disc}\n`);
   let starts = 0;
 
-  /** One start of the agent under `flags`: spawn → the last of VOLUMES PVs, and CPU by then. */
-  async function start(flags: readonly string[], env: Record<string, string> = {}): Promise<[number, number]> {
+  /** One start of the agent under a variant's words: spawn → the last of VOLUMES PVs, and CPU by then. */
+  async function start(variant: readonly string[], extraEnv: Record<string, string> = {}): Promise<[number, number]> {
+    const split = variant.indexOf('--');
+    const words = split < 0 ? variant : variant.slice(0, split);
+    const agentArgs = split < 0 ? [] : variant.slice(split + 1);
+    const env: Record<string, string> = { ...extraEnv };
+    for (const word of words.filter(isEnv)) {
+      const eq = word.indexOf('=');
+      env[word.slice(0, eq)] = word.slice(eq + 1);
+    }
+    const entry = words.find((w) => w.endsWith('run.js'));
+    const flags = words.filter((w) => !isEnv(w) && w !== entry);
     const name = `start-${String(starts++)}`;
+    const [script = '', ...args] = agentCommandLine(config, join(work, `${name}.sock`));
     await cluster.nodes.create({ metadata: { name, labels: { 'kubernetes.io/hostname': name } } });
     const stop = new AbortController();
     const seen = watchPvs(cluster, name, stop.signal);
     await delay(300); // the watch is established
     const t0 = performance.now();
-    const child = spawn(process.execPath, [...flags, ...agentCommandLine(config, join(work, `${name}.sock`))], {
+    const child = spawn(process.execPath, [...flags, entry ?? script, ...args, ...agentArgs], {
       env: {
         ...process.env,
         ...env,

@@ -515,6 +515,25 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     assert.deepEqual(readdirSync(volume), [], 'the volume is empty');
   });
 
+  it("starts `run` from V8's compile cache made at build time: every module it loads before connecting is accepted", async () => {
+    const r = await containers.run(['run'], {
+      flags: [
+        '--env',
+        'MY_NODE_NAME=n1',
+        '--env',
+        'KUBECONFIG=/nonexistent',
+        '--env',
+        'NODE_DEBUG_NATIVE=COMPILE_CACHE',
+      ],
+    });
+    assert.equal(r.status, 5, show(r));
+    const output = `${r.stdout}${r.stderr}`;
+    const accepted = output.match(/^\[compile cache\] V8 code cache for ESM \S+ was accepted/gmu) ?? [];
+    const rejected = output.match(/^\[compile cache\] V8 code cache for ESM \S+ was (?!accepted)\w+/gmu) ?? [];
+    assert.deepEqual(rejected, [], 'no module compiled from source');
+    assert.ok(accepted.length >= 40, `${String(accepted.length)} modules from the cache:\n${show(r)}`);
+  });
+
   it('runs simulate --demo, diff-config on fixtures, and reaches a kubeconfig server (exit 5, no missing module)', async () => {
     const dir = makeTempDir(cleanup, 'lvp-image-');
     const fixture = readFileSync(join(REPO_ROOT, 'test/fixtures/upstream/helm-configmap.yaml'), 'utf8');

@@ -270,6 +270,28 @@ describe('Dockerfile', () => {
     assert.match(runtime.instructions.map((i) => `${i.keyword} ${i.args}`).join('\n'), /ENV NODE_ENV=production/u);
   });
 
+  it("runtime stage: V8's compile cache made at build time, for the image's own files, after they are copied", () => {
+    assert.ok(runtime);
+    // bin/run.js enables the cache; Node takes its directory from NODE_COMPILE_CACHE.
+    assert.match(readFileSync(join(REPO_ROOT, 'bin/run.js'), 'utf8'), /module\.enableCompileCache\?\.\(\)/u);
+    const env = runtime.instructions.find((i) => i.keyword === 'ENV' && i.args.startsWith('NODE_COMPILE_CACHE='));
+    assert.ok(env !== undefined, 'the runtime stage sets NODE_COMPILE_CACHE');
+    const dir = env.args.slice('NODE_COMPILE_CACHE='.length).trim();
+    const workdir = lastArg(runtime, 'WORKDIR') ?? '/';
+    assert.ok(
+      dir.startsWith('/') && !dir.startsWith(`${workdir}/`),
+      `${dir}: absolute, outside the bundle's ${workdir}`,
+    );
+    const nodeOptions = runtime.instructions.find((i) => i.keyword === 'ENV' && i.args.startsWith('NODE_OPTIONS='));
+    // The cache is made under the NODE_OPTIONS the agent runs with (V8's flags are part of its key).
+    assert.ok(nodeOptions !== undefined && nodeOptions.line < env.line);
+    const warm = runtime.instructions.find((i) => i.keyword === 'RUN' && /provisioner run\b/u.test(i.args));
+    assert.ok(warm !== undefined && warm.line > env.line, 'a RUN after the ENV starts `provisioner run` once');
+    const lastCopy = Math.max(...runtime.instructions.filter((i) => i.keyword === 'COPY').map((i) => i.line));
+    assert.ok(warm.line > lastCopy, 'the cache is made after every file is in place');
+    assert.match(warm.args, new RegExp(`find ${dir} -type f`, 'u'), 'the build fails if no cache was written');
+  });
+
   it('.dockerignore lets through every path the COPY lines take from the build context', () => {
     const ignore = readFileSync(join(REPO_ROOT, '.dockerignore'), 'utf8')
       .split('\n')
