@@ -52,15 +52,17 @@ COPY cleaners/ /scripts/
 # agent compiles its ~60 modules from source on every container start (a container's /tmp starts
 # empty). `run` with no cluster to reach loads the modules the agent starts with and stops at the
 # connection (exit code 5); the cache is written at exit. Node checks each entry against the file
-# it was made from (path, content, Node version and V8 flags: NODE_OPTIONS above), so a stale or
-# foreign entry is compiled anew, never used; a read-only root filesystem only stops new entries.
+# it was made from (path, content, Node version and V8 flags: NODE_OPTIONS above and the
+# ENTRYPOINT's --jitless, so it is made with the ENTRYPOINT's command), so a stale or foreign entry
+# is compiled anew, never used; a read-only root filesystem only stops new entries.
 # Outside the workdir, which holds the bundle only (test/integration/image/image.test.ts).
 ENV NODE_COMPILE_CACHE=/var/cache/provisioner/compile-cache
 RUN chmod 0755 /scripts/*.sh /opt/provisioner/bin/run.js \
     && ln -s /opt/provisioner/bin/run.js /usr/local/bin/provisioner \
     && provisioner --version \
     && tini --version \
-    && { MY_NODE_NAME=image-build KUBECONFIG=/nonexistent provisioner run >/dev/null 2>&1; test $? -eq 5; } \
+    && { MY_NODE_NAME=image-build KUBECONFIG=/nonexistent node --jitless /opt/provisioner/bin/run.js run \
+        >/dev/null 2>&1; test $? -eq 5; } \
     && test "$(find /var/cache/provisioner/compile-cache -type f | wc -l)" -ge 40
 # tini is PID 1: it reaps the zombies that PID 1 inherits (children of a cleaner that exited before
 # them; Node does not reap processes it did not spawn) and forwards SIGTERM to the agent. The

@@ -12,13 +12,13 @@
 // Upstream reads its config only from /etc/provisioner/config: it runs in a mount namespace of its
 // own (`unshare -m --propagation slave`) where an overlay on /etc holds that directory, bound to the
 // run's config; the discovery directories live on a shared tmpfs so the burst's mounts reach it.
-// Every agent of ours runs as the image runs it (`bin/run.js run`, the Dockerfile's NODE_OPTIONS)
-// unless variants are given.
+// Every agent of ours runs as the image runs it (`node --jitless bin/run.js run`: the Dockerfile's
+// ENTRYPOINT and NODE_OPTIONS) unless variants are given.
 // `--upstream none` leaves upstream out (to compare variants of this agent), `--burst 0` the burst.
 // Usage (as root, after `npm run build` and `bash scripts/build-upstream-agent.sh`):
 //   node dist/bench/vs-upstream.js --upstream ~/.cache/lvp-upstream/<commit>/local-volume-provisioner
 //     [--runs 3] [--volumes 50] [--burst 200] [--settle-seconds 60] [--idle-seconds 120]
-//     [--ours 'label;NODE_OPTIONS;node flags' ...]   (each --ours adds a variant of this agent)
+//     [--ours 'label;NODE_OPTIONS;node flags;agent flags' ...]   (each --ours adds a variant of this agent)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -72,16 +72,29 @@ interface Variant {
   readonly kind: 'upstream' | 'ours';
   readonly nodeOptions: string;
   readonly nodeArgs: readonly string[];
+  /** Flags after the agent's own (e.g. `--min-pass-interval 0`). */
+  readonly agentArgs: readonly string[];
 }
 const OURS: Variant[] = argsOf('--ours').map((spec) => {
-  const [label = spec, nodeOptions = '', args = ''] = spec.split(';');
-  return { label, kind: 'ours', nodeOptions, nodeArgs: args.split(' ').filter((a) => a !== '') };
+  const [label = spec, nodeOptions = '', args = '', agentArgs = ''] = spec.split(';');
+  const words = (text: string): string[] => text.split(' ').filter((a) => a !== '');
+  return { label, kind: 'ours', nodeOptions, nodeArgs: words(args), agentArgs: words(agentArgs) };
 });
 const VARIANTS: readonly Variant[] = [
-  ...(UPSTREAM === 'none' ? [] : [{ label: 'upstream', kind: 'upstream' as const, nodeOptions: '', nodeArgs: [] }]),
+  ...(UPSTREAM === 'none'
+    ? []
+    : [{ label: 'upstream', kind: 'upstream' as const, nodeOptions: '', nodeArgs: [], agentArgs: [] }]),
   ...(OURS.length > 0
     ? OURS
-    : [{ label: 'this agent', kind: 'ours' as const, nodeOptions: IMAGE_NODE_OPTIONS, nodeArgs: IMAGE_NODE_ARGS }]),
+    : [
+        {
+          label: 'this agent',
+          kind: 'ours' as const,
+          nodeOptions: IMAGE_NODE_OPTIONS,
+          nodeArgs: IMAGE_NODE_ARGS,
+          agentArgs: [],
+        },
+      ]),
 ];
 
 interface Agent {
@@ -153,7 +166,7 @@ function startUpstream(node: string, configDir: string, scratch: string, kubecon
 }
 
 function startOurs(v: Variant, node: string, configFile: string, socket: string, kubeconfig: string): Agent {
-  const args = [...v.nodeArgs, ...agentCommandLine(configFile, socket)];
+  const args = [...v.nodeArgs, ...agentCommandLine(configFile, socket), ...v.agentArgs];
   return spawnAgent(process.execPath, args, {
     ...process.env,
     MY_NODE_NAME: node,
@@ -425,7 +438,7 @@ try {
   }
   console.log(table(setting.figures));
   console.log(
-    `\n${date}, node ${process.version}, ${String(RUNS)} runs, ${String(VOLUMES)} volumes, burst ${String(BURST)}, settle ${String(SETTLE_SECONDS)} s, idle window ${String(IDLE_SECONDS)} s; image NODE_OPTIONS=${IMAGE_NODE_OPTIONS}; load ${loadStart} → ${loadavg()}; variants: ${VARIANTS.map((v) => `${v.label} [NODE_OPTIONS=${v.nodeOptions}${v.nodeArgs.length > 0 ? `; ${v.nodeArgs.join(' ')}` : ''}]`).join(', ')}`,
+    `\n${date}, node ${process.version}, ${String(RUNS)} runs, ${String(VOLUMES)} volumes, burst ${String(BURST)}, settle ${String(SETTLE_SECONDS)} s, idle window ${String(IDLE_SECONDS)} s; image NODE_OPTIONS=${IMAGE_NODE_OPTIONS}; load ${loadStart} → ${loadavg()}; variants: ${VARIANTS.map((v) => `${v.label} [NODE_OPTIONS=${v.nodeOptions}${v.nodeArgs.length > 0 ? `; ${v.nodeArgs.join(' ')}` : ''}${v.agentArgs.length > 0 ? `; agent ${v.agentArgs.join(' ')}` : ''}]`).join(', ')}`,
   );
   stop.abort();
   cluster.close();
