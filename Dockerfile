@@ -68,10 +68,10 @@ RUN chmod 0755 /scripts/*.sh /opt/provisioner/bin/run.js \
 # them; Node does not reap processes it did not spawn) and forwards SIGTERM to the agent. The
 # DaemonSet sets only `args`, so this entrypoint stays. The Jobs' `command` replaces it; there
 # `provisioner clean-block` is PID 1 and handles SIGTERM itself (docs/cleanup.md).
-# The agent runs without V8's compilers: --jitless took its idle RSS from 80 to 69 MiB (with 50
-# PVs; the Node runtime floor is 53), at the same idle CPU, start-up and CPU per published PV
-# (docs/benchmarks.md). V8 refuses it in NODE_OPTIONS, so it is on node's command line; bin/run.js
-# gives every other command (`provisioner …` in `kubectl exec`, or this entrypoint with other
-# args) the compilers back: the dashboard needs WebAssembly, which --jitless removes.
+# The agent runs without V8's compilers: --jitless took its idle RSS from 79 to 69 MiB (with 50
+# PVs; the Node runtime floor is 53) and its idle CPU down, at the same start-up (docs/benchmarks.md).
+# On node's command line, not in NODE_OPTIONS, which every `provisioner …` of `kubectl exec` would
+# inherit: the dashboard needs WebAssembly, which --jitless removes. bin/run.js gives every command
+# other than `run` the compilers back, this entrypoint's too.
 ENTRYPOINT ["tini", "--", "node", "--jitless", "/opt/provisioner/bin/run.js"]
 CMD ["run"]

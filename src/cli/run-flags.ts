@@ -101,7 +101,7 @@ export const RUN_FLAGS = {
     kind: 'string',
     description:
       'Least time between discovery passes while mount-table or directory changes keep arriving (a burst of mounts is taken in a few passes, not one per mount); a change after a quiet spell is taken at once. 0: a pass per change (Go duration).',
-    default: '250ms',
+    default: '500ms',
   },
   'create-concurrency': {
     kind: 'integer',

@@ -95,7 +95,7 @@ export interface AgentOptions {
   readonly drainTimeoutMs?: number;
   /** --mount-grace-period: how long an entry that is not a mount point is pending before it is reported (default 10 s). */
   readonly mountGraceMs?: number;
-  /** --min-pass-interval: the least time between passes while changes keep arriving (default 250 ms). */
+  /** --min-pass-interval: the least time between passes while changes keep arriving (default 500 ms). */
   readonly minPassIntervalMs?: number;
   /** Longest wait for a new generation's caches to sync before rolling back (default 30 s). */
   readonly startTimeoutMs?: number;
