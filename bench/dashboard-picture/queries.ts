@@ -24,6 +24,8 @@ export interface Panel {
   readonly gridPos?: GridPos;
   readonly targets?: readonly Target[];
   readonly fieldConfig?: { readonly defaults?: { readonly unit?: string } };
+  /** A stat's `textMode: name` shows each series' name instead of its value. */
+  readonly options?: { readonly textMode?: string };
 }
 
 export interface Dashboard {

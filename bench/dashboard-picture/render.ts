@@ -109,7 +109,7 @@ function renderPanel(panel: Panel, box: Box, input: RenderInput): string {
   if (errors.length > 0) content = centred(body, `Query error: ${errors.join('; ')}`, THEME.muted, 12);
   else if (named.length === 0) content = centred(body, 'No data', THEME.muted, 16);
   else if (panel.type === 'timeseries') content = timeseries(body, named, unit, input);
-  else if (panel.type === 'stat') content = stat(body, named, unit);
+  else if (panel.type === 'stat') content = stat(body, named, unit, panel.options?.textMode === 'name');
   else if (panel.type === 'table') content = table(body, named, unit, panel);
   else if (panel.type === 'piechart') content = pie(body, named, unit);
   else content = centred(body, `(${panel.type ?? 'unknown'} panels are not drawn here)`, THEME.muted, 12);
@@ -231,16 +231,20 @@ function polyline(
     .join('\n');
 }
 
-/** Grafana's stat defaults: the last value, green, red from 80; names shown when there are several. */
-function stat(box: Box, named: readonly Named[], unit: string | undefined): string {
+/**
+ * Grafana's stat defaults: the last value, green, red from 80; names shown when there are several.
+ * `byName` (textMode name): each series' name, in the text colour, instead of its value.
+ */
+function stat(box: Box, named: readonly Named[], unit: string | undefined, byName = false): string {
   const parts: string[] = [];
   const w = box.w / named.length;
   for (const [i, n] of named.entries()) {
     const v = lastNotNull(n.series);
-    const colour = v !== null && v >= 80 ? '#F2495C' : '#73BF69';
+    const shown = byName ? n.name : formatValue(v, unit);
+    const colour = byName ? THEME.text : v !== null && v >= 80 ? '#F2495C' : '#73BF69';
     const cx = box.x + w * i + w / 2;
-    const size = Math.min(48, box.h / 2.2, (w / Math.max(3, formatValue(v, unit).length)) * 1.6);
-    if (named.length > 1)
+    const size = Math.min(48, box.h / 2.2, (w / Math.max(3, shown.length)) * 1.6);
+    if (named.length > 1 && !byName)
       parts.push(
         text(
           cx,
@@ -253,7 +257,7 @@ function stat(box: Box, named: readonly Named[], unit: string | undefined): stri
       text(
         cx,
         box.y + box.h / 2 + size * 0.35,
-        formatValue(v, unit),
+        shown,
         `fill="${colour}" font-size="${size.toFixed(1)}" font-weight="600" text-anchor="middle"`,
       ),
     );

@@ -162,6 +162,23 @@ describe('dashboard picture: the SVG', () => {
     assert.ok(svg.includes('made by a test'));
   });
 
+  it("draws a stat of textMode name (the rollout's phase) as the series' name, not its value", () => {
+    const phase = dashboard.panels.find((p) => p.title === 'Rollout phase');
+    assert.equal(phase?.options?.textMode, 'name');
+    const drawn = renderDashboard({
+      dashboard: { ...dashboard, panels: phase === undefined ? [] : [phase] },
+      results: new Map([
+        [`${String(phase?.id)}/A`, { id: '', series: [{ metric: { phase: 'progressing' }, points: [[15_000, 1]] }] }],
+      ]),
+      width: 1600,
+      start: 0,
+      end: 15_000,
+      caption: [],
+    });
+    assert.match(drawn, />progressing<\/text>/u);
+    assert.doesNotMatch(drawn, />1<\/text>/u);
+  });
+
   it('reduces a series to its last value that is not null, as a stat shows it', () => {
     assert.equal(
       lastNotNull({
