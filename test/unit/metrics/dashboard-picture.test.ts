@@ -164,11 +164,12 @@ describe('dashboard picture: the SVG', () => {
 
   it("draws a stat of textMode name (the rollout's phase) as the series' name, not its value", () => {
     const phase = dashboard.panels.find((p) => p.title === 'Rollout phase');
-    assert.equal(phase?.options?.textMode, 'name');
+    assert.ok(phase);
+    assert.equal(phase.options?.textMode, 'name');
     const drawn = renderDashboard({
-      dashboard: { ...dashboard, panels: phase === undefined ? [] : [phase] },
+      dashboard: { ...dashboard, panels: [phase] },
       results: new Map([
-        [`${String(phase?.id)}/A`, { id: '', series: [{ metric: { phase: 'progressing' }, points: [[15_000, 1]] }] }],
+        [`${String(phase.id)}/A`, { id: '', series: [{ metric: { phase: 'progressing' }, points: [[15_000, 1]] }] }],
       ]),
       width: 1600,
       start: 0,
