@@ -570,8 +570,14 @@ describe('disk identity on a real node against the real apiserver', { skip: skip
       assert.equal(pv.metadata.labels?.[NODE_LABEL], node, 'adopted');
       assert.deepEqual(pv.spec, created.spec, 'nothing else changed');
       assert.equal(pv.status?.phase, 'Available');
-      assert.ok(
-        logger.records.some((r) => r.message === 'disk identity recorded' && r.fields['pv'] === name),
+      // The agent logs once its patch has answered; the GET above can see the patch first.
+      await eventually(
+        async () =>
+          Promise.resolve(
+            logger.records.some((r) => r.message === 'disk identity recorded' && r.fields['pv'] === name)
+              ? true
+              : undefined,
+          ),
         'logged as `disk identity recorded`',
       );
 
