@@ -192,6 +192,8 @@ export class Generation {
   /** Skips within their grace period (key → first seen), not reported yet. */
   private readonly pendingSince = new Map<string, number>();
   private readonly deviceRules: DeviceRules | undefined;
+  /** When the last pass started, failed or not (the minimum interval counts from it). */
+  private lastPassStartedAt = -Infinity;
   /** A device settling is due then: a pass runs. */
   private deviceWakeAt: number | undefined;
 
@@ -349,7 +351,7 @@ export class Generation {
   /** A change soon after a pass waits for the minimum interval; the ones meanwhile join it. */
   private async spaceFromLastPass(signal: AbortSignal): Promise<void> {
     const { clock } = this.deps;
-    const left = (this.lastPass?.at ?? -Infinity) + this.settings.minPassIntervalMs - clock.now();
+    const left = this.lastPassStartedAt + this.settings.minPassIntervalMs - clock.now();
     if (left > 0 && !signal.aborted) await clock.sleep(left, signal).catch(() => undefined);
   }
 
@@ -367,6 +369,8 @@ export class Generation {
       await this.spaceFromLastPass(signal);
       if (isAborted(signal)) break;
       this.pendingTrigger = false;
+      // Failed passes are spaced too: a change that keeps failing does not spin the loop.
+      this.lastPassStartedAt = this.deps.clock.now();
       try {
         await this.pass(signal);
       } catch (err) {
