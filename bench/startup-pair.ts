@@ -7,11 +7,11 @@
 //
 // Usage (as root, after `npm run build`): node dist/bench/startup-pair.js [--rounds 15]
 //   [--volumes 1] [--variant "[NAME=value ...] [<node flags>] [path/to/bin/run.js]" ...] [--marks]
-// No --variant: the image's command line alone. `--variant ""` is that command line too. In a
-// variant, `NAME=value` words are set in the agent's environment (NODE_COMPILE_CACHE=DIR,
-// NODE_DISABLE_COMPILE_CACHE=1 …) and a word ending in `run.js` replaces this repository's
-// bin/run.js (another build of the agent beside this one); words after `--` are added to the
-// agent's command line (`-- --no-publish-status`).
+// No --variant: the image's command line alone (its NODE_OPTIONS and the ENTRYPOINT's node
+// flags). `--variant ""` is that command line too. In a variant, `NAME=value` words are set in
+// the agent's environment (NODE_COMPILE_CACHE=DIR, NODE_DISABLE_COMPILE_CACHE=1 …) and a word
+// ending in `run.js` replaces this repository's bin/run.js (another build of the agent beside
+// this one); words after `--` are added to the agent's command line (`-- --no-publish-status`).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,6 +26,7 @@ import {
   agentCommandLine,
   bareNodeStartMs,
   bindMountedVolumes,
+  IMAGE_NODE_ARGS,
   IMAGE_NODE_OPTIONS,
   cpuSeconds,
   kubeBinDir,
@@ -75,7 +76,8 @@ try {
       env[word.slice(0, eq)] = word.slice(eq + 1);
     }
     const entry = words.find((w) => w.endsWith('run.js'));
-    const flags = words.filter((w) => !isEnv(w) && w !== entry);
+    // The image's node flags (its ENTRYPOINT's --jitless), then the variant's.
+    const flags = [...IMAGE_NODE_ARGS, ...words.filter((w) => !isEnv(w) && w !== entry)];
     const name = `start-${String(starts++)}`;
     const [script = '', ...args] = agentCommandLine(config, join(work, `${name}.sock`));
     await cluster.nodes.create({ metadata: { name, labels: { 'kubernetes.io/hostname': name } } });
