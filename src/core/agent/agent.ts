@@ -39,7 +39,14 @@ import { errorMessage } from '../unknown-values.js';
 import { adoptNodeVolumes } from './adoption.js';
 import type { AdoptionResult } from './adoption.js';
 import { ErrorsSinceApply } from './errors-since-apply.js';
-import { DEFAULT_MIN_PASS_INTERVAL_MS, DEFAULT_MOUNT_GRACE_MS, Generation, nodeIdentity } from './generation.js';
+import {
+  DEFAULT_MIN_PASS_INTERVAL_MS,
+  DEFAULT_MOUNT_GRACE_MS,
+  Generation,
+  nodeIdentity,
+  requestFirstLists,
+  type GenerationFirstLists,
+} from './generation.js';
 import { startHttpServer } from './http.js';
 import type { RunningHttpServer } from './http.js';
 import { startAdminServer } from './admin-server.js';
@@ -174,6 +181,8 @@ export class Agent implements AdminTarget {
   private readonly host: ProcessHost;
   private node!: NodeIdentity;
   private generations = 0;
+  /** The first generation's lists, requested with the Node at start-up. */
+  private firstLists: GenerationFirstLists | undefined;
   private startedAt = 0;
   /** The source status last reported (log, metric, Node event once per change). */
   private sourceReported: ConfigSourceStatus | undefined;
@@ -290,6 +299,7 @@ export class Agent implements AdminTarget {
     // is read (an invalid config still fails start-up first).
     const nodeFetch = fetchNode(deps.cluster, deps.clock, this.logger, options.nodeName);
     nodeFetch.catch(() => undefined);
+    this.firstLists = requestFirstLists(deps.cluster, options.nodeName);
     const loaded = await this.readFirstConfig();
     this.identifyNode(await nodeFetch);
     const adoptionScan = this.startAdoptionScan();
@@ -468,7 +478,15 @@ export class Agent implements AdminTarget {
         namespace: this.options.namespace,
         jobImage: this.options.jobImage,
       },
+      // Only the first generation takes the head start, and nothing keeps it after (its pages).
+      this.takeFirstLists(),
     );
+  }
+
+  private takeFirstLists(): GenerationFirstLists | undefined {
+    const lists = this.firstLists;
+    this.firstLists = undefined;
+    return lists;
   }
 
   /** The watcher of the config source: each change it reads goes to the reload machine; its activity holds new PVs. */

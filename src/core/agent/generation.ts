@@ -9,7 +9,8 @@ import { disksElsewhere, reportIdentityConflict } from '../discovery/conflicts.j
 import { NameVerdicts, planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
 import type { ClassProblem, DiscoveryPlan, SkippedEntry, SkipReason } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
-import type { Job, Node, PersistentVolume, StorageClass } from '../kube/objects.js';
+import type { Cluster } from '../kube/cluster.js';
+import type { Job, Node, ObjectList, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
@@ -57,6 +58,39 @@ export interface GenerationDeps extends Omit<ReclaimDeps, 'jobs'> {
     readonly carver?: DeviceCarver;
     readonly state: DeviceRulesState;
   };
+}
+
+/** Pages of the informers' lists (the reflector's default, named so a head start asks the same). */
+const LIST_PAGE_SIZE = 500;
+
+const persistentVolumeSelector = (nodeName: string): string => `${NODE_LABEL}=${nodeLabelValue(nodeName)}`;
+
+/** The first pages of a generation's PV and StorageClass lists, requested ahead of it. */
+export interface GenerationFirstLists {
+  readonly nodeName: string;
+  readonly persistentVolumes: Promise<ObjectList<PersistentVolume>>;
+  readonly storageClasses: Promise<ObjectList<StorageClass>>;
+}
+
+/**
+ * Start-up's head start: the first generation's lists leave with the request for the Node instead
+ * of after it (and after the listen, the admin socket and the findmnt spawn), which put two round
+ * trips before the first pass. The generation's reflectors take them as their first pages; a
+ * failed one is listed again as usual.
+ */
+export function requestFirstLists(
+  cluster: Pick<Cluster, 'persistentVolumes' | 'storageClasses'>,
+  nodeName: string,
+): GenerationFirstLists {
+  const persistentVolumes = cluster.persistentVolumes.list({
+    labelSelector: persistentVolumeSelector(nodeName),
+    limit: LIST_PAGE_SIZE,
+  });
+  const storageClasses = cluster.storageClasses.list({ limit: LIST_PAGE_SIZE });
+  // Not awaited when start-up fails first; a failure is the reflector's to retry.
+  persistentVolumes.catch(() => undefined);
+  storageClasses.catch(() => undefined);
+  return { nodeName, persistentVolumes, storageClasses };
 }
 
 /** How often the block devices are checked for a change (a cheap sysfs read) while rules exist. */
@@ -204,14 +238,20 @@ export class Generation {
     readonly node: NodeIdentity,
     private readonly deps: GenerationDeps,
     private readonly settings: GenerationSettings,
+    /** The informers' first lists, requested before (see requestFirstLists); not kept after. */
+    headStart?: GenerationFirstLists,
   ) {
     const resync = durationToMilliseconds(config.minResyncPeriod);
+    // A head start asked for another node's PVs is not this generation's.
+    const firstLists = headStart?.nodeName === node.name ? headStart : undefined;
     this.persistentVolumes = new Reflector<PersistentVolume>({
       client: deps.cluster.persistentVolumes,
       clock: deps.clock,
       logger: deps.logger,
       resource: 'persistentvolumes',
-      labelSelector: `${NODE_LABEL}=${nodeLabelValue(node.name)}`,
+      labelSelector: persistentVolumeSelector(node.name),
+      pageSize: LIST_PAGE_SIZE,
+      ...(firstLists !== undefined ? { firstPage: firstLists.persistentVolumes } : {}),
       relistPeriodMs: resync,
       ...(deps.random ? { random: deps.random } : {}),
       onChange: (type, pv) => {
@@ -255,6 +295,8 @@ export class Generation {
       clock: deps.clock,
       logger: deps.logger,
       resource: 'storageclasses',
+      pageSize: LIST_PAGE_SIZE,
+      ...(firstLists !== undefined ? { firstPage: firstLists.storageClasses } : {}),
       relistPeriodMs: resync,
       ...(deps.random ? { random: deps.random } : {}),
     });

@@ -332,27 +332,63 @@ function duplicateSkip(path: string, disk: string, otherEntry: string): EntryOut
   };
 }
 
+/** An entry examined; an error reading it skips it (the pass goes on). */
+function examineSafely(pass: ClassPass, entry: string, path: string): Promise<EntryOutcome> {
+  return examineEntry(pass, entry, path).catch((err: unknown) => skipFor('error', errorMessage(err)));
+}
+
+/**
+ * Entries whose node-side reads run at once. Each examination is a handful of fs calls (lstat,
+ * stat, realpath, statfs, the identity) that wait on libuv's pool: one after the other they made
+ * the first pass of 50 volumes ~1 ms an entry before its first PV (docs/benchmarks.md).
+ */
+const EXAMINE_CONCURRENCY = 8;
+
+/**
+ * Starts examining the entries the cluster leaves to the node, a few at once. Only reads of the
+ * node: taken in entry order by planClass, whose decisions stay sequential and as before.
+ */
+function examineAhead(
+  pass: ClassPass,
+  wanted: readonly (readonly [entry: string, path: string])[],
+): ReadonlyMap<string, Promise<EntryOutcome>> {
+  const outcomes = new Map<string, Promise<EntryOutcome>>();
+  const settle = new Map<string, (outcome: EntryOutcome) => void>();
+  for (const [entry] of wanted) outcomes.set(entry, new Promise((resolve) => settle.set(entry, resolve)));
+  const queue = [...wanted];
+  const lane = async (): Promise<void> => {
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+      const [entry, path] = next;
+      settle.get(entry)?.(await examineSafely(pass, entry, path));
+    }
+  };
+  for (let i = 0; i < Math.min(EXAMINE_CONCURRENCY, wanted.length); i++) void lane();
+  return outcomes;
+}
+
 /** One class: its directory listed, each entry through the steps above. */
 async function planClass(pass: ClassPass, names: readonly string[], plan: MutablePlan): Promise<void> {
   const { input, className, classConfig } = pass;
   const patterns = splitNamePattern(classConfig.namePattern);
   const previous = input.nameVerdicts?.previous(input.config, input.node.name, className) ?? NO_VERDICTS;
   const verdicts = new Map<string, NameVerdict>();
-  for (const entry of names) {
+  for (const entry of names) verdicts.set(entry, previous.get(entry) ?? nameVerdict(pass, entry, patterns));
+  const ahead = examineAhead(
+    pass,
+    [...verdicts]
+      .filter(([entry, verdict]) => clusterVerdict(pass, verdict, entry).kind === 'examine')
+      .map(([entry, verdict]) => [entry, verdict.path] as const),
+  );
+  for (const [entry, verdict] of verdicts) {
     plan.entries += 1;
-    const verdict = previous.get(entry) ?? nameVerdict(pass, entry, patterns);
-    verdicts.set(entry, verdict);
     const { path } = verdict;
     let outcome: EntryOutcome;
+    // Again here: an earlier entry of this pass may have claimed the path since.
     const onCluster = clusterVerdict(pass, verdict, entry);
     if (onCluster.kind !== 'examine') {
       outcome = onCluster;
     } else {
-      try {
-        outcome = await examineEntry(pass, entry, path);
-      } catch (err) {
-        outcome = skipFor('error', errorMessage(err));
-      }
+      outcome = await (ahead.get(entry) ?? examineSafely(pass, entry, path));
       if (outcome.kind === 'create') outcome = claimDisk(pass, plan, outcome);
       // Two entries can never claim one path in the same pass.
       if (outcome.kind === 'create') pass.published.byPath.set(onCluster.hostPath, onCluster.pvName);

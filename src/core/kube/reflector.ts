@@ -14,7 +14,7 @@ import type { Logger } from '../log.js';
 import { isGone } from './cluster.js';
 import type { ResourceClient, WatchEvent } from './cluster.js';
 import { errorMessage } from '../unknown-values.js';
-import type { ObjectMeta } from './objects.js';
+import type { ObjectList, ObjectMeta } from './objects.js';
 
 export interface ReflectorOptions<T> {
   readonly client: ResourceClient<T>;
@@ -27,6 +27,12 @@ export interface ReflectorOptions<T> {
   readonly fieldSelector?: string;
   readonly namespace?: string;
   readonly pageSize?: number;
+  /**
+   * The first page of the first list, requested by the owner before the reflector runs, with the
+   * options above (a head start at start-up: the list leaves beside other requests). It is used
+   * as a list made then would be; if it failed, the first list is requested as usual.
+   */
+  readonly firstPage?: Promise<ObjectList<T>>;
   /** Full relist period (the informer "resync"); jittered in [p, 2p). 0 disables. */
   readonly relistPeriodMs?: number;
   readonly random?: () => number;
@@ -87,7 +93,11 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   watches = 0;
   private error: string | undefined;
 
+  /** The owner's head start, taken by the first list only. */
+  private firstPage: Promise<ObjectList<T>> | undefined;
+
   constructor(private readonly options: ReflectorOptions<T>) {
+    this.firstPage = options.firstPage;
     this.synced = new Promise((resolve) => {
       this.syncedResolve = resolve;
     });
@@ -178,8 +188,8 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
     const seen = new Map<string, T>();
     let continueToken: string | undefined;
     let resourceVersion = '';
-    do {
-      const page = await client.list({
+    const listPage = (): Promise<ObjectList<T>> =>
+      client.list({
         ...(labelSelector !== undefined ? { labelSelector } : {}),
         ...(fieldSelector !== undefined ? { fieldSelector } : {}),
         ...(namespace !== undefined ? { namespace } : {}),
@@ -187,6 +197,11 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
         ...(continueToken !== undefined ? { continue: continueToken } : {}),
         signal,
       });
+    let head = this.firstPage;
+    this.firstPage = undefined;
+    do {
+      const page = head !== undefined ? await head.catch(listPage) : await listPage();
+      head = undefined;
       for (const item of page.items) seen.set(this.key(item), cacheable(item));
       continueToken =
         page.metadata.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined;
@@ -245,6 +260,8 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
       watchScope.abort();
     };
     signal.addEventListener('abort', stopWatch, { once: true });
+    // Stopped between the list and here (a stop right after the sync): the listener never fires.
+    if (signal.aborted) stopWatch();
     const timer = Number.isFinite(relistAt)
       ? clock.sleep(relistAt - clock.now(), watchScope.signal).then(stopWatch, () => undefined)
       : Promise.resolve();

@@ -28,6 +28,7 @@ import { readCredentialFile } from './kubeconfig.js';
 import type { ConnectionSettings, ReadTextFile, RequestCredentials } from './kubeconfig.js';
 import type { ObjectList, ObjectMeta } from './objects.js';
 import { pipeline, type Readable } from 'node:stream';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import { createGunzip } from 'node:zlib';
 
 export interface RestClusterOptions {
@@ -214,6 +215,30 @@ function listQuery(options: ListOptions | undefined): Query {
 }
 
 /** The Cluster port over HTTPS to a real apiserver. Call close() to release its connections. */
+interface ConnectionTls {
+  readonly ca?: string;
+  readonly cert?: string;
+  readonly key?: string;
+}
+
+/**
+ * The CA and client key pair as one TLS context for every connection: without it each new
+ * connection parses them again (milliseconds each; four connections open before the first PV).
+ * Material OpenSSL refuses stays per connection, so each request fails with its error as before.
+ */
+function sharedTlsContext(connection: ConnectionSettings): { secureContext: SecureContext } | ConnectionTls {
+  const material: ConnectionTls = {
+    ...(connection.ca === undefined ? {} : { ca: connection.ca }),
+    ...(connection.clientCert === undefined ? {} : { cert: connection.clientCert }),
+    ...(connection.clientKey === undefined ? {} : { key: connection.clientKey }),
+  };
+  try {
+    return { secureContext: createSecureContext(material) };
+  } catch {
+    return material;
+  }
+}
+
 export class RestCluster extends ClusterClients {
   private readonly connection: ConnectionSettings;
   private readonly clock: Clock;
@@ -250,9 +275,7 @@ export class RestCluster extends ClusterClients {
       (this.secure
         ? new HttpsAgent({
             keepAlive: true,
-            ...(connection.ca === undefined ? {} : { ca: connection.ca }),
-            ...(connection.clientCert === undefined ? {} : { cert: connection.clientCert }),
-            ...(connection.clientKey === undefined ? {} : { key: connection.clientKey }),
+            ...sharedTlsContext(connection),
             ...(connection.tlsServerName === undefined ? {} : { servername: connection.tlsServerName }),
             rejectUnauthorized: connection.insecureSkipTLSVerify !== true,
           })

@@ -326,3 +326,61 @@ describe('one disk, one PV (I2)', () => {
     assert.equal(plan.skipped.find((x) => x.entry === 'moved')?.persistentVolume, 'legacy');
   });
 });
+
+describe('a discovery pass examines entries a few at once', () => {
+  /** The node with each entry's reads answered after a delay from `delays` (in turns of the event loop). */
+  function slowNode(delays: readonly number[]): { volumes: MemoryVolumes; maxInFlight: () => number } {
+    const volumes = node();
+    // Two entries of one disk: the later one's examination may finish first; the verdict must not change.
+    volumes.addSymlink('/discovery/block/nvme-1', '/dev/loop7');
+    let inFlight = 0;
+    let most = 0;
+    let call = 0;
+    const entryInfo = volumes.entryInfo.bind(volumes);
+    volumes.entryInfo = async (path) => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      const turns = delays[call++ % Math.max(1, delays.length)] ?? 0;
+      for (let i = 0; i < turns; i++) await new Promise((resolve) => setImmediate(resolve));
+      inFlight -= 1;
+      return entryInfo(path);
+    };
+    return { volumes, maxInFlight: () => most };
+  }
+
+  it('whatever order the reads finish in, the plan is the one made reading one entry after the other', async () => {
+    const input = {
+      config: TWO_CLASSES,
+      node: NODE,
+      persistentVolumes: [],
+      storageClass: storageClasses(SC_FAST, SC_BLOCK),
+    };
+    const sequential = await planDiscovery({ ...input, volumes: slowNode([0]).volumes });
+    assert.ok(
+      sequential.skipped.some((s) => s.reason === 'identity-conflict'),
+      'the two entries of one disk',
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 0, max: 6 }), { minLength: 1, maxLength: 12 }), async (delays) => {
+        const plan = await planDiscovery({ ...input, volumes: slowNode(delays).volumes });
+        assert.deepEqual(plan, sequential);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it('reads several entries at once, and at most 8', async () => {
+    const slow = slowNode([3]);
+    for (let i = 0; i < 30; i++)
+      slow.volumes.addMount(`/discovery/fast/many-${String(i).padStart(2, '0')}`, { capacity: GiB });
+    const plan = await planDiscovery({
+      config: TWO_CLASSES,
+      node: NODE,
+      volumes: slow.volumes,
+      persistentVolumes: [],
+      storageClass: storageClasses(SC_FAST, SC_BLOCK),
+    });
+    assert.equal(plan.create.filter((c) => c.entry.startsWith('many-')).length, 30);
+    assert.equal(slow.maxInFlight(), 8);
+  });
+});

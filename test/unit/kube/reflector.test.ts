@@ -393,3 +393,126 @@ describe('Reflector store: what it keeps of an object', () => {
     await running;
   });
 });
+
+describe('Reflector head start (a first page requested before it runs)', () => {
+  /** The in-memory cluster's PV client, each LIST's options recorded. */
+  function counted(clock: ManualClock): {
+    client: ResourceClient<PersistentVolume>;
+    base: ResourceClient<PersistentVolume>;
+    lists: (string | undefined)[];
+  } {
+    const base = new MemoryCluster({ clock }).persistentVolumes;
+    const lists: (string | undefined)[] = [];
+    return {
+      base,
+      lists,
+      client: {
+        ...base,
+        list: (options) => {
+          lists.push(options?.continue);
+          return base.list(options);
+        },
+      },
+    };
+  }
+
+  function reflectorWith(
+    client: ResourceClient<PersistentVolume>,
+    clock: ManualClock,
+    firstPage: Promise<ObjectList<PersistentVolume>>,
+    pageSize = 500,
+  ): { reflector: Reflector<PersistentVolume>; stop: () => Promise<void> } {
+    const reflector = new Reflector<PersistentVolume>({
+      client,
+      clock,
+      logger: silentLogger,
+      resource: 'persistentvolumes',
+      pageSize,
+      firstPage,
+    });
+    const abort = new AbortController();
+    const running = reflector.run(abort.signal);
+    return {
+      reflector,
+      stop: async () => {
+        abort.abort();
+        await running;
+      },
+    };
+  }
+
+  it('takes the page as its first list, then watches from its resourceVersion: a change in between is not lost', async () => {
+    const clock = new ManualClock();
+    const { client, base, lists } = counted(clock);
+    await base.create(pv('before'));
+    const head = base.list({ limit: 500 });
+    await base.create(pv('between')); // after the head start's list, before the reflector runs
+    const { reflector, stop } = reflectorWith(client, clock, head);
+    await reflector.synced;
+    assert.deepEqual(lists, [], 'no LIST of its own');
+    for (let i = 0; i < 20 && reflector.get('between') === undefined; i++) await settle();
+    assert.deepEqual(
+      reflector
+        .list()
+        .map((o) => o.metadata.name)
+        .sort(),
+      ['before', 'between'],
+    );
+    await stop();
+  });
+
+  it('lists the following pages itself, from the head start’s continue token', async () => {
+    const clock = new ManualClock();
+    const { client, base, lists } = counted(clock);
+    for (const name of ['a', 'b', 'c', 'd', 'e']) await base.create(pv(name));
+    const head = base.list({ limit: 2 });
+    const { reflector, stop } = reflectorWith(client, clock, head, 2);
+    await reflector.synced;
+    assert.equal(lists.length, 2, 'pages 2 and 3');
+    assert.ok(
+      lists.every((token) => token !== undefined && token !== ''),
+      'each from a continue token',
+    );
+    assert.deepEqual(
+      reflector
+        .list()
+        .map((o) => o.metadata.name)
+        .sort(),
+      ['a', 'b', 'c', 'd', 'e'],
+    );
+    await stop();
+  });
+
+  it('lists as usual when the head start failed, and only the first list takes it', async () => {
+    const clock = new ManualClock();
+    const { client, base, lists } = counted(clock);
+    await base.create(pv('x'));
+    const { reflector, stop } = reflectorWith(
+      client,
+      clock,
+      Promise.reject(new KubeApiError(500, 'InternalError', 'etcd is down')),
+    );
+    await reflector.synced;
+    assert.deepEqual(lists, [undefined], 'one LIST of its own, from the start');
+    assert.ok(reflector.get('x'));
+    await stop();
+  });
+});
+
+describe('Reflector stop', () => {
+  it('stops when aborted right after its first list, before its watch opened (a reload right after the sync)', async () => {
+    const clock = new ManualClock();
+    const client = new MemoryCluster({ clock }).persistentVolumes;
+    const reflector = new Reflector<PersistentVolume>({ client, clock, logger: silentLogger, resource: 'pvs' });
+    const abort = new AbortController();
+    const running = reflector.run(abort.signal);
+    await reflector.synced;
+    abort.abort(); // before run() goes on from the list to the watch
+    const state = { returned: false };
+    void running.then(() => {
+      state.returned = true;
+    });
+    for (let i = 0; i < 20 && !state.returned; i++) await settle();
+    assert.ok(state.returned, 'run() returned after the abort');
+  });
+});
