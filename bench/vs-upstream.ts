@@ -18,7 +18,8 @@
 // Usage (as root, after `npm run build` and `bash scripts/build-upstream-agent.sh`):
 //   node dist/bench/vs-upstream.js --upstream ~/.cache/lvp-upstream/<commit>/local-volume-provisioner
 //     [--runs 3] [--volumes 50] [--burst 200] [--settle-seconds 60] [--idle-seconds 120]
-//     [--ours 'label;NODE_OPTIONS;node flags;agent flags' ...]   (each --ours adds a variant of this agent)
+//     [--ours 'label;NODE_OPTIONS;node flags;agent flags' ...]   (each --ours adds a variant of this agent;
+//      a node flag ending in run.js runs that build's entry instead of this repository's bin/run.js)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -166,7 +167,11 @@ function startUpstream(node: string, configDir: string, scratch: string, kubecon
 }
 
 function startOurs(v: Variant, node: string, configFile: string, socket: string, kubeconfig: string): Agent {
-  const args = [...v.nodeArgs, ...agentCommandLine(configFile, socket), ...v.agentArgs];
+  // A node flag word ending in run.js runs another build's entry (a baseline beside this one).
+  const entry = v.nodeArgs.find((word) => word.endsWith('run.js'));
+  const [script = '', ...rest] = agentCommandLine(configFile, socket);
+  const nodeArgs = v.nodeArgs.filter((word) => word !== entry);
+  const args = [...nodeArgs, entry ?? script, ...rest, ...v.agentArgs];
   return spawnAgent(process.execPath, args, {
     ...process.env,
     MY_NODE_NAME: node,
