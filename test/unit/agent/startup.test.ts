@@ -67,6 +67,61 @@ describe('agent start-up', () => {
     }
   });
 
+  it('asks for its PV and StorageClass lists while the Node is still on its way, and does not list them again', async () => {
+    const t = await memoryAgentFixture('lvp-startup-');
+    t.volumes.addMount('/mnt/fast/disk1');
+    const calls: string[] = [];
+    const listed = { persistentVolumes: false, storageClasses: false };
+    const watched = Object.create(t.cluster) as MemoryCluster;
+    const pvs = Object.create(t.cluster.persistentVolumes) as MemoryCluster['persistentVolumes'];
+    pvs.list = (options) => {
+      calls.push(`list persistentvolumes ${options?.labelSelector ?? ''}`);
+      listed.persistentVolumes = true;
+      return t.cluster.persistentVolumes.list(options);
+    };
+    const classes = Object.create(t.cluster.storageClasses) as MemoryCluster['storageClasses'];
+    classes.list = (options) => {
+      calls.push('list storageclasses');
+      listed.storageClasses = true;
+      return t.cluster.storageClasses.list(options);
+    };
+    const nodes = Object.create(t.cluster.nodes) as MemoryCluster['nodes'];
+    nodes.get = async (name, options) => {
+      calls.push('get node');
+      // The Node answers only once both lists were asked for (or after 2 s, to fail, not hang).
+      await waitFor(() => listed.persistentVolumes && listed.storageClasses, 'both lists asked for', 2000).catch(
+        () => undefined,
+      );
+      calls.push('node answered');
+      return t.cluster.nodes.get(name, options);
+    };
+    for (const [key, value] of Object.entries({ persistentVolumes: pvs, storageClasses: classes, nodes }))
+      Object.defineProperty(watched, key, { value });
+    const agent = await startMemoryAgent(t, {}, watched);
+    try {
+      await waitFor(
+        async () =>
+          (await t.cluster.persistentVolumes
+            .get(persistentVolumeName('disk1', 'node-a', 'fast'))
+            .catch(() => undefined)) !== undefined,
+        'disk1 published',
+      );
+      assert.deepEqual(
+        calls.slice(0, 4).sort(),
+        ['get node', `list persistentvolumes ${NODE_LABEL}=node-a`, 'list storageclasses', 'node answered'].sort(),
+      );
+      assert.equal(calls.indexOf('node answered'), 3, `the lists before the Node's answer: ${calls.join(', ')}`);
+      assert.deepEqual(
+        calls.filter((c) => c.startsWith('list')),
+        [`list persistentvolumes ${NODE_LABEL}=node-a`, 'list storageclasses'],
+        'the first generation took them: no second list',
+      );
+    } finally {
+      await agent.stop();
+      await rm(t.dir, { recursive: true, force: true });
+    }
+  });
+
   it('fails when the apiserver refuses the adoption scan, naming what to grant, and leaves nothing running', async () => {
     const t = await memoryAgentFixture('lvp-startup-');
     for (const d of ['disk1', 'disk2']) t.volumes.addMount(`/mnt/fast/${d}`);
