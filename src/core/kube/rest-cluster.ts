@@ -214,7 +214,6 @@ function listQuery(options: ListOptions | undefined): Query {
   };
 }
 
-/** The Cluster port over HTTPS to a real apiserver. Call close() to release its connections. */
 interface ConnectionTls {
   readonly ca?: string;
   readonly cert?: string;
@@ -239,6 +238,7 @@ function sharedTlsContext(connection: ConnectionSettings): { secureContext: Secu
   }
 }
 
+/** The Cluster port over HTTPS to a real apiserver. Call close() to release its connections. */
 export class RestCluster extends ClusterClients {
   private readonly connection: ConnectionSettings;
   private readonly clock: Clock;
