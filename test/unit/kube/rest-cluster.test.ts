@@ -8,6 +8,7 @@ import { getEventListeners } from 'node:events';
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, symlink, writeFile, mkdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -364,6 +365,36 @@ interface Seen {
   readonly headers: IncomingMessage['headers'];
   readonly body: string;
 }
+
+void describe('RestCluster TLS material', () => {
+  void it('a client key pair OpenSSL refuses does not stop the client being made: each request fails with its error', async () => {
+    // Made once for every connection now; what OpenSSL refuses stays per connection, as before.
+    const sink = createNetServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+    const address = sink.address();
+    assert.ok(address !== null && typeof address === 'object');
+    const cluster = new RestCluster({
+      connection: {
+        server: `https://127.0.0.1:${String(address.port)}`,
+        clientCert: CERT,
+        clientKey: KEY,
+        source: 'test',
+      },
+      maxRetries: 0,
+    });
+    try {
+      for (let i = 0; i < 2; i++) {
+        await assert.rejects(cluster.nodes.get('n'), (error: unknown) => {
+          assert.match((error as NodeJS.ErrnoException).code ?? '', /^ERR_OSSL_/u, String(error));
+          return true;
+        });
+      }
+    } finally {
+      cluster.close();
+      await new Promise((resolve) => sink.close(resolve));
+    }
+  });
+});
 
 void describe('RestCluster over HTTP (local fake server)', () => {
   let server: Server;
