@@ -316,7 +316,7 @@ export class Generation {
     const signal = this.abort.signal;
     this.tasks.push(this.persistentVolumes.run(signal), this.storageClasses.run(signal), this.loop(signal));
     if (this.jobs) this.tasks.push(this.jobs.run(signal));
-    if (this.settings.changePollMs > 0) this.tasks.push(this.watchForChanges(signal));
+    if (this.settings.changePollMs > 0) this.tasks.push(this.watchAfterFirstPass(signal));
     if (this.deviceRules !== undefined) this.tasks.push(this.watchDevices(signal));
     // a config without rules: no device is selected any more
     else this.deps.metrics.ruleDevices.reset();
@@ -619,6 +619,21 @@ export class Generation {
    * pass (coalesced with one in progress). When it cannot (no findmnt), the cheap poll instead.
    * The discovery period's full pass stays the safety net either way.
    */
+  /**
+   * The change watch starts once the first pass ran: spawning findmnt blocks the main thread for
+   * 7–16 ms, which at start-up came right before the first pass. Nothing is missed meanwhile: the
+   * watch's ready, or the fallback's first listing, triggers a pass.
+   */
+  private async watchAfterFirstPass(signal: AbortSignal): Promise<void> {
+    await Promise.race([
+      this.whenReady,
+      new Promise((resolve) => {
+        signal.addEventListener('abort', resolve, { once: true });
+      }),
+    ]);
+    if (!isAborted(signal)) await this.watchForChanges(signal);
+  }
+
   private async watchForChanges(signal: AbortSignal): Promise<void> {
     const directories = [...new Set(Object.values(this.config.storageClassMap).map((c) => c.mountDir))];
     const watch = this.deps.volumes.watchChanges({
@@ -662,7 +677,8 @@ export class Generation {
           }
         }
         const digest = hash.digest('hex');
-        if (previous !== undefined && digest !== previous && this.synced) this.trigger();
+        // The first listing too: what changed before the polling began has had no pass of its own.
+        if ((previous === undefined || digest !== previous) && this.synced) this.trigger();
         previous = digest;
       } catch (err) {
         this.deps.logger.log('debug', 'change detector failed', {

@@ -180,6 +180,63 @@ describe('a sync-loop generation', () => {
     }
   });
 
+  it('starts the change watch after the first pass; its ready triggers a pass that covers a mount made before it', async () => {
+    const t = await setup();
+    const watchChanges = t.volumes.watchChanges.bind(t.volumes);
+    let passedBeforeWatch: boolean | undefined;
+    let readyNow: (() => void) | undefined;
+    const g: Generation = t.start({ changePollMs: 3_600_000 });
+    t.volumes.watchChanges = (options) => {
+      passedBeforeWatch = g.status().lastPass !== undefined;
+      const watch = watchChanges(options);
+      // Ready only once the test made its mount: the watch could not have reported it.
+      const ready = new Promise<Awaited<typeof watch.ready>>((resolve) => {
+        readyNow = () => {
+          void watch.ready.then(resolve);
+        };
+      });
+      return { ready, done: watch.done };
+    };
+    try {
+      await g.whenReady;
+      await waitFor(() => readyNow !== undefined, 'the watch started');
+      assert.equal(passedBeforeWatch, true, 'the first pass ran before the watch started');
+      t.volumes.addMount('/mnt/fast/disk2', { capacity: 11 * GiB });
+      readyNow?.();
+      const name = persistentVolumeName('disk2', 'node-a', 'fast');
+      await waitFor(
+        async () => (await t.cluster.persistentVolumes.list()).items.some((p) => p.metadata.name === name),
+        'disk2 published by the pass the ready triggered',
+      );
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it('the polling fallback’s first listing triggers a pass: a mount made before the polling began is published', async () => {
+    const t = await setup();
+    let unavailableNow: (() => void) | undefined;
+    const unavailable = new Promise<{ ok: false; reason: string }>((resolve) => {
+      unavailableNow = () => {
+        resolve({ ok: false, reason: 'findmnt: not found' });
+      };
+    });
+    t.volumes.watchChanges = () => ({ ready: unavailable, done: unavailable });
+    const g = t.start({ changePollMs: 20 });
+    try {
+      await g.whenReady;
+      t.volumes.addMount('/mnt/fast/disk3', { capacity: 11 * GiB });
+      unavailableNow?.(); // the polling starts now, its first listing already holding disk3
+      const name = persistentVolumeName('disk3', 'node-a', 'fast');
+      await waitFor(
+        async () => (await t.cluster.persistentVolumes.list()).items.some((p) => p.metadata.name === name),
+        'disk3 published',
+      );
+    } finally {
+      await g.stop();
+    }
+  });
+
   it("caches only this node's PVs", async () => {
     const t = await setup();
     const other: PersistentVolume = {
