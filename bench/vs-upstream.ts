@@ -18,7 +18,8 @@
 // Usage (as root, after `npm run build` and `bash scripts/build-upstream-agent.sh`):
 //   node dist/bench/vs-upstream.js --upstream ~/.cache/lvp-upstream/<commit>/local-volume-provisioner
 //     [--runs 3] [--volumes 50] [--burst 200] [--settle-seconds 60] [--idle-seconds 120]
-//     [--ours 'label;NODE_OPTIONS;node flags;agent flags' ...]   (each --ours adds a variant of this agent)
+//     [--ours 'label;NODE_OPTIONS;node flags;agent flags[;bin/run.js]' ...]   (each --ours adds a variant
+//     of this agent; the fifth field runs another build, e.g. a worktree of the baseline)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,11 +75,20 @@ interface Variant {
   readonly nodeArgs: readonly string[];
   /** Flags after the agent's own (e.g. `--min-pass-interval 0`). */
   readonly agentArgs: readonly string[];
+  /** Another build's `bin/run.js` (a baseline to pair with); default this repository's. */
+  readonly script?: string;
 }
 const OURS: Variant[] = argsOf('--ours').map((spec) => {
-  const [label = spec, nodeOptions = '', args = '', agentArgs = ''] = spec.split(';');
+  const [label = spec, nodeOptions = '', args = '', agentArgs = '', script = ''] = spec.split(';');
   const words = (text: string): string[] => text.split(' ').filter((a) => a !== '');
-  return { label, kind: 'ours', nodeOptions, nodeArgs: words(args), agentArgs: words(agentArgs) };
+  return {
+    label,
+    kind: 'ours',
+    nodeOptions,
+    nodeArgs: words(args),
+    agentArgs: words(agentArgs),
+    ...(script !== '' ? { script } : {}),
+  };
 });
 const VARIANTS: readonly Variant[] = [
   ...(UPSTREAM === 'none'
@@ -166,7 +176,7 @@ function startUpstream(node: string, configDir: string, scratch: string, kubecon
 }
 
 function startOurs(v: Variant, node: string, configFile: string, socket: string, kubeconfig: string): Agent {
-  const args = [...v.nodeArgs, ...agentCommandLine(configFile, socket), ...v.agentArgs];
+  const args = [...v.nodeArgs, ...agentCommandLine(configFile, socket, v.script), ...v.agentArgs];
   return spawnAgent(process.execPath, args, {
     ...process.env,
     MY_NODE_NAME: node,
