@@ -130,10 +130,13 @@ export function bindMountedVolumes(cleanup: Cleanup, work: string, name: string,
   return disc;
 }
 
-/** `provisioner run`'s arguments to node, as the benches start it: a config, any port, JSON logs. */
-export function agentCommandLine(configFile: string, adminSocket: string): string[] {
+/**
+ * `provisioner run`'s arguments to node, as the benches start it: a config, any port, JSON logs;
+ * `script` is another build's `bin/run.js` (default: this repository's).
+ */
+export function agentCommandLine(configFile: string, adminSocket: string, script?: string): string[] {
   return [
-    join(REPO_ROOT, 'bin/run.js'),
+    script ?? join(REPO_ROOT, 'bin/run.js'),
     'run',
     '--config-dir',
     configFile,

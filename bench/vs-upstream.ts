@@ -18,8 +18,9 @@
 // Usage (as root, after `npm run build` and `bash scripts/build-upstream-agent.sh`):
 //   node dist/bench/vs-upstream.js --upstream ~/.cache/lvp-upstream/<commit>/local-volume-provisioner
 //     [--runs 3] [--volumes 50] [--burst 200] [--settle-seconds 60] [--idle-seconds 120]
-//     [--ours 'label;NODE_OPTIONS;node flags;agent flags' ...]   (each --ours adds a variant of this agent;
-//      a node flag ending in run.js runs that build's entry instead of this repository's bin/run.js)
+//     [--ours 'label;NODE_OPTIONS;node flags;agent flags[;bin/run.js[;NAME=value ...]]' ...]   (each --ours
+//     adds a variant of this agent; the fifth field runs another build, e.g. a worktree of the
+//     baseline, the sixth sets environment variables, e.g. MALLOC_ARENA_MAX=2)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -75,16 +76,29 @@ interface Variant {
   readonly nodeArgs: readonly string[];
   /** Flags after the agent's own (e.g. `--min-pass-interval 0`). */
   readonly agentArgs: readonly string[];
+  /** Another build's `bin/run.js` (a baseline to pair with); default this repository's. */
+  readonly script?: string;
+  /** More environment variables for the agent (`NAME=value` words). */
+  readonly env: Readonly<Record<string, string>>;
 }
 const OURS: Variant[] = argsOf('--ours').map((spec) => {
-  const [label = spec, nodeOptions = '', args = '', agentArgs = ''] = spec.split(';');
+  const [label = spec, nodeOptions = '', args = '', agentArgs = '', script = '', env = ''] = spec.split(';');
   const words = (text: string): string[] => text.split(' ').filter((a) => a !== '');
-  return { label, kind: 'ours', nodeOptions, nodeArgs: words(args), agentArgs: words(agentArgs) };
+  const pairs = words(env).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)] as const);
+  return {
+    label,
+    kind: 'ours',
+    nodeOptions,
+    nodeArgs: words(args),
+    agentArgs: words(agentArgs),
+    ...(script !== '' ? { script } : {}),
+    env: Object.fromEntries(pairs),
+  };
 });
 const VARIANTS: readonly Variant[] = [
   ...(UPSTREAM === 'none'
     ? []
-    : [{ label: 'upstream', kind: 'upstream' as const, nodeOptions: '', nodeArgs: [], agentArgs: [] }]),
+    : [{ label: 'upstream', kind: 'upstream' as const, nodeOptions: '', nodeArgs: [], agentArgs: [], env: {} }]),
   ...(OURS.length > 0
     ? OURS
     : [
@@ -94,6 +108,7 @@ const VARIANTS: readonly Variant[] = [
           nodeOptions: IMAGE_NODE_OPTIONS,
           nodeArgs: IMAGE_NODE_ARGS,
           agentArgs: [],
+          env: {},
         },
       ]),
 ];
@@ -167,16 +182,13 @@ function startUpstream(node: string, configDir: string, scratch: string, kubecon
 }
 
 function startOurs(v: Variant, node: string, configFile: string, socket: string, kubeconfig: string): Agent {
-  // A node flag word ending in run.js runs another build's entry (a baseline beside this one).
-  const entry = v.nodeArgs.find((word) => word.endsWith('run.js'));
-  const [script = '', ...rest] = agentCommandLine(configFile, socket);
-  const nodeArgs = v.nodeArgs.filter((word) => word !== entry);
-  const args = [...nodeArgs, entry ?? script, ...rest, ...v.agentArgs];
+  const args = [...v.nodeArgs, ...agentCommandLine(configFile, socket, v.script), ...v.agentArgs];
   return spawnAgent(process.execPath, args, {
     ...process.env,
     MY_NODE_NAME: node,
     KUBECONFIG: kubeconfig,
     NODE_OPTIONS: v.nodeOptions,
+    ...v.env,
   });
 }
 

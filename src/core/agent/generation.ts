@@ -12,6 +12,8 @@ import { publishVolumes } from '../discovery/publish.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Job, Node, ObjectList, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
+import { projectPersistentVolume, StringPool } from '../pv/cached.js';
+import type { CachedPersistentVolume } from '../pv/cached.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
 import type { NodeIdentity } from '../pv/naming.js';
 import { removeStartupTaint } from './taint.js';
@@ -199,7 +201,8 @@ function deviceRulesStep(config: ProvisionerConfig, node: NodeIdentity, deps: Ge
 }
 
 export class Generation {
-  readonly persistentVolumes: Reflector<PersistentVolume>;
+  /** This node's PVs, projected (pv/cached.ts): read only, never written back. */
+  readonly persistentVolumes: Reflector<PersistentVolume, CachedPersistentVolume>;
   readonly storageClasses: Reflector<StorageClass>;
   /** Cleanup Jobs of this node, watched only while job cleaning is on. */
   readonly jobs: Reflector<Job> | undefined;
@@ -244,7 +247,8 @@ export class Generation {
     const resync = durationToMilliseconds(config.minResyncPeriod);
     // A head start asked for another node's PVs is not this generation's.
     const firstLists = headStart?.nodeName === node.name ? headStart : undefined;
-    this.persistentVolumes = new Reflector<PersistentVolume>({
+    const strings = new StringPool();
+    this.persistentVolumes = new Reflector<PersistentVolume, CachedPersistentVolume>({
       client: deps.cluster.persistentVolumes,
       clock: deps.clock,
       logger: deps.logger,
@@ -254,6 +258,7 @@ export class Generation {
       ...(firstLists !== undefined ? { firstPage: firstLists.persistentVolumes } : {}),
       relistPeriodMs: resync,
       ...(deps.random ? { random: deps.random } : {}),
+      transform: (pv) => projectPersistentVolume(pv, strings),
       onChange: (type, pv) => {
         // A claim was released: reclaim it now. A PV is gone: publish its volume again now.
         if (type === 'DELETED' || pv.status?.phase === 'Released') this.trigger();

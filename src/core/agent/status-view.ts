@@ -7,7 +7,7 @@ import type { ConfigSourceStatus } from '../config/source/port.js';
 import { sourceLabel } from '../config/source/port.js';
 import type { LoadedConfig } from '../config/source/port.js';
 import type { CleanupEntry } from '../cleanup/table.js';
-import type { PersistentVolume } from '../kube/objects.js';
+import type { PersistentVolumeView } from '../pv/cached.js';
 import type { LogFields, Logger, LogLevel } from '../log.js';
 import type { ProcessHost } from '../process-host.js';
 import { availableSummary } from '../metrics/volume-usage.js';
@@ -81,7 +81,7 @@ export interface StatusInputs {
   readonly now: number;
   readonly generation: GenerationStatus;
   /** This node's PVs, as the serving generation's cache holds them. */
-  readonly persistentVolumes: readonly PersistentVolume[];
+  readonly persistentVolumes: readonly PersistentVolumeView[];
   readonly applied: LoadedConfig;
   readonly onDiskHash: string | undefined;
   readonly subPath: boolean;
@@ -153,7 +153,7 @@ function deviceCounts(verdicts: readonly DeviceVerdict[]): { linked: number; ski
 /** Each class of the applied config: its PVs (by path), what the last pass skipped, its problem. */
 function classes(
   applied: LoadedConfig,
-  pvs: readonly PersistentVolume[],
+  pvs: readonly PersistentVolumeView[],
   lastPass: PassSummary | undefined,
 ): ClassStatus[] {
   const conditions = new Map<string, { reason: string; message: string }>();
@@ -206,7 +206,7 @@ export function passEvent(
   generation: number,
   pass: PassSummary,
   errorsSinceApply?: number,
-  persistentVolumes?: readonly PersistentVolume[],
+  persistentVolumes?: readonly PersistentVolumeView[],
 ): AgentEvent {
   return {
     type: 'pass',

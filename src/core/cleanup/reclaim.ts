@@ -7,7 +7,8 @@ import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/model
 import { isAlreadyExists, isNotFound } from '../kube/cluster.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { EventSink } from '../kube/events.js';
-import type { Job, ObjectReference, PersistentVolume } from '../kube/objects.js';
+import type { Job, ObjectReference } from '../kube/objects.js';
+import type { PersistentVolumeView } from '../pv/cached.js';
 import { parseQuantity } from '../kube/quantity.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
@@ -101,7 +102,7 @@ function capacityBucket(bytes: number): string {
  * A Job of this PV that succeeded on another disk than the one the PV records now (accepted since):
  * its success does not count for the PV, so the Job is removed and the disk cleaned again.
  */
-function cleanedAnotherDisk(pv: PersistentVolume, job: Job): boolean {
+function cleanedAnotherDisk(pv: PersistentVolumeView, job: Job): boolean {
   const cleaned = guardedJobIdentity(job);
   const recorded = recordedIdentity(pv);
   return (
@@ -112,7 +113,7 @@ function cleanedAnotherDisk(pv: PersistentVolume, job: Job): boolean {
   );
 }
 
-function pvRef(pv: PersistentVolume): ObjectReference {
+function pvRef(pv: PersistentVolumeView): ObjectReference {
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolume',
@@ -169,20 +170,20 @@ export class Reclaimer {
     private readonly deps: ReclaimDeps,
   ) {}
 
-  private reportOnce(key: string, pv: PersistentVolume, reason: string, text: string): void {
+  private reportOnce(key: string, pv: PersistentVolumeView, reason: string, text: string): void {
     if (this.reported.has(key)) return;
     this.reported.add(key);
     this.deps.logger.log('warn', text, { pv: pv.metadata.name, reason });
     this.deps.events.record(pvRef(pv), 'Warning', reason, text);
   }
 
-  private failure(pv: PersistentVolume, spec: CleanupSpec, method: CleanupMethod, error: string): void {
+  private failure(pv: PersistentVolumeView, spec: CleanupSpec, method: CleanupMethod, error: string): void {
     // The table's change hook (reportCleanupFailures) emits the event and the metric.
     this.deps.table.recordFailure(spec, method, error);
     this.deps.logger.log('error', 'cleanup could not start', { pv: pv.metadata.name, error });
   }
 
-  async pass(listed: readonly PersistentVolume[]): Promise<ReclaimSummary> {
+  async pass(listed: readonly PersistentVolumeView[]): Promise<ReclaimSummary> {
     const deleted: string[] = [];
     const started: string[] = [];
     const orphaned: { pv: string; reason: string }[] = [];
@@ -216,10 +217,10 @@ export class Reclaimer {
    * patched PVs in place.
    */
   private async recordIdentities(
-    listed: readonly PersistentVolume[],
-  ): Promise<{ persistentVolumes: readonly PersistentVolume[]; recorded: string[] }> {
+    listed: readonly PersistentVolumeView[],
+  ): Promise<{ persistentVolumes: readonly PersistentVolumeView[]; recorded: string[] }> {
     const recorded: string[] = [];
-    let result: PersistentVolume[] | undefined;
+    let result: PersistentVolumeView[] | undefined;
     let attempts = 0;
     this.forgetWarnedGone(listed);
     for (const [index, pv] of listed.entries()) {
@@ -236,14 +237,14 @@ export class Reclaimer {
   }
 
   /** The warnings said once per PV are forgotten for PVs no longer listed. */
-  private forgetWarnedGone(listed: readonly PersistentVolume[]): void {
+  private forgetWarnedGone(listed: readonly PersistentVolumeView[]): void {
     if (this.identityWarned.size === 0) return;
     const keys = new Set(listed.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
     for (const key of this.identityWarned) if (!keys.has(key)) this.identityWarned.delete(key);
   }
 
   /** Why and where the PV's identity is to be recorded this pass; undefined: it is not. */
-  private identityToRecord(pv: PersistentVolume): IdentityRecord | undefined {
+  private identityToRecord(pv: PersistentVolumeView): IdentityRecord | undefined {
     const action = identityAction(pv);
     if (action !== undefined && action !== 'accept') this.reportInvalidAction(pv, action.invalid);
     const accept = action === 'accept';
@@ -259,10 +260,10 @@ export class Reclaimer {
 
   /** Records the identity of the disk at the path on the PV; the patched PV, or undefined when not recorded. */
   private async recordIdentity(
-    pv: PersistentVolume,
+    pv: PersistentVolumeView,
     { path, accept, upgrade }: IdentityRecord,
-    listed: readonly PersistentVolume[],
-  ): Promise<PersistentVolume | undefined> {
+    listed: readonly PersistentVolumeView[],
+  ): Promise<PersistentVolumeView | undefined> {
     try {
       const identity = await this.deps.volumes.volumeIdentity(path);
       if (accept && !(await this.acceptable(pv, path, identity, listed))) return undefined;
@@ -287,7 +288,7 @@ export class Reclaimer {
   }
 
   /** Retried every pass (a disk missing now, a patch refused): said once per PV. */
-  private warnRecordFailed(pv: PersistentVolume, path: string, err: unknown): void {
+  private warnRecordFailed(pv: PersistentVolumeView, path: string, err: unknown): void {
     const key = `${pv.metadata.name}/${pv.metadata.uid ?? ''}`;
     if (isNotFound(err) || this.identityWarned.has(key)) return;
     this.identityWarned.add(key);
@@ -302,7 +303,7 @@ export class Reclaimer {
    * A legacy loop record (no birth, I5) on a PV in use is re-recorded in the current form, once per
    * PV and agent process: from then on a file recreated under the same numbers no longer matches it.
    */
-  private legacyToUpgrade(pv: PersistentVolume): boolean {
+  private legacyToUpgrade(pv: PersistentVolumeView): boolean {
     if (!hasLegacyIdentity(pv)) return false;
     const key = `${pv.metadata.name}/${pv.metadata.uid ?? ''}`;
     if (this.legacyTried.has(key)) return false;
@@ -311,7 +312,7 @@ export class Reclaimer {
   }
 
   /** An action value other than `accept` is never acted on: said once, the annotation left for the operator. */
-  private reportInvalidAction(pv: PersistentVolume, value: string): void {
+  private reportInvalidAction(pv: PersistentVolumeView, value: string): void {
     this.reportOnce(
       `action:${pv.metadata.name}:${value}`,
       pv,
@@ -327,10 +328,10 @@ export class Reclaimer {
    * finding and leaves the annotation.
    */
   private async acceptable(
-    pv: PersistentVolume,
+    pv: PersistentVolumeView,
     path: string,
     identity: VolumeIdentity | undefined,
-    listed: readonly PersistentVolume[],
+    listed: readonly PersistentVolumeView[],
   ): Promise<boolean> {
     const info = await this.deps.volumes.entryInfo(path);
     let refusal: string | undefined;
@@ -363,7 +364,7 @@ export class Reclaimer {
    * found (`none` when the node offers none), which the cleanup is then bound to.
    */
   private async verifyIdentity(
-    pv: PersistentVolume,
+    pv: PersistentVolumeView,
     spec: CleanupSpec,
     step: 'cleanup' | 'deletion',
     path: string = spec.path,
@@ -395,7 +396,7 @@ export class Reclaimer {
    * A mismatch said once per disk found, across restarts too: the identity last reported is kept on
    * the PV (REPORTED_ANNOTATIONS.mismatch); the same disk found again is not said again.
    */
-  private async reportMismatchOnce(pv: PersistentVolume, finding: string, text: string): Promise<void> {
+  private async reportMismatchOnce(pv: PersistentVolumeView, finding: string, text: string): Promise<void> {
     const name = pv.metadata.name;
     const reason = 'VolumeIdentityMismatch';
     const annotation = REPORTED_ANNOTATIONS.mismatch;
@@ -414,7 +415,7 @@ export class Reclaimer {
   }
 
   /** Step 0: forget what the list no longer shows (PVs deleted here and seen gone; idle entries of deleted PVs). */
-  private forgetGone(persistentVolumes: readonly PersistentVolume[]): void {
+  private forgetGone(persistentVolumes: readonly PersistentVolumeView[]): void {
     const present = new Set(persistentVolumes.map((pv) => pv.metadata.name));
     const listed = new Set(persistentVolumes.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
     for (const [name, uid] of this.deletedHere) if (!listed.has(`${name}/${uid}`)) this.deletedHere.delete(name);
@@ -425,7 +426,7 @@ export class Reclaimer {
   }
 
   /** Step 1: a Released PV, not being deleted, not deleted here already, whose policy is Delete. */
-  private isToReclaim(pv: PersistentVolume): boolean {
+  private isToReclaim(pv: PersistentVolumeView): boolean {
     if (pv.status?.phase !== 'Released' || pv.metadata.deletionTimestamp !== undefined) return false;
     if (this.deletedHere.get(pv.metadata.name) === (pv.metadata.uid ?? '')) return false;
     const policy = pv.spec.persistentVolumeReclaimPolicy ?? 'Delete';
@@ -449,7 +450,7 @@ export class Reclaimer {
   }
 
   /** Steps 2–5 for one PV: follow a cleanup in flight, or adopt a Job, or start a cleanup; delete once it succeeded. */
-  private async reclaim(pv: PersistentVolume): Promise<ReclaimOutcome> {
+  private async reclaim(pv: PersistentVolumeView): Promise<ReclaimOutcome> {
     let followed = await this.followInFlight(pv);
     if (followed === 'waiting') return 'waiting';
     if (followed?.state === 'succeeded') {
@@ -471,7 +472,10 @@ export class Reclaimer {
    * (the PV's disk accepted anew since) is done again; a Job of an earlier agent that does not say
    * which disk it cleaned is taken at the path's word.
    */
-  private async deleteIfCleaned(pv: PersistentVolume, cleanup: CleanupEntry): Promise<ReclaimOutcome | 'clean-again'> {
+  private async deleteIfCleaned(
+    pv: PersistentVolumeView,
+    cleanup: CleanupEntry,
+  ): Promise<ReclaimOutcome | 'clean-again'> {
     const target = cleanup.path !== '' ? undefined : this.cleanupTarget(pv);
     const spec = target === undefined || 'orphan' in target ? cleanup : { ...cleanup, path: target.spec.path };
     if (spec.path === '') return (await this.deleteAfterCleanup(pv, cleanup)) ? 'deleted' : 'waiting';
@@ -493,7 +497,7 @@ export class Reclaimer {
    * Step 2: this process's record of the PV's cleanup, brought up to date. A queued or running
    * in-process cleanup, or a Job still running, is waited for; a finished Job is recorded.
    */
-  private async followInFlight(pv: PersistentVolume): Promise<CleanupEntry | undefined | 'waiting'> {
+  private async followInFlight(pv: PersistentVolumeView): Promise<CleanupEntry | undefined | 'waiting'> {
     const { table } = this.deps;
     const name = pv.metadata.name;
     const uid = pv.metadata.uid ?? '';
@@ -532,7 +536,7 @@ export class Reclaimer {
    * process or before a reload turned Job cleaning off. This PV's Job is followed to the end (true);
    * a finished Job of an earlier PV of this name, or a failed one whose backoff is over, is deleted.
    */
-  private async adoptJob(pv: PersistentVolume, entry: CleanupEntry | undefined): Promise<boolean> {
+  private async adoptJob(pv: PersistentVolumeView, entry: CleanupEntry | undefined): Promise<boolean> {
     const name = pv.metadata.name;
     const uid = pv.metadata.uid ?? '';
     const existing = await this.deps.jobs.get(cleanupJobName(name));
@@ -568,7 +572,7 @@ export class Reclaimer {
 
   /** Step 4: the class and the path inside the container the volume is cleaned at; else why it cannot be. */
   private cleanupTarget(
-    pv: PersistentVolume,
+    pv: PersistentVolumeView,
   ): { readonly spec: CleanupSpec; readonly classConfig: ClassConfig } | { readonly orphan: string } {
     const name = pv.metadata.name;
     const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
@@ -601,7 +605,7 @@ export class Reclaimer {
    * volume the device node the entry resolved to (the cleaner never gets the entry's link).
    */
   private async startCleanup(
-    pv: PersistentVolume,
+    pv: PersistentVolumeView,
     spec: CleanupSpec,
     classConfig: ClassConfig,
   ): Promise<'started' | 'waiting' | QuarantinedVolume> {
@@ -641,7 +645,7 @@ export class Reclaimer {
 
   /** Step 5, by Job: the Job gets the checked device and identity, and its guard refuses any other disk. */
   private async startJob(
-    pv: PersistentVolume,
+    pv: PersistentVolumeView,
     spec: CleanupSpec,
     classConfig: ClassConfig,
   ): Promise<'started' | 'waiting'> {
@@ -680,7 +684,7 @@ export class Reclaimer {
     return 'started';
   }
 
-  private async deleteAfterCleanup(pv: PersistentVolume, entry: CleanupEntry): Promise<boolean> {
+  private async deleteAfterCleanup(pv: PersistentVolumeView, entry: CleanupEntry): Promise<boolean> {
     const { cluster, metrics, clock, logger, table } = this.deps;
     const name = pv.metadata.name;
     if (entry.method === 'process') {

@@ -2,7 +2,7 @@
 // already a PV's or are at two entries, turned into what people see — where a PV's disk is now, and
 // one Warning Event per finding, said once across restarts for a PV (kept on it in an annotation).
 import type { EventSink } from '../kube/events.js';
-import type { PersistentVolume } from '../kube/objects.js';
+import type { PersistentVolumeView } from '../pv/cached.js';
 import type { ResourceClients } from '../kube/cluster.js';
 import type { Logger } from '../log.js';
 import { REPORTED_ANNOTATIONS } from '../pv/identity.js';
@@ -25,7 +25,7 @@ export interface ConflictReportDeps {
   readonly logger: Logger;
   readonly cluster: ResourceClients<'persistentVolumes'>;
   readonly node: NodeIdentity;
-  readonly persistentVolumes: { get(name: string): PersistentVolume | undefined };
+  readonly persistentVolumes: { get(name: string): PersistentVolumeView | undefined };
 }
 
 /**

@@ -5,6 +5,7 @@
 import type { ProvisionerConfig, ClassConfig, VolumeMode } from '../config/model.js';
 import { goFilepathMatch, splitNamePattern } from '../config/glob.js';
 import type { PersistentVolume, StorageClass } from '../kube/objects.js';
+import type { PersistentVolumeView } from '../pv/cached.js';
 import { roundDownCapacityPretty } from '../node/capacity.js';
 import type { MountPoint, NodeVolumes } from '../node/volumes.js';
 import { buildPersistentVolume, joinHostPath } from '../pv/build.js';
@@ -73,7 +74,7 @@ export interface DiscoveryInput {
   readonly node: NodeIdentity;
   readonly volumes: NodeVolumes;
   /** This node's PVs, from the cache. */
-  readonly persistentVolumes: readonly PersistentVolume[];
+  readonly persistentVolumes: readonly PersistentVolumeView[];
   readonly storageClass: (name: string) => StorageClass | undefined;
   /** True while a cleanup of this PV name runs or waits (cleanup issue); false for now. */
   readonly cleanupInProgress?: (pvName: string) => boolean;
@@ -135,7 +136,7 @@ function mountPointSet(table: readonly MountPoint[]): ReadonlySet<string> {
 
 /** This node's PVs by name and by host path (the cache's view, extended as the pass plans). */
 interface PublishedIndex {
-  readonly byName: ReadonlyMap<string, PersistentVolume>;
+  readonly byName: ReadonlyMap<string, PersistentVolumeView>;
   readonly byPath: Map<string, string>;
   /** The PVs by recorded disk identity, built when the pass first examines an entry (an idle pass examines none). */
   readonly byIdentity: () => IdentityIndex;
@@ -143,20 +144,20 @@ interface PublishedIndex {
 
 /** I2: a disk recorded on a PV, whatever its phase, is that PV's alone. */
 interface IdentityIndex {
-  readonly exact: ReadonlyMap<string, PersistentVolume>;
+  readonly exact: ReadonlyMap<string, PersistentVolumeView>;
   /** PVs whose record is a legacy loop identity (no birth): matched by identityMatches. */
-  readonly legacy: readonly PersistentVolume[];
+  readonly legacy: readonly PersistentVolumeView[];
 }
 
 /** The PV a disk's identity is recorded on, if any. */
-function holderOf(published: PublishedIndex, id: string): PersistentVolume | undefined {
+function holderOf(published: PublishedIndex, id: string): PersistentVolumeView | undefined {
   const { exact, legacy } = published.byIdentity();
   return exact.get(id) ?? legacy.find((pv) => identityMatches(recordedIdentity(pv) ?? '', id));
 }
 
-function indexIdentities(persistentVolumes: readonly PersistentVolume[]): IdentityIndex {
-  const exact = new Map<string, PersistentVolume>();
-  const legacy: PersistentVolume[] = [];
+function indexIdentities(persistentVolumes: readonly PersistentVolumeView[]): IdentityIndex {
+  const exact = new Map<string, PersistentVolumeView>();
+  const legacy: PersistentVolumeView[] = [];
   for (const pv of persistentVolumes) {
     const identity = recordedIdentity(pv);
     if (identity === undefined) continue;
@@ -166,7 +167,7 @@ function indexIdentities(persistentVolumes: readonly PersistentVolume[]): Identi
   return { exact, legacy };
 }
 
-function indexPublished(persistentVolumes: readonly PersistentVolume[]): PublishedIndex {
+function indexPublished(persistentVolumes: readonly PersistentVolumeView[]): PublishedIndex {
   const byName = new Map(persistentVolumes.map((pv) => [pv.metadata.name, pv]));
   const byPath = new Map<string, string>();
   for (const pv of persistentVolumes) {

@@ -6,7 +6,7 @@
 import type { Clock } from '../clock.js';
 import type { ClassConfig, ProvisionerConfig } from '../config/model.js';
 import type { EventSink } from '../kube/events.js';
-import type { PersistentVolume } from '../kube/objects.js';
+import type { PersistentVolumeView } from '../pv/cached.js';
 import type { Logger } from '../log.js';
 import type { NodeVolumes } from '../node/volumes.js';
 import type { NodeIdentity } from '../pv/naming.js';
@@ -143,7 +143,7 @@ export class DeviceRules {
   ) {}
 
   /** One pass: read, decide, link what `apply` rules took, report. */
-  async pass(persistentVolumes: readonly PersistentVolume[]): Promise<DeviceRulesResult | undefined> {
+  async pass(persistentVolumes: readonly PersistentVolumeView[]): Promise<DeviceRulesResult | undefined> {
     const classes = ruleClasses(this.config);
     if (classes.length === 0) return undefined;
     const { deps } = this;
@@ -177,7 +177,7 @@ export class DeviceRules {
   /** What a decision depends on, as one string; undefined when the inventory has no change stamp. */
   private async inputsKey(
     classes: readonly RuleClass[],
-    persistentVolumes: readonly PersistentVolume[],
+    persistentVolumes: readonly PersistentVolumeView[],
   ): Promise<string | undefined> {
     const stamp = await this.deps.inventory.changeStamp?.();
     if (stamp === undefined) return undefined;
@@ -192,7 +192,7 @@ export class DeviceRules {
 
   private async decide(
     classes: readonly RuleClass[],
-    persistentVolumes: readonly PersistentVolume[],
+    persistentVolumes: readonly PersistentVolumeView[],
     now: number,
     previous: readonly DeviceFacts[],
   ): Promise<readonly DeviceVerdict[]> {

@@ -19,7 +19,8 @@ import type { ClassConfig, ProvisionerConfig } from '../config/model.js';
 import { isConflict, isNotFound } from '../kube/cluster.js';
 import type { ResourceClients } from '../kube/cluster.js';
 import type { EventSink } from '../kube/events.js';
-import type { ObjectReference, PersistentVolume } from '../kube/objects.js';
+import type { ObjectReference } from '../kube/objects.js';
+import type { PersistentVolumeView } from '../pv/cached.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import type { MountPoint, NodeVolumes } from '../node/volumes.js';
@@ -120,7 +121,7 @@ interface PassState {
 }
 
 /** The same PV objects in the same order (an informer hands out the same object while a PV is unchanged). */
-function sameList(a: readonly PersistentVolume[], b: readonly PersistentVolume[] | undefined): boolean {
+function sameList(a: readonly PersistentVolumeView[], b: readonly PersistentVolumeView[] | undefined): boolean {
   if (b === undefined || a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
@@ -154,8 +155,11 @@ export class VolumeHealth {
   /** Whether the last pass found every volume healthy, and what it looked at. */
   private allHealthy = false;
   private lastTable: readonly MountPoint[] | undefined;
-  private lastList: readonly PersistentVolume[] | undefined;
-  private readonly places = new WeakMap<PersistentVolume, { readonly key: string; readonly path: string } | 'none'>();
+  private lastList: readonly PersistentVolumeView[] | undefined;
+  private readonly places = new WeakMap<
+    PersistentVolumeView,
+    { readonly key: string; readonly path: string } | 'none'
+  >();
   /** Since when each PV's disk has been missing (by PV name and UID). */
   private readonly missingSince: Map<string, number>;
   /** PVs (by name and UID) this pass or an earlier one deleted, so a lagging cache does not delete twice. */
@@ -176,7 +180,7 @@ export class VolumeHealth {
   }
 
   async check(
-    persistentVolumes: readonly PersistentVolume[],
+    persistentVolumes: readonly PersistentVolumeView[],
     mountTable: readonly MountPoint[],
     movedTo: ReadonlyMap<string, string> = new Map(),
   ): Promise<HealthSummary> {
@@ -222,7 +226,7 @@ export class VolumeHealth {
   }
 
   /** One PV: its condition (said when it changed), and the missing-disk policy. */
-  private async visit(pv: PersistentVolume, index: number, pass: PassState): Promise<void> {
+  private async visit(pv: PersistentVolumeView, index: number, pass: PassState): Promise<void> {
     const phase = pv.status?.phase;
     if ((phase !== 'Available' && phase !== 'Bound') || pv.metadata.deletionTimestamp !== undefined) return;
     const where = this.whereOf(pv);
@@ -271,7 +275,7 @@ export class VolumeHealth {
    * replaced by someone else meanwhile; `failed`: retried at the next pass.
    */
   private async deleteMissing(
-    pv: PersistentVolume,
+    pv: PersistentVolumeView,
     key: string,
     condition: Extract<Condition, { abnormal: true }>,
     missingMs: number,
@@ -326,7 +330,7 @@ export class VolumeHealth {
   }
 
   /** The PV's key (name and UID) and container path, kept per PV object: an informer's unchanged PV is the same object. */
-  private whereOf(pv: PersistentVolume): { readonly key: string; readonly path: string } | undefined {
+  private whereOf(pv: PersistentVolumeView): { readonly key: string; readonly path: string } | undefined {
     const cached = this.places.get(pv);
     if (cached !== undefined) return cached === 'none' ? undefined : cached;
     const classConfig = this.settings.config.storageClassMap[pv.spec.storageClassName ?? ''];
@@ -340,7 +344,7 @@ export class VolumeHealth {
    * Healthy when last seen, and its mount (a Filesystem PV) is the one last verified: nothing to
    * read this pass. Synchronous: an idle pass over 1,000 PVs awaits nothing.
    */
-  private unmoved(pv: PersistentVolume, key: string, path: string, mountTable: readonly MountPoint[]): boolean {
+  private unmoved(pv: PersistentVolumeView, key: string, path: string, mountTable: readonly MountPoint[]): boolean {
     const before = this.conditions.get(key);
     const last = this.verifiedAt.get(key);
     if (before === undefined || before.abnormal || last === undefined) return false;
@@ -356,7 +360,7 @@ export class VolumeHealth {
    * identity are read when the mount moved, when the PV was not healthy, or on its probe turn.
    */
   private async conditionOf(
-    pv: PersistentVolume,
+    pv: PersistentVolumeView,
     key: string,
     path: string,
     mountTable: readonly MountPoint[],
@@ -395,7 +399,7 @@ export class VolumeHealth {
   }
 
   /** One Event on the PV (and its claim) when the condition changed; nothing when it did not. */
-  private say(pv: PersistentVolume, key: string, condition: Condition): void {
+  private say(pv: PersistentVolumeView, key: string, condition: Condition): void {
     const before = this.conditions.get(key);
     this.conditions.set(key, condition);
     if (before === undefined && !condition.abnormal) return;

@@ -53,9 +53,24 @@ export interface ObjectReference {
   resourceVersion?: string;
 }
 
+/**
+ * Marks a cache's projection of an object (pv/cached.ts), in its type and at run time: it lacks
+ * fields, so it is never written back. A whole object's type forbids the mark, so a projection is
+ * not taken for one.
+ */
+export const PROJECTED: unique symbol = Symbol.for('local-volume-provisioner/projected');
+
+/** Throws when a cache's projection (or a copy of one) is about to be written: it lacks fields the write would clear. */
+export function refuseProjection(object: unknown): void {
+  if (typeof object === 'object' && object !== null && PROJECTED in object)
+    throw new TypeError("a cache's projection is not written back: read the object from the server first");
+}
+
 export type PersistentVolumePhase = 'Pending' | 'Available' | 'Bound' | 'Released' | 'Failed';
 
 export interface PersistentVolume {
+  /** A projection is not a PersistentVolume (see PROJECTED). */
+  readonly [PROJECTED]?: never;
   apiVersion?: 'v1';
   kind?: 'PersistentVolume';
   metadata: ObjectMeta;

@@ -16,7 +16,7 @@ import type { ResourceClient, WatchEvent } from './cluster.js';
 import { errorMessage } from '../unknown-values.js';
 import type { ObjectList, ObjectMeta } from './objects.js';
 
-export interface ReflectorOptions<T> {
+export interface ReflectorOptions<T, S = T> {
   readonly client: ResourceClient<T>;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -36,8 +36,13 @@ export interface ReflectorOptions<T> {
   /** Full relist period (the informer "resync"); jittered in [p, 2p). 0 disables. */
   readonly relistPeriodMs?: number;
   readonly random?: () => number;
+  /**
+   * What the store keeps of each object listed, watched or upserted (client-go's informer
+   * transform); without one, the object but its managedFields.
+   */
+  readonly transform?: (object: T) => S;
   /** Called for every change of the store (not for unchanged objects of a relist). */
-  readonly onChange?: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T) => void;
+  readonly onChange?: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: S) => void;
   /** Called when lastError changes: a list or watch failed (a message), or works again (undefined). */
   readonly onError?: (error: string | undefined) => void;
 }
@@ -78,8 +83,15 @@ interface WatchRun {
   readonly openedAt: number;
 }
 
-export class Reflector<T extends { metadata: ObjectMeta }> {
-  private readonly store = new Map<string, T>();
+/** What a stored object needs: a name to key it by, a resourceVersion to compare. */
+interface Keyed {
+  readonly metadata: { readonly name: string; readonly resourceVersion?: string };
+}
+
+export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> {
+  private readonly store = new Map<string, S>();
+  /** The store's form of an object: the transform, or (S being T then) the object without managedFields. */
+  private readonly keep: (object: T) => S;
   /** Sequence number of the last list or watch update of each name (deleted ones too, bounded). */
   private readonly touched = new Map<string, number>();
   private sequence = 0;
@@ -96,7 +108,8 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   /** The owner's head start, taken by the first list only. */
   private firstPage: Promise<ObjectList<T>> | undefined;
 
-  constructor(private readonly options: ReflectorOptions<T>) {
+  constructor(private readonly options: ReflectorOptions<T, S>) {
+    this.keep = options.transform ?? (cacheable as unknown as (object: T) => S);
     this.firstPage = options.firstPage;
     this.synced = new Promise((resolve) => {
       this.syncedResolve = resolve;
@@ -114,11 +127,11 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
     if (changed) this.options.onError?.(error);
   }
 
-  get(name: string): T | undefined {
+  get(name: string): S | undefined {
     return this.store.get(name);
   }
 
-  list(): T[] {
+  list(): S[] {
     return [...this.store.values()];
   }
 
@@ -150,7 +163,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
    * its MutationCache overlays them but orders them by parsing the version as an etcd integer.
    */
   upsert(written: T, since: number): void {
-    const object = cacheable(written);
+    const object = this.keep(written);
     const name = this.key(object);
     const old = this.store.get(name);
     if (old !== undefined && old.metadata.resourceVersion === object.metadata.resourceVersion) return;
@@ -160,12 +173,12 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
     this.options.onChange?.(old ? 'MODIFIED' : 'ADDED', object);
   }
 
-  private key(object: T): string {
+  private key(object: Keyed): string {
     return object.metadata.name;
   }
 
   /** Stores what the list or watch says about an object; `undefined` deletes it. */
-  private observe(name: string, object: T | undefined): void {
+  private observe(name: string, object: S | undefined): void {
     this.sequence += 1;
     this.touched.delete(name);
     this.touched.set(name, this.sequence);
@@ -185,7 +198,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
 
   private async relist(signal: AbortSignal): Promise<string> {
     const { client, labelSelector, fieldSelector, namespace } = this.options;
-    const seen = new Map<string, T>();
+    const seen = new Map<string, S>();
     let continueToken: string | undefined;
     let resourceVersion = '';
     const listPage = (): Promise<ObjectList<T>> =>
@@ -202,7 +215,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
     do {
       const page = head !== undefined ? await head.catch(listPage) : await listPage();
       head = undefined;
-      for (const item of page.items) seen.set(this.key(item), cacheable(item));
+      for (const item of page.items) seen.set(this.key(item), this.keep(item));
       continueToken =
         page.metadata.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined;
       resourceVersion = page.metadata.resourceVersion ?? resourceVersion;
@@ -310,7 +323,7 @@ export class Reflector<T extends { metadata: ObjectMeta }> {
   /** One watch event into the store; returns the resourceVersion to resume from. */
   private applyWatchEvent(event: WatchEvent<T>, resourceVersion: string): string {
     if (event.type === 'BOOKMARK') return event.resourceVersion;
-    const object = cacheable(event.object);
+    const object = this.keep(event.object);
     const name = this.key(object);
     const existed = this.store.has(name);
     if (event.type === 'DELETED') {

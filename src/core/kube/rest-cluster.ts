@@ -26,6 +26,7 @@ import {
 } from './cluster.js';
 import { readCredentialFile } from './kubeconfig.js';
 import type { ConnectionSettings, ReadTextFile, RequestCredentials } from './kubeconfig.js';
+import { refuseProjection } from './objects.js';
 import type { ObjectList, ObjectMeta } from './objects.js';
 import { pipeline, type Readable } from 'node:stream';
 import { createSecureContext, type SecureContext } from 'node:tls';
@@ -318,8 +319,10 @@ export class RestCluster extends ClusterClients {
     const collection = (options: NamespaceOption | undefined): string =>
       collectionPath(info, (options?.namespace ?? this.defaultNamespace) || this.defaultNamespace);
     const item = (name: string, options: NamespaceOption | undefined): string => `${collection(options)}/${enc(name)}`;
-    const withType = (object: T): unknown =>
-      isRecord(object) ? { apiVersion: info.apiVersion, kind: info.kind, ...object } : object;
+    const withType = (object: T): unknown => {
+      refuseProjection(object);
+      return isRecord(object) ? { apiVersion: info.apiVersion, kind: info.kind, ...object } : object;
+    };
     const json = async (spec: RequestSpec): Promise<T> => (await this.request(spec)) as T;
     return {
       get: (name, options) => json({ method: 'GET', path: item(name, options) }),

@@ -1,6 +1,6 @@
 // The agent's metrics. Names and labels of upstream's series are kept (sig-storage-local-static-
 // provisioner pkg/metrics); the capacity gauge's meaning is fixed (docs/migration-from-upstream.md).
-import type { PersistentVolume } from '../kube/objects.js';
+import type { PersistentVolumeView } from '../pv/cached.js';
 import { parseQuantity } from '../kube/quantity.js';
 import type { Counter, Gauge, Histogram } from './registry.js';
 import { registerProcessMetrics } from './process-metrics.js';
@@ -50,7 +50,7 @@ export interface AgentMetrics {
    * Where the capacity and managed-volume gauges read this node's PVs at scrape time (the serving
    * generation's cache): an idle pass computes nothing for an agent nobody scrapes.
    */
-  managedPersistentVolumes: () => Iterable<PersistentVolume>;
+  managedPersistentVolumes: () => Iterable<PersistentVolumeView>;
   /** The last statfs of each volume (volume health probe), read by the per-volume gauges at scrape time. */
   readonly volumeUsage: VolumeUsageStore;
   /** This node's name, for the per-class Available gauges' `node` label (set by the agent). */
@@ -59,9 +59,9 @@ export interface AgentMetrics {
 
 /** Sums per (storage class, second label) of this node's PVs, for the two volume gauges. */
 function volumeTotals(
-  pvs: Iterable<PersistentVolume>,
-  second: (pv: PersistentVolume) => string,
-  value: (pv: PersistentVolume) => number,
+  pvs: Iterable<PersistentVolumeView>,
+  second: (pv: PersistentVolumeView) => string,
+  value: (pv: PersistentVolumeView) => number,
 ): Map<string, Map<string, number>> {
   const totals = new Map<string, Map<string, number>>();
   for (const pv of pvs) {
@@ -81,7 +81,7 @@ const PROCTABLE = [
   ['failed', 'Cleanups that failed since the start (cumulative, as upstream).'],
 ] as const;
 
-type Managed = () => Iterable<PersistentVolume>;
+type Managed = () => Iterable<PersistentVolumeView>;
 
 /** The PVs discovery creates and the capacity this node publishes (upstream's series). */
 function publishingMetrics(
@@ -252,7 +252,7 @@ export function createAgentMetrics(
   const holder: { metrics?: AgentMetrics } = {};
   const stats = (): { running: number; succeeded: number; failed: number } =>
     holder.metrics?.cleanupStats() ?? { running: 0, succeeded: 0, failed: 0 };
-  const managed = (): Iterable<PersistentVolume> => holder.metrics?.managedPersistentVolumes() ?? [];
+  const managed = (): Iterable<PersistentVolumeView> => holder.metrics?.managedPersistentVolumes() ?? [];
   for (const [key, help] of PROCTABLE)
     registry.gauge(`${P}_proctable_${key}`, help, [], (g) => {
       g.set({}, stats()[key]);

@@ -3,7 +3,7 @@
 // this node's PV cache and those samples when /metrics is read, so a PV gone, bound or released
 // changes its series at the next scrape, with no pass in between. Per-volume series are capped
 // per node: past the cap, PVs (by name order) get none, and a gauge says how many.
-import type { PersistentVolume } from '../kube/objects.js';
+import type { PersistentVolumeView } from '../pv/cached.js';
 import { parseQuantity } from '../kube/quantity.js';
 import type { FilesystemUsage } from '../node/volumes.js';
 import type { Gauge, MetricsRegistry } from './registry.js';
@@ -20,7 +20,7 @@ export const SERIES_PER_FILESYSTEM_VOLUME = 6;
 export type VolumeUsageStore = Map<string, FilesystemUsage>;
 
 /** A PV's key in the usage store (and the volume health's): its name and UID. */
-export function volumeKey(pv: PersistentVolume): string {
+export function volumeKey(pv: PersistentVolumeView): string {
   return `${pv.metadata.name}/${pv.metadata.uid ?? ''}`;
 }
 
@@ -36,19 +36,19 @@ export interface AvailableClass {
 /** `storageclass` → `volumeMode` → the Available PVs' count and bytes. */
 export type AvailableByClass = Map<string, Map<string, AvailableClass>>;
 
-function capacityOf(pv: PersistentVolume): number {
+function capacityOf(pv: PersistentVolumeView): number {
   return parseQuantity(pv.spec.capacity?.['storage'] ?? '0');
 }
 
 /** Whether a claim can still be bound to this PV: Available, not being deleted, not reserved. */
-export function isOpenForClaims(pv: PersistentVolume): boolean {
+export function isOpenForClaims(pv: PersistentVolumeView): boolean {
   return (
     pv.status?.phase === 'Available' && pv.metadata.deletionTimestamp === undefined && pv.spec.claimRef === undefined
   );
 }
 
 /** This node's Available PVs, per class and volume mode. */
-export function availableByClass(pvs: Iterable<PersistentVolume>): AvailableByClass {
+export function availableByClass(pvs: Iterable<PersistentVolumeView>): AvailableByClass {
   const out: AvailableByClass = new Map();
   for (const pv of pvs) {
     if (!isOpenForClaims(pv)) continue;
@@ -68,7 +68,7 @@ export function availableByClass(pvs: Iterable<PersistentVolume>): AvailableByCl
 }
 
 /** This node's Available PVs per class, volume modes merged (the status and its Lease), classes in name order. */
-export function availableSummary(pvs: Iterable<PersistentVolume>): Record<string, AvailableClass> {
+export function availableSummary(pvs: Iterable<PersistentVolumeView>): Record<string, AvailableClass> {
   const out: Record<string, AvailableClass> = {};
   const byClass = availableByClass(pvs);
   for (const storageclass of [...byClass.keys()].sort()) {
@@ -107,7 +107,7 @@ export interface VolumeRows {
  * The per-volume rows of this node's Available and Bound PVs (those the health probe watches), in
  * name order, until `limit` series: a Filesystem PV with a sample counts 6, any other 1.
  */
-export function volumeRows(pvs: Iterable<PersistentVolume>, usage: VolumeUsageStore, limit: number): VolumeRows {
+export function volumeRows(pvs: Iterable<PersistentVolumeView>, usage: VolumeUsageStore, limit: number): VolumeRows {
   const watched = [...pvs].filter((pv) => {
     const phase = pv.status?.phase;
     return (phase === 'Available' || phase === 'Bound') && pv.metadata.deletionTimestamp === undefined;
@@ -141,7 +141,7 @@ export function volumeRows(pvs: Iterable<PersistentVolume>, usage: VolumeUsageSt
 
 export interface VolumeUsageSources {
   /** This node's PVs (the serving generation's cache), read at scrape time. */
-  readonly persistentVolumes: () => Iterable<PersistentVolume>;
+  readonly persistentVolumes: () => Iterable<PersistentVolumeView>;
   readonly usage: VolumeUsageStore;
   /** The node's name: a label of the per-class gauges, so "which nodes" needs no relabelling. */
   readonly node: () => string;

@@ -79,7 +79,36 @@ function parseId(value: string | undefined, what: string, line: number, text: st
   return Number(value);
 }
 
-function parseLine(text: string, line: number): MountInfoEntry {
+const NO_FIELDS: readonly string[] = Object.freeze([]);
+
+/**
+ * Equal values of one table, shared: a node's mounts repeat their options, filesystem types,
+ * sources and devices (1,000 bind mounts of one disk: one of each instead of 1,000), and the
+ * agent keeps its last table.
+ */
+class SharedValues {
+  private readonly strings = new Map<string, string>();
+  private readonly lists = new Map<string, readonly string[]>();
+
+  string(value: string): string {
+    const known = this.strings.get(value);
+    if (known !== undefined) return known;
+    this.strings.set(value, value);
+    return value;
+  }
+
+  /** `text` split at `separator`, frozen (entries share it). */
+  list(text: string, separator: string): readonly string[] {
+    if (text === '') return NO_FIELDS;
+    const known = this.lists.get(text);
+    if (known !== undefined) return known;
+    const list = Object.freeze(text.split(separator).map((v) => this.string(v)));
+    this.lists.set(text, list);
+    return list;
+  }
+}
+
+function parseLine(text: string, line: number, shared: SharedValues): MountInfoEntry {
   const fields = text.split(' ');
   // Optional fields start at index 6; root and mount point always start with '/', options are
   // never '-', so the first '-' from index 6 on is the separator.
@@ -99,17 +128,17 @@ function parseLine(text: string, line: number): MountInfoEntry {
   return {
     mountId,
     parentId,
-    device: deviceMatch[0],
+    device: shared.string(deviceMatch[0]),
     major: Number(deviceMatch[1]),
     minor: Number(deviceMatch[2]),
     root: decodeMountInfoField(root),
     mountPoint: decodeMountInfoField(mountPoint),
-    mountOptions: options === '' ? [] : options.split(','),
-    optionalFields: fields.slice(6, separator),
-    fsType: decodeMountInfoField(fields[separator + 1] ?? ''),
-    source: decodeMountInfoField(fields[separator + 2] ?? ''),
+    mountOptions: shared.list(options, ','),
+    optionalFields: shared.list(fields.slice(6, separator).join(' '), ' '),
+    fsType: shared.string(decodeMountInfoField(fields[separator + 1] ?? '')),
+    source: shared.string(decodeMountInfoField(fields[separator + 2] ?? '')),
     // Super options carry no unescaped spaces either; joining keeps a malformed tail rather than losing it.
-    superOptions: decodeMountInfoField(fields.slice(separator + 3).join(' ')),
+    superOptions: shared.string(decodeMountInfoField(fields.slice(separator + 3).join(' '))),
   };
 }
 
@@ -120,11 +149,12 @@ function parseLine(text: string, line: number): MountInfoEntry {
  */
 export function parseMountInfo(text: string): MountInfoEntry[] {
   const entries: MountInfoEntry[] = [];
+  const shared = new SharedValues();
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i] ?? '';
     if (line === '') continue;
-    entries.push(parseLine(line, i + 1));
+    entries.push(parseLine(line, i + 1, shared));
   }
   return entries;
 }

@@ -3,6 +3,7 @@
 // records the disk's identity on the PV (annotations of its own prefix, which upstream ignores) and
 // never wipes, deletes or republishes through a mismatch (docs/disk-identity.md).
 import type { PersistentVolume } from '../kube/objects.js';
+import type { PersistentVolumeView } from './cached.js';
 import { isLegacyLoopId, legacyLoopIdExtension, UNKNOWN_BIRTH } from '../node/identity.js';
 import type { VolumeIdentity } from '../node/volumes.js';
 import type { NodeIdentity } from './naming.js';
@@ -60,12 +61,12 @@ export function withIdentity(
 }
 
 /** The identity recorded on the PV, when one other than `none` is. */
-export function recordedIdentity(pv: PersistentVolume): string | undefined {
+export function recordedIdentity(pv: PersistentVolumeView): string | undefined {
   const recorded = pv.metadata.annotations?.[IDENTITY_ANNOTATION];
   return recorded === NO_IDENTITY ? undefined : recorded;
 }
 
-export function hasRecordedIdentity(pv: PersistentVolume): boolean {
+export function hasRecordedIdentity(pv: PersistentVolumeView): boolean {
   return pv.metadata.annotations?.[IDENTITY_ANNOTATION] !== undefined;
 }
 
@@ -100,7 +101,7 @@ export function identityMatches(recorded: string, found: string): boolean {
  * matches it (I5 stays open for such a PV until legacyIdentityUpgrade's re-record).
  */
 export function checkIdentity(
-  pv: PersistentVolume,
+  pv: PersistentVolumeView,
   current: VolumeIdentity | undefined,
   node: Pick<NodeIdentity, 'uid'>,
 ): IdentityVerdict {
@@ -146,14 +147,14 @@ export function checkIdentity(
  * The operator's action on the PV (IDENTITY_ACTION_ANNOTATION): `accept`, exactly; any other value
  * is invalid (reported, never acted on: `yes` or `Accept` may mean something else); none when unset.
  */
-export function identityAction(pv: PersistentVolume): 'accept' | { readonly invalid: string } | undefined {
+export function identityAction(pv: PersistentVolumeView): 'accept' | { readonly invalid: string } | undefined {
   const value = pv.metadata.annotations?.[IDENTITY_ACTION_ANNOTATION];
   if (value === undefined) return undefined;
   return value === ACCEPT_ACTION ? 'accept' : { invalid: value };
 }
 
 /** Whether the PV's recorded identity is a legacy loop id (no birth): one legacyIdentityUpgrade may upgrade. */
-export function hasLegacyIdentity(pv: PersistentVolume): boolean {
+export function hasLegacyIdentity(pv: PersistentVolumeView): boolean {
   const recorded = pv.metadata.annotations?.[IDENTITY_ANNOTATION];
   return recorded !== undefined && isLegacyLoopId(recorded);
 }
@@ -164,7 +165,7 @@ export function hasLegacyIdentity(pv: PersistentVolume): boolean {
  * disk there as at first sight) so that a file recreated with the same numbers stops matching.
  * Not with birth `unknown`: it tells no file apart, and would refuse the same file once readable.
  */
-export function legacyIdentityUpgrade(pv: PersistentVolume, current: VolumeIdentity | undefined): boolean {
+export function legacyIdentityUpgrade(pv: PersistentVolumeView, current: VolumeIdentity | undefined): boolean {
   const recorded = pv.metadata.annotations?.[IDENTITY_ANNOTATION];
   if (recorded === undefined || current === undefined) return false;
   const birth = legacyLoopIdExtension(recorded, current.id);

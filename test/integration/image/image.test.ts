@@ -212,7 +212,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     if (tmp.length > 0) t.diagnostic(`the image ships ${String(tmp.length)} files under /tmp, e.g. ${tmp[0] ?? ''}`);
   });
 
-  it('runs as the Dockerfile says: ENTRYPOINT tini -- node --jitless bin/run.js, CMD run, its workdir and environment', () => {
+  it('runs as the Dockerfile says: ENTRYPOINT tini -- node --jitless --optimize-for-size bin/run.js, CMD run, its workdir and environment', () => {
     const config = JSON.parse(inspect(image.image, '{{json .Config}}')) as {
       Entrypoint: string[];
       Cmd: string[];
@@ -220,7 +220,14 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
       Env: string[];
       User?: string;
     };
-    assert.deepEqual(config.Entrypoint, ['tini', '--', 'node', '--jitless', `${WORKDIR}/bin/run.js`]);
+    assert.deepEqual(config.Entrypoint, [
+      'tini',
+      '--',
+      'node',
+      '--jitless',
+      '--optimize-for-size',
+      `${WORKDIR}/bin/run.js`,
+    ]);
     assert.deepEqual(config.Cmd, ['run']);
     assert.equal(config.WorkingDir, WORKDIR);
     assert.ok(config.Env.includes('NODE_ENV=production'), config.Env.join(' '));
@@ -643,13 +650,13 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
       // PID 1 is tini; the agent is its child.
       const pid1 = exec('cat', '/proc/1/cmdline');
       assert.equal(pid1.status, 0, show(pid1));
-      const entrypoint = ['node', '--jitless', '/opt/provisioner/bin/run.js', 'run'];
-      assert.deepEqual(pid1.stdout.split('\0').slice(0, 6), ['tini', '--', ...entrypoint]);
+      const entrypoint = ['node', '--jitless', '--optimize-for-size', '/opt/provisioner/bin/run.js', 'run'];
+      assert.deepEqual(pid1.stdout.split('\0').slice(0, entrypoint.length + 2), ['tini', '--', ...entrypoint]);
       const children = exec('cat', '/proc/1/task/1/children').stdout.trim().split(/\s+/u);
       assert.equal(children.length, 1, `PID 1 has one child: ${children.join(' ')}`);
       // The agent runs without V8's compilers (the Dockerfile says why); a command in exec has them.
       const agent = exec('cat', `/proc/${children[0] ?? ''}/cmdline`).stdout.split('\0');
-      assert.deepEqual(agent.slice(0, 4), entrypoint, agent.join(' '));
+      assert.deepEqual(agent.slice(0, entrypoint.length), entrypoint, agent.join(' '));
 
       assert.match(metrics(), /^local_volume_provisioner_config_generation 1$/mu);
       const dashboard = exec('provisioner', 'dashboard', '--once', '--admin-socket', socket);

@@ -514,5 +514,43 @@ describe('Reflector stop', () => {
     });
     for (let i = 0; i < 20 && !state.returned; i++) await settle();
     assert.ok(state.returned, 'run() returned after the abort');
+
+describe('Reflector store: a transform', () => {
+  it('stores and reports the transform of every listed, watched and upserted object', async () => {
+    const server = scriptedServer([pv('listed', 'v1')]);
+    const changed: string[] = [];
+    const reflector = new Reflector<
+      PersistentVolume,
+      { metadata: { name: string; resourceVersion?: string }; path: string }
+    >({
+      client: server.client,
+      clock: new ManualClock(),
+      logger: silentLogger,
+      resource: 'persistentvolumes',
+      transform: (object) => ({
+        metadata: { name: object.metadata.name, resourceVersion: object.metadata.resourceVersion ?? '' },
+        path: object.spec.local?.path ?? '',
+      }),
+      onChange: (type, object) => changed.push(`${type} ${object.path}`),
+    });
+    const abort = new AbortController();
+    const running = reflector.run(abort.signal);
+    await reflector.synced;
+    server.send({ type: 'ADDED', object: pv('watched', 'v2') });
+    await settle();
+    reflector.upsert(pv('mine', 'v3'), reflector.position());
+    server.send({ type: 'DELETED', object: pv('watched', 'v4') });
+    await settle();
+    assert.deepEqual(reflector.get('listed'), {
+      metadata: { name: 'listed', resourceVersion: 'v1' },
+      path: '/mnt/listed',
+    });
+    assert.deepEqual(
+      reflector.list().map((o) => o.path),
+      ['/mnt/listed', '/mnt/mine'],
+    );
+    assert.deepEqual(changed, ['ADDED /mnt/listed', 'ADDED /mnt/watched', 'ADDED /mnt/mine', 'DELETED /mnt/watched']);
+    abort.abort();
+    await running;
   });
 });

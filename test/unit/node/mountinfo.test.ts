@@ -159,3 +159,28 @@ describe('mountinfo escapes', () => {
     );
   });
 });
+
+describe('parseMountInfo: what a table keeps', () => {
+  it('shares the equal options, types, sources and devices of its mounts (frozen), and keeps each path', () => {
+    const lines = [0, 1, 2].map(
+      (i) =>
+        `${String(100 + i)} 20 0:45 /v${String(i)} /disc/v${String(i)} rw,relatime shared:7 - tmpfs tmpfs rw,size=65536k`,
+    );
+    const [a, b, c] = parseMountInfo(lines.join('\n'));
+    assert.ok(a && b && c);
+    assert.equal(a.mountOptions, b.mountOptions, 'one options array');
+    assert.equal(b.optionalFields, c.optionalFields);
+    assert.ok(Object.isFrozen(a.mountOptions) && Object.isFrozen(a.optionalFields));
+    assert.deepEqual(a.mountOptions, ['rw', 'relatime']);
+    assert.deepEqual([a.fsType, a.source, a.superOptions, a.device], ['tmpfs', 'tmpfs', 'rw,size=65536k', '0:45']);
+    assert.deepEqual(
+      [a, b, c].map((m) => [m.root, m.mountPoint]),
+      [
+        ['/v0', '/disc/v0'],
+        ['/v1', '/disc/v1'],
+        ['/v2', '/disc/v2'],
+      ],
+    );
+    assert.deepEqual(parseMountInfo('1 0 8:1 / / rw - ext4 /dev/sda1 rw')[0]?.optionalFields, []);
+  });
+});

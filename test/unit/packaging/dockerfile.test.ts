@@ -139,7 +139,7 @@ describe('Dockerfile', () => {
     for (const input of inputs) assert.ok(copied.includes(input), `the build stage copies ${input}`);
   });
 
-  it('runtime stage: ENTRYPOINT ["tini", "--", "node", "--jitless", bin/run.js], CMD ["run"], and provisioner on PATH (a symlink to bin/run.js)', () => {
+  it('runtime stage: ENTRYPOINT ["tini", "--", "node", "--jitless", "--optimize-for-size", bin/run.js], CMD ["run"], and provisioner on PATH (a symlink to bin/run.js)', () => {
     assert.ok(runtime);
     const workdir = lastArg(runtime, 'WORKDIR') ?? '/';
     assert.deepEqual(JSON.parse(lastArg(runtime, 'ENTRYPOINT') ?? 'null'), [
@@ -147,6 +147,7 @@ describe('Dockerfile', () => {
       '--',
       'node',
       '--jitless',
+      '--optimize-for-size',
       posix.join(workdir, 'bin/run.js'),
     ]);
     assert.deepEqual(JSON.parse(lastArg(runtime, 'CMD') ?? 'null'), ['run']);
@@ -165,11 +166,13 @@ describe('Dockerfile', () => {
     assert.match(readFileSync(join(REPO_ROOT, 'bin/run.js'), 'utf8'), /^#!\/usr\/bin\/env node\n/u);
   });
 
-  it("the entrypoint's --jitless stays with `run`: any other command is executed again with V8's compilers (the dashboard needs WebAssembly)", () => {
-    // A preload that says, in each process it starts in, whether WebAssembly (gone under --jitless) exists.
-    const probe = `data:text/javascript,process.stderr.write('wasm:'+typeof WebAssembly+'\\n')`;
+  it("the entrypoint's --jitless and --optimize-for-size stay with `run`: any other command is executed again without them (the dashboard needs WebAssembly)", () => {
+    // A preload that says, in each process it starts in, whether WebAssembly (gone under --jitless)
+    // exists and whether --optimize-for-size is on.
+    const probe = `data:text/javascript,process.stderr.write('wasm:'+typeof WebAssembly+(process.execArgv.includes('--optimize-for-size')?' sized':'')+'\\n')`;
     const entry = (args: readonly string[]): { status: number | null; stdout: string; wasm: string[] } => {
-      const r = spawnSync(process.execPath, ['--jitless', '--import', probe, join(REPO_ROOT, 'bin/run.js'), ...args], {
+      const flags = ['--jitless', '--optimize-for-size', '--import', probe];
+      const r = spawnSync(process.execPath, [...flags, join(REPO_ROOT, 'bin/run.js'), ...args], {
         encoding: 'utf8',
         env: { ...process.env, NODE_OPTIONS: '' },
         timeout: 60_000,
@@ -181,13 +184,13 @@ describe('Dockerfile', () => {
     assert.match(version.stdout, /^local-volume-provisioner-ts\/\d/u);
     assert.deepEqual(
       version.wasm,
-      ['wasm:undefined', 'wasm:object'],
-      'started jitless, then executed again with the JIT',
+      ['wasm:undefined sized', 'wasm:object'],
+      "started jitless, then executed again with the JIT and V8's default heap sizing",
     );
     const run = entry(['run', '--help']);
     assert.equal(run.status, 0);
     assert.match(run.stdout, /--min-pass-interval/u);
-    assert.deepEqual(run.wasm, ['wasm:undefined'], 'run stays jitless, in one process');
+    assert.deepEqual(run.wasm, ['wasm:undefined sized'], 'run stays jitless and sized, in one process');
   });
 
   it('runtime stage: the cleaners at /scripts (executable) and the tools they need, without recommends or apt lists', () => {

@@ -20,6 +20,7 @@ import {
   type WatchOptions,
 } from '../cluster.js';
 import { LabelSelectorError, everything, parseLabelSelector, type LabelSelector } from '../label-selector.js';
+import { refuseProjection } from '../objects.js';
 import type { ObjectList, ObjectMeta } from '../objects.js';
 import { jsonEqual, objectAt, stringAt, type JsonObject } from './json.js';
 import { DecodeError, qualifiedKind, qualifiedResource, STRATEGIES, type KindStrategy } from './strategies.js';
@@ -301,6 +302,7 @@ export class MemoryCluster extends ClusterClients {
     const out = (object: JsonObject): T => object as unknown as T;
     const input = (object: T): JsonObject => {
       if (!isRecord(object)) throw new KubeApiError(400, 'BadRequest', 'the request body must be a JSON object');
+      refuseProjection(object);
       return structuredClone(object);
     };
     return {
