@@ -514,6 +514,8 @@ describe('Reflector stop', () => {
     });
     for (let i = 0; i < 20 && !state.returned; i++) await settle();
     assert.ok(state.returned, 'run() returned after the abort');
+  });
+});
 
 describe('Reflector store: a transform', () => {
   it('stores and reports the transform of every listed, watched and upserted object', async () => {
