@@ -13,7 +13,7 @@ import {
 } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { ObjectList, PersistentVolume } from '../../../src/core/kube/objects.js';
-import { Reflector } from '../../../src/core/kube/reflector.js';
+import { Reflector, type ReflectorOptions } from '../../../src/core/kube/reflector.js';
 import { silentLogger } from '../../../src/core/log.js';
 
 function pv(name: string, resourceVersion?: string, path = `/mnt/${name}`): PersistentVolume {
@@ -97,6 +97,7 @@ function start(
   client: ResourceClient<PersistentVolume>,
   clock: ManualClock,
   random = sequence(),
+  more: Pick<ReflectorOptions<PersistentVolume>, 'pageSize' | 'firstPage'> = {},
 ): { reflector: Reflector<PersistentVolume>; stop: () => Promise<void> } {
   const reflector = new Reflector<PersistentVolume>({
     client,
@@ -104,6 +105,7 @@ function start(
     logger: silentLogger,
     resource: 'persistentvolumes',
     random,
+    ...more,
   });
   const abort = new AbortController();
   const running = reflector.run(abort.signal);
@@ -422,23 +424,7 @@ describe('Reflector head start (a first page requested before it runs)', () => {
     firstPage: Promise<ObjectList<PersistentVolume>>,
     pageSize = 500,
   ): { reflector: Reflector<PersistentVolume>; stop: () => Promise<void> } {
-    const reflector = new Reflector<PersistentVolume>({
-      client,
-      clock,
-      logger: silentLogger,
-      resource: 'persistentvolumes',
-      pageSize,
-      firstPage,
-    });
-    const abort = new AbortController();
-    const running = reflector.run(abort.signal);
-    return {
-      reflector,
-      stop: async () => {
-        abort.abort();
-        await running;
-      },
-    };
+    return start(client, clock, sequence(), { pageSize, firstPage });
   }
 
   it('takes the page as its first list, then watches from its resourceVersion: a change in between is not lost', async () => {
