@@ -53,8 +53,9 @@ COPY cleaners/ /scripts/
 # empty). `run` with no cluster to reach loads the modules the agent starts with and stops at the
 # connection (exit code 5); the cache is written at exit. Node checks each entry against the file
 # it was made from (path, content, Node version and V8 flags: NODE_OPTIONS above and the
-# ENTRYPOINT's --jitless --optimize-for-size, so it is made with the ENTRYPOINT's command), so a stale or foreign entry
-# is compiled anew, never used; a read-only root filesystem only stops new entries.
+# ENTRYPOINT's --jitless --optimize-for-size, so it is made with the ENTRYPOINT's command), so a
+# stale or foreign entry is compiled anew, never used; a read-only root filesystem only stops new
+# entries.
 # Outside the workdir, which holds the bundle only (test/integration/image/image.test.ts).
 ENV NODE_COMPILE_CACHE=/var/cache/provisioner/compile-cache
 RUN chmod 0755 /scripts/*.sh /opt/provisioner/bin/run.js \
