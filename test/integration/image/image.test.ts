@@ -327,7 +327,8 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     const kib = Number(line('kib'));
     t.diagnostic(`${WORKDIR}: ${(kib / 1024).toFixed(1)} MiB`);
     // The budget catches node_modules (tens of MiB), not the bundle's growth: 16.2 MiB with the staged
-    // rollout's controller and commands, about half of it source maps (docs/benchmarks.md "The image").
+    // rollout's controller and commands, about half of it source maps, which the image no longer
+    // holds (docs/benchmarks.md "The image").
     assert.ok(kib > 0 && kib < 20 * 1024, `${WORKDIR} is ${String(kib)} KiB; docs/benchmarks.md says about 16 MiB`);
   });
 
@@ -538,7 +539,8 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     const accepted = output.match(/^\[compile cache\] V8 code cache for ESM \S+ was accepted/gmu) ?? [];
     const rejected = output.match(/^\[compile cache\] V8 code cache for ESM \S+ was (?!accepted)\w+/gmu) ?? [];
     assert.deepEqual(rejected, [], 'no module compiled from source');
-    assert.ok(accepted.length >= 40, `${String(accepted.length)} modules from the cache:\n${show(r)}`);
+    // `run`'s own bundle: 23 modules before it connects (scripts/bundle.mjs).
+    assert.ok(accepted.length >= 20, `${String(accepted.length)} modules from the cache:\n${show(r)}`);
   });
 
   it('runs simulate --demo, diff-config on fixtures, and reaches a kubeconfig server (exit 5, no missing module)', async () => {
