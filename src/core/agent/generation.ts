@@ -619,12 +619,6 @@ export class Generation {
   }
 
   /**
-   * Change detection between full passes. The node reports mount-table changes and entries
-   * created or removed in the discovery directories as they happen, and each report triggers a
-   * pass (coalesced with one in progress). When it cannot (no findmnt), the cheap poll instead.
-   * The discovery period's full pass stays the safety net either way.
-   */
-  /**
    * The change watch starts once the first pass ran: spawning findmnt blocks the main thread for
    * 7–16 ms, which at start-up came right before the first pass. Nothing is missed meanwhile: the
    * watch's ready, or the fallback's first listing, triggers a pass.
@@ -639,6 +633,12 @@ export class Generation {
     if (!isAborted(signal)) await this.watchForChanges(signal);
   }
 
+  /**
+   * Change detection between full passes. The node reports mount-table changes and entries
+   * created or removed in the discovery directories as they happen, and each report triggers a
+   * pass (coalesced with one in progress). When it cannot (no findmnt), the cheap poll instead.
+   * The discovery period's full pass stays the safety net either way.
+   */
   private async watchForChanges(signal: AbortSignal): Promise<void> {
     const directories = [...new Set(Object.values(this.config.storageClassMap).map((c) => c.mountDir))];
     const watch = this.deps.volumes.watchChanges({
