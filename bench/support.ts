@@ -132,7 +132,10 @@ export function bindMountedVolumes(cleanup: Cleanup, work: string, name: string,
 
 /**
  * `provisioner run`'s arguments to node, as the benches start it: a config, any port, JSON logs;
- * `script` is another build's `bin/run.js` (default: this repository's).
+ * `script` is another build's `bin/run.js` (default: this repository's). The port is `:0`, no host,
+ * as the image's default `:8080` has none: with a host, Node's listen looks the address up and
+ * tests it against IPv6's link-local range, whose regular expression takes ~7 ms to compile
+ * under `--jitless`, a cost the DaemonSet's agent never pays.
  */
 export function agentCommandLine(configFile: string, adminSocket: string, script?: string): string[] {
   return [
@@ -141,7 +144,7 @@ export function agentCommandLine(configFile: string, adminSocket: string, script
     '--config-dir',
     configFile,
     '--listen-address',
-    '127.0.0.1:0',
+    ':0',
     '--admin-socket',
     adminSocket,
     '--log-format',

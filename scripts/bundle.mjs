@@ -7,7 +7,7 @@
 // split the agent's code into 57 files; alone it loads 23, ~9 % less CPU to its first request
 // (docs/benchmarks.md, "Start → first PV, once more"), for ~3.4 MB more on disk.
 import { build } from 'esbuild';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -45,5 +45,21 @@ const results = await Promise.all([
   bundle({ 'run-lean': 'src/cli/run-lean.ts' }, 'chunks/run-[name]-[hash]'),
 ]);
 const outputs = results.flatMap((r) => Object.entries(r.metafile.outputs));
+for (const [file] of outputs) if (file.endsWith('.js')) asciiOnly(join(root, file));
 const bytes = outputs.reduce((n, [, o]) => n + o.bytes, 0);
 console.error(`bundle: ${outputs.filter(([f]) => f.endsWith('.js')).length} files, ${(bytes / 1024).toFixed(0)} KiB`);
+
+/**
+ * esbuild escapes non-ASCII characters in strings but keeps comments (and a regular expression's
+ * characters) as written, and one `→` in a comment makes V8 hold the whole file's source as UTF-16,
+ * twice its size, decoded on the slow path at every start. A `\uXXXX` escape of each UTF-16 unit
+ * means the same in a comment, a string, a regular expression (with or without the `u` flag) and
+ * an identifier, so every file stays one byte a character (docs/benchmarks.md, "Start → first PV,
+ * a third time").
+ * @param {string} path
+ */
+function asciiOnly(path) {
+  const text = readFileSync(path, 'utf8');
+  const ascii = text.replace(/[^\t\n\r\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  if (ascii !== text) writeFileSync(path, ascii);
+}

@@ -1,7 +1,6 @@
 // The cleaner port: how a volume's data is wiped in this process. The real one runs the class's
 // blockCleanerCommand (LOCAL_PV_BLKDEVICE set) or empties a filesystem volume; the in-memory one
 // records calls and can be slow or fail on demand (tests, simulate).
-import { spawn } from 'node:child_process';
 import { constants } from 'node:fs';
 import { open, readdir, readFile } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
@@ -10,6 +9,7 @@ import type { NodeVolumes } from '../node/volumes.js';
 import { nodeProcessHost } from '../process-host.js';
 import type { ProcessHost } from '../process-host.js';
 import { errnoCode, errorMessage } from '../unknown-values.js';
+import { childProcess } from '../on-demand-builtins.js';
 
 export interface CleanOptions {
   readonly signal: AbortSignal;
@@ -156,7 +156,7 @@ export class ProcessCleaner implements VolumeCleaner {
       host.kill(pid, signal);
     };
     return new Promise((resolve, reject) => {
-      const child = spawn(file, args, {
+      const child = childProcess().spawn(file, args, {
         env: { ...this.environment, LOCAL_PV_BLKDEVICE: device },
         stdio: ['ignore', 'pipe', 'pipe'],
         detached: true,

@@ -5,7 +5,7 @@
 // boundary, so every partition (and any PV on it) is the same size and well aligned whatever the
 // disk's erase block; the remainder (under N MiB) is left unused at the end.
 import { randomUUID } from 'node:crypto';
-import { crc32 } from 'node:zlib';
+import { zlib } from '../on-demand-builtins.js';
 
 /** "Linux filesystem data": what the kernel, blkid and partitioning tools expect for plain data. */
 export const LINUX_DATA_TYPE_GUID = '0FC63DAF-8483-4772-8E79-3D69D8477DE4';
@@ -187,7 +187,7 @@ function header(layout: Layout, diskGuid: Uint8Array, entriesCrc: number, primar
   view.setUint32(84, GPT_ENTRY_BYTES, true);
   view.setUint32(88, entriesCrc, true);
   // The header CRC covers HeaderSize bytes with its own field zero, which it still is here.
-  view.setUint32(16, crc32(bytes.subarray(0, HEADER_BYTES)), true);
+  view.setUint32(16, zlib().crc32(bytes.subarray(0, HEADER_BYTES)), true);
   return bytes;
 }
 
@@ -209,7 +209,7 @@ export function buildGpt(request: GptRequest): GptImage {
   const diskGuid = request.diskGuid ?? random();
   const diskGuidBytes = encodeGuid(diskGuid);
   const entries = entryArray(layout, guids, name);
-  const entriesCrc = crc32(entries);
+  const entriesCrc = zlib().crc32(entries);
   const block = layout.block;
   const primary = new Uint8Array(layout.firstUsable * block);
   primary.set(protectiveMbr(layout), 0);
@@ -258,7 +258,7 @@ export function readGptHeader(bytes: Uint8Array, block: number): GptHeader | und
   if (size < HEADER_BYTES || size > bytes.length || size > block) return undefined;
   const copy = Uint8Array.from(bytes.subarray(0, size));
   new DataView(copy.buffer).setUint32(16, 0, true);
-  if (crc32(copy) !== view.getUint32(16, true)) return undefined;
+  if (zlib().crc32(copy) !== view.getUint32(16, true)) return undefined;
   const count = view.getUint32(80, true);
   const entrySize = view.getUint32(84, true);
   // The spec: entries of 128 × 2^n bytes; a bound on the array keeps a forged header from asking for gigabytes.
@@ -277,7 +277,7 @@ export function readGptHeader(bytes: Uint8Array, block: number): GptHeader | und
  * kernel numbers them; undefined when the CRC does not match (a torn or foreign table).
  */
 export function readGptEntries(entries: Uint8Array, header: GptHeader, block: number): GptEntry[] | undefined {
-  if (entries.length !== header.entriesBytes || crc32(entries) !== header.entriesCrc) return undefined;
+  if (entries.length !== header.entriesBytes || zlib().crc32(entries) !== header.entriesCrc) return undefined;
   const view = new DataView(entries.buffer, entries.byteOffset, entries.byteLength);
   const { entrySize } = header;
   const used: GptEntry[] = [];

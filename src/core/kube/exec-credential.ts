@@ -4,11 +4,11 @@
 // leaves its stdin open, sets no KUBERNETES_EXEC_INFO and checks nothing it prints
 // (docs/architecture.md, "Kubeconfig and client-node"). Core code: the environment the plugin
 // inherits is passed in by the caller.
-import { spawn } from 'node:child_process';
 import { KubeconfigError } from './kubeconfig-error.js';
 import { nodeProcessHost } from '../process-host.js';
 import type { ProcessHost } from '../process-host.js';
 import { isRecord } from '../unknown-values.js';
+import { childProcess } from '../on-demand-builtins.js';
 
 export const EXEC_API_VERSIONS = ['client.authentication.k8s.io/v1', 'client.authentication.k8s.io/v1beta1'] as const;
 export type ExecApiVersion = (typeof EXEC_API_VERSIONS)[number];
@@ -184,7 +184,7 @@ function runPlugin(options: ExecCredentialOptions): Promise<string> {
   };
   const hint = exec.installHint === undefined ? '' : `\n${exec.installHint.trim()}`;
   return new Promise((resolve, reject) => {
-    const child = spawn(exec.command, [...exec.args], {
+    const child = childProcess().spawn(exec.command, [...exec.args], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
       // Its own process group, so a timeout kills whatever the plugin started too.

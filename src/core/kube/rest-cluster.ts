@@ -30,7 +30,7 @@ import { refuseProjection } from './objects.js';
 import type { ObjectList, ObjectMeta } from './objects.js';
 import { pipeline, type Readable } from 'node:stream';
 import { createSecureContext, type SecureContext } from 'node:tls';
-import { createGunzip } from 'node:zlib';
+import { zlib } from '../on-demand-builtins.js';
 
 export interface RestClusterOptions {
   readonly connection: ConnectionSettings;
@@ -658,7 +658,7 @@ function decoded(res: IncomingMessage): Readable {
     res.destroy();
     throw new KubeApiError(500, 'InternalError', `unsupported Content-Encoding ${JSON.stringify(encoding)}`);
   }
-  const gunzip = createGunzip();
+  const gunzip = zlib().createGunzip();
   // Errors of either side end up on gunzip, where the reader sees them.
   pipeline(res, gunzip, () => undefined);
   return gunzip;

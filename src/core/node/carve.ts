@@ -6,7 +6,6 @@
 // dm/md/LVM device or held by any other exclusive opener, and keeps all of them off it while it
 // is held), the kernel must list no partitions and no holders, the caller's own check runs again,
 // and both ends of the disk are read back through that same handle and must be all zeros.
-import { spawn } from 'node:child_process';
 import { constants, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -15,6 +14,7 @@ import { buildGpt, GptLayoutError, MiB, type GptImage, type GptPartition, type G
 import type { DeviceCarver } from '../devices/ports.js';
 import { errnoCode, errorMessage } from '../unknown-values.js';
 import { SECTOR_BYTES, decodeDeviceNumber } from './linux-volumes.js';
+import { childProcess } from '../on-demand-builtins.js';
 
 /** Why a disk was left as it was: the expected refusals, not failures. */
 export type CarveRefusal = 'busy' | 'not-blank' | 'too-small' | 'not-a-disk';
@@ -94,7 +94,7 @@ export const runCommand: CommandRunner = (command, args, timeoutMs) =>
   new Promise((resolve) => {
     let output = '';
     let failure: string | undefined;
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = childProcess().spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     const keep = (chunk: Buffer): void => {
       output = (output + chunk.toString('utf8')).slice(-OUTPUT_KEPT);
     };

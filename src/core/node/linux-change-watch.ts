@@ -4,13 +4,13 @@
 // mount), so a long-lived `findmnt --poll` (util-linux, in the image) waits for it and prints a
 // line per change. inotify (fs.watch) reports entries created, removed or renamed in the watched
 // directories, symlinks included. Without findmnt the caller falls back to polling.
-import { spawn } from 'node:child_process';
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readlink, realpath } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 
 import { mountChangeConcerns } from './volumes.js';
 import type { ChangeWatch, ChangeWatchOptions, ChangeWatchOutcome } from './volumes.js';
+import { childProcess } from '../on-demand-builtins.js';
 
 export interface LinuxChangeWatchOptions extends ChangeWatchOptions {
   /** The findmnt command (looked up on PATH unless absolute). */
@@ -44,9 +44,13 @@ export function watchLinuxChanges(options: LinuxChangeWatchOptions): ChangeWatch
   const watched = kernelNames(options.directories);
   const directories = directoryWatches(options.directories, notify);
 
-  const child = spawn(options.findmnt, ['--poll', '--noheadings', '--raw', '--output', 'ACTION,TARGET'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = childProcess().spawn(
+    options.findmnt,
+    ['--poll', '--noheadings', '--raw', '--output', 'ACTION,TARGET'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     stderr = (stderr + chunk).slice(-STDERR_KEPT);

@@ -142,6 +142,14 @@ process.on('exit', () => writeFileSync(${JSON.stringify(record)}, [...urls, ...p
       assert.deepEqual(oclif, [], 'no bundled oclif code');
       // `import ... from 'node:http'` would build its ESM namespace and load undici (src/core/node-http.ts).
       assert.ok(!loaded.includes('NativeModule internal/deps/undici/undici'), 'undici is not loaded');
+      // Loaded on first use (findmnt's watch, after the first pass), not at start-up (src/core/on-demand-builtins.ts).
+      const imports = files.filter((f) => /from "node:(child_process|zlib)"/u.test(readFileSync(f, 'utf8')));
+      assert.deepEqual(imports, [], 'no file `run` loads imports child_process or zlib');
+      // One non-ASCII character makes V8 keep a whole file's source as UTF-16 (scripts/bundle.mjs).
+      const nonAscii = files.filter(
+        (f) => f.includes('/dist/src/cli/') && /[^\t\n\r\x20-\x7e]/u.test(readFileSync(f, 'utf8')),
+      );
+      assert.deepEqual(nonAscii, [], 'every bundled file `run` loads is ASCII');
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
     }
