@@ -441,6 +441,8 @@ export class Agent implements AdminTarget {
   }
 
   private newGeneration(loaded: LoadedConfig): Generation {
+    // A reload's generation watches on from the caches of the one it replaces (stopped by then).
+    const predecessor = this.generations > 0 ? this.current.handOver() : undefined;
     this.generations += 1;
     // A start, an applied reload or a rollback: errors count from here for another config.
     this.errors.applying(loaded.hash);
@@ -480,6 +482,7 @@ export class Agent implements AdminTarget {
       },
       // Only the first generation takes the head start, and nothing keeps it after (its pages).
       this.takeFirstLists(),
+      predecessor,
     );
   }
 

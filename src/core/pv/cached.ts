@@ -76,10 +76,11 @@ function sharedRecord(
   record: Readonly<Record<string, string>> | undefined,
 ): Record<string, string> | undefined {
   if (record === undefined) return undefined;
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(record))
-    out[pool.share(key)] = value.length <= 100 ? pool.share(value) : value;
-  return out;
+  // fromEntries defines each key as an own property, as JSON.parse did: an assignment to a key
+  // `__proto__` would set the prototype instead (the apiserver refuses such a key; the cache need not care).
+  return Object.fromEntries(
+    Object.entries(record).map(([key, value]) => [pool.share(key), value.length <= 100 ? pool.share(value) : value]),
+  );
 }
 
 /** The entries of `fields` that are defined (an absent field stays absent, as in the PV). */
