@@ -165,11 +165,13 @@ export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> 
 
   /**
    * The store and where its watch was, for a successor with the same options (a reload's new
-   * generation: no list of every object again). Undefined before the first list. Taken from a
-   * stopped reflector, or one whose changes after this call its successor's watch replays.
+   * generation: no list of every object again). Undefined before the first list, or when the
+   * server gave no resourceVersion (a watch from "" starts at the present, and would miss a delete
+   * made meanwhile). Taken from a stopped reflector, or one whose later changes the successor's
+   * watch replays.
    */
   handOver(): ReflectorSeed<S> | undefined {
-    if (this.storedAt === undefined) return undefined;
+    if (this.storedAt === undefined || this.storedAt === '') return undefined;
     return { objects: this.list(), resourceVersion: this.storedAt, lastSync: this.lastSyncAt };
   }
 

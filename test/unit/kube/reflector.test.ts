@@ -3,6 +3,7 @@
 // cluster serves the lists; the watch is replaced. Time is a ManualClock, so the figures are exact.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 
 import { ManualClock } from '../../../src/core/clock.js';
 import {
@@ -579,6 +580,55 @@ describe('Reflector hand-over (a reload: the new generation watches on from the 
     assert.deepEqual(names(next.reflector), ['a', 'b']);
     assert.ok(next.reflector.get('a')?.metadata.deletionTimestamp, 'the list has what the watch could not deliver');
     await next.stop();
+  });
+});
+
+describe('Reflector hand-over, as a property', () => {
+  type Step =
+    | { readonly kind: 'create' | 'patch' | 'delete'; readonly name: string }
+    | { readonly kind: 'settle' | 'compact' | 'hand-over' };
+  const step: fc.Arbitrary<Step> = fc.oneof(
+    fc.record({ kind: fc.constantFrom('create', 'patch', 'delete'), name: fc.constantFrom('a', 'b', 'c', 'd') }),
+    fc.record({ kind: fc.constantFrom('settle', 'compact', 'hand-over') }),
+  );
+
+  /** Every object as the store or the server has it: name and resourceVersion. */
+  const stateOf = (items: readonly PersistentVolume[]): string[] =>
+    items.map((o) => `${o.metadata.name}@${o.metadata.resourceVersion ?? ''}`).sort();
+
+  it('a succession of reflectors, each taking the last one’s store, ends with what the server holds', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { maxLength: 30 }), async (steps) => {
+        const clock = new ManualClock();
+        const cluster = new MemoryCluster({ clock });
+        const client = cluster.persistentVolumes;
+        let current = start(client, clock);
+        let handOvers = 0;
+        try {
+          for (const s of steps) {
+            if (s.kind === 'create') await client.create(pv(s.name)).catch(() => undefined);
+            else if (s.kind === 'patch')
+              await client.patch(s.name, { metadata: { labels: { n: String(handOvers) } } }).catch(() => undefined);
+            else if (s.kind === 'delete') await client.delete(s.name).catch(() => undefined);
+            else if (s.kind === 'compact') cluster.compact();
+            else if (s.kind === 'settle') await settle();
+            else {
+              await current.stop();
+              const seed = current.reflector.handOver();
+              current = start(client, clock, sequence(), seed !== undefined ? { seed } : {});
+              handOvers += 1;
+            }
+          }
+          await current.reflector.synced;
+          const expected = stateOf((await client.list()).items);
+          for (let i = 0; i < 40 && stateOf(current.reflector.list()).join() !== expected.join(); i++) await settle();
+          assert.deepEqual(stateOf(current.reflector.list()), expected);
+        } finally {
+          await current.stop();
+        }
+      }),
+      { numRuns: 150 },
+    );
   });
 });
 
