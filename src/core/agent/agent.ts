@@ -441,8 +441,6 @@ export class Agent implements AdminTarget {
   }
 
   private newGeneration(loaded: LoadedConfig): Generation {
-    // A reload's generation watches on from the caches of the one it replaces (stopped by then).
-    const predecessor = this.generations > 0 ? this.current.handOver() : undefined;
     this.generations += 1;
     // A start, an applied reload or a rollback: errors count from here for another config.
     this.errors.applying(loaded.hash);
@@ -482,7 +480,6 @@ export class Agent implements AdminTarget {
       },
       // Only the first generation takes the head start, and nothing keeps it after (its pages).
       this.takeFirstLists(),
-      predecessor,
     );
   }
 

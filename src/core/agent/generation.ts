@@ -12,7 +12,6 @@ import { publishVolumes } from '../discovery/publish.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Job, Node, ObjectList, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
-import type { ReflectorSeed } from '../kube/reflector.js';
 import { projectPersistentVolume, StringPool } from '../pv/cached.js';
 import type { CachedPersistentVolume } from '../pv/cached.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
@@ -94,17 +93,6 @@ export function requestFirstLists(
   persistentVolumes.catch(() => undefined);
   storageClasses.catch(() => undefined);
   return { nodeName, persistentVolumes, storageClasses };
-}
-
-/**
- * A stopped generation's caches for the next one (a reload): its informers' stores and where their
- * watches were, so the new generation watches on from there instead of listing every PV again.
- */
-export interface GenerationCaches {
-  readonly nodeName: string;
-  readonly persistentVolumes: ReflectorSeed<CachedPersistentVolume> | undefined;
-  readonly storageClasses: ReflectorSeed<StorageClass> | undefined;
-  readonly jobs: ReflectorSeed<Job> | undefined;
 }
 
 /** How often the block devices are checked for a change (a cheap sysfs read) while rules exist. */
@@ -255,13 +243,10 @@ export class Generation {
     private readonly settings: GenerationSettings,
     /** The informers' first lists, requested before (see requestFirstLists); not kept after. */
     headStart?: GenerationFirstLists,
-    /** The caches of the generation before (a reload; see handOver), taken as the first lists. */
-    predecessor?: GenerationCaches,
   ) {
     const resync = durationToMilliseconds(config.minResyncPeriod);
-    // A head start or caches for another node's PVs are not this generation's.
+    // A head start asked for another node's PVs is not this generation's.
     const firstLists = headStart?.nodeName === node.name ? headStart : undefined;
-    const caches = predecessor?.nodeName === node.name ? predecessor : undefined;
     const strings = new StringPool();
     this.persistentVolumes = new Reflector<PersistentVolume, CachedPersistentVolume>({
       client: deps.cluster.persistentVolumes,
@@ -271,7 +256,6 @@ export class Generation {
       labelSelector: persistentVolumeSelector(node.name),
       pageSize: LIST_PAGE_SIZE,
       ...(firstLists !== undefined ? { firstPage: firstLists.persistentVolumes } : {}),
-      ...(caches?.persistentVolumes !== undefined ? { seed: caches.persistentVolumes } : {}),
       relistPeriodMs: resync,
       ...(deps.random ? { random: deps.random } : {}),
       transform: (pv) => projectPersistentVolume(pv, strings),
@@ -288,7 +272,6 @@ export class Generation {
           resource: 'jobs',
           namespace: settings.namespace,
           labelSelector: `${HOSTNAME_LABEL}=${node.name}`,
-          ...(caches?.jobs !== undefined ? { seed: caches.jobs } : {}),
           relistPeriodMs: resync,
           ...(deps.random ? { random: deps.random } : {}),
           onChange: () => {
@@ -319,7 +302,6 @@ export class Generation {
       resource: 'storageclasses',
       pageSize: LIST_PAGE_SIZE,
       ...(firstLists !== undefined ? { firstPage: firstLists.storageClasses } : {}),
-      ...(caches?.storageClasses !== undefined ? { seed: caches.storageClasses } : {}),
       relistPeriodMs: resync,
       ...(deps.random ? { random: deps.random } : {}),
     });
@@ -333,19 +315,6 @@ export class Generation {
 
   get signal(): AbortSignal {
     return this.abort.signal;
-  }
-
-  /**
-   * This generation's caches for the next one (see GenerationCaches): each synced informer's store
-   * and position. The namespace of the Jobs is the agent's, the same for every generation.
-   */
-  handOver(): GenerationCaches {
-    return {
-      nodeName: this.node.name,
-      persistentVolumes: this.persistentVolumes.handOver(),
-      storageClasses: this.storageClasses.handOver(),
-      jobs: this.jobs?.handOver(),
-    };
   }
 
   start(): void {

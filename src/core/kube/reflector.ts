@@ -33,13 +33,6 @@ export interface ReflectorOptions<T, S = T> {
    * as a list made then would be; if it failed, the first list is requested as usual.
    */
   readonly firstPage?: Promise<ObjectList<T>>;
-  /**
-   * The store of a stopped reflector that listed and watched with the same options (see
-   * Reflector.handOver): its objects are this one's first list, and the first watch resumes from
-   * its resourceVersion, as a reflector's own watch resumes after one ends. A resourceVersion the
-   * server compacted fails that watch with 410 Gone, and the reflector lists as usual.
-   */
-  readonly seed?: ReflectorSeed<S>;
   /** Full relist period (the informer "resync"); jittered in [p, 2p). 0 disables. */
   readonly relistPeriodMs?: number;
   readonly random?: () => number;
@@ -52,13 +45,6 @@ export interface ReflectorOptions<T, S = T> {
   readonly onChange?: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: S) => void;
   /** Called when lastError changes: a list or watch failed (a message), or works again (undefined). */
   readonly onError?: (error: string | undefined) => void;
-}
-
-/** What a synced reflector hands to its successor: its objects, where its watch was, its last full list. */
-export interface ReflectorSeed<S> {
-  readonly objects: readonly S[];
-  readonly resourceVersion: string;
-  readonly lastSync: number;
 }
 
 /** Names of deleted objects remembered for upsert(); beyond this the oldest are forgotten. */
@@ -121,15 +107,10 @@ export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> 
 
   /** The owner's head start, taken by the first list only. */
   private firstPage: Promise<ObjectList<T>> | undefined;
-  /** A predecessor's store, taken instead of the first list. */
-  private seed: ReflectorSeed<S> | undefined;
-  /** The resourceVersion the store is at (the last list's or watch event's); undefined before the first list. */
-  private storedAt: string | undefined;
 
   constructor(private readonly options: ReflectorOptions<T, S>) {
     this.keep = options.transform ?? (cacheable as unknown as (object: T) => S);
     this.firstPage = options.firstPage;
-    this.seed = options.seed;
     this.synced = new Promise((resolve) => {
       this.syncedResolve = resolve;
     });
@@ -161,18 +142,6 @@ export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> 
   /** When the store was last confirmed against a full list (ms since epoch), 0 before. */
   get lastSync(): number {
     return this.lastSyncAt;
-  }
-
-  /**
-   * The store and where its watch was, for a successor with the same options (a reload's new
-   * generation: no list of every object again). Undefined before the first list, or when the
-   * server gave no resourceVersion (a watch from "" starts at the present, and would miss a delete
-   * made meanwhile). Taken from a stopped reflector, or one whose later changes the successor's
-   * watch replays.
-   */
-  handOver(): ReflectorSeed<S> | undefined {
-    if (this.storedAt === undefined || this.storedAt === '') return undefined;
-    return { objects: this.list(), resourceVersion: this.storedAt, lastSync: this.lastSyncAt };
   }
 
   /** Where the store is in the list/watch stream: take it before a write, pass it to upsert(). */
@@ -227,22 +196,6 @@ export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> 
     }
   }
 
-  /** The seed's objects as the first list (once): the resourceVersion to watch from, else undefined. */
-  private takeSeed(): string | undefined {
-    const seed = this.seed;
-    this.seed = undefined;
-    if (seed === undefined) return undefined;
-    for (const object of seed.objects) {
-      this.observe(this.key(object), object);
-      this.options.onChange?.('ADDED', object);
-    }
-    this.storedAt = seed.resourceVersion;
-    this.lastSyncAt = seed.lastSync;
-    this.syncedResolve?.();
-    this.syncedResolve = undefined;
-    return seed.resourceVersion;
-  }
-
   private async relist(signal: AbortSignal): Promise<string> {
     const { client, labelSelector, fieldSelector, namespace } = this.options;
     const seen = new Map<string, S>();
@@ -281,7 +234,6 @@ export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> 
         this.options.onChange?.('MODIFIED', item);
     }
     this.lastError = undefined;
-    this.storedAt = resourceVersion;
     this.lastSyncAt = this.options.clock.now();
     this.syncedResolve?.();
     this.syncedResolve = undefined;
@@ -301,7 +253,7 @@ export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> 
     const backoff = new Backoff({ clock, ...(this.options.random ? { random: this.options.random } : {}) });
     while (!signal.aborted) {
       try {
-        const resourceVersion = this.takeSeed() ?? (await this.relist(signal));
+        const resourceVersion = await this.relist(signal);
         await this.watchUntilRelist(signal, resourceVersion, backoff);
       } catch (err) {
         if (isAborted(signal)) break;
@@ -364,7 +316,6 @@ export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> 
       // The watch works (again): an earlier "ended at once" is no longer the state.
       if (received === 1) this.lastError = undefined;
       resourceVersion = this.applyWatchEvent(event, resourceVersion);
-      this.storedAt = resourceVersion;
     }
     return { resourceVersion, received, openedAt };
   }

@@ -110,49 +110,6 @@ describe('config reload', () => {
     }
   });
 
-  it('the new generation watches on from the old one’s caches: no LIST of PVs or StorageClasses, and what changed meanwhile is seen', async () => {
-    const lists = { persistentVolumes: 0, storageClasses: 0 };
-    const counting = (memory: MemoryCluster): Cluster => ({
-      nodes: memory.nodes,
-      events: memory.events,
-      configMaps: memory.configMaps,
-      jobs: memory.jobs,
-      persistentVolumes: {
-        ...memory.persistentVolumes,
-        list: (options) => {
-          lists.persistentVolumes += 1;
-          return memory.persistentVolumes.list(options);
-        },
-      },
-      storageClasses: {
-        ...memory.storageClasses,
-        list: (options) => {
-          lists.storageClasses += 1;
-          return memory.storageClasses.list(options);
-        },
-      },
-    });
-    const t = await start('hand-over', { wrap: counting });
-    try {
-      const disk1 = persistentVolumeName('disk1', 'node-a', 'fast');
-      await waitFor(() => t.agent.generation.persistentVolumes.get(disk1) !== undefined, 'disk1 in the cache');
-      const before = { ...lists };
-      await writeConfigMapVolume(t.dir, { storageClassMap: CLASS('  fsType: ext4\n') });
-      const r = await t.agent.reload({ trigger: 'admin' });
-      assert.equal(r.outcome, 'applied');
-      assert.deepEqual(lists, before, 'no LIST by the new generation');
-      assert.ok(t.agent.generation.persistentVolumes.get(disk1), 'the old generation’s PV is in the new cache');
-      // A change nobody made through the agent reaches the new generation's cache through its watch.
-      await t.memory.persistentVolumes.patch(disk1, { metadata: { labels: { 'example.com/moved': 'yes' } } });
-      await waitFor(
-        () => t.agent.generation.persistentVolumes.get(disk1)?.metadata.labels?.['example.com/moved'] === 'yes',
-        'the patch in the new generation’s cache',
-      );
-    } finally {
-      await t.agent.stop();
-    }
-  });
-
   it('an unchanged config (even rewritten) is a no-op; --force restarts the loop anyway', async () => {
     const t = await start('noop');
     try {

@@ -123,7 +123,7 @@ describe('Agent.stop() during a reload', () => {
     await agent.generation.whenReady;
     // The next reload has something to apply.
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('  fsType: ext4\n') });
-    return { agent, gate, clock, dir };
+    return { agent, gate, clock };
   }
 
   /** Lets woken tasks run their next steps (the manual clock does not move). */
@@ -173,9 +173,6 @@ describe('Agent.stop() during a reload', () => {
     async () => {
       const t = await start('sync');
       try {
-        // The new generation watches on from the old one's PVs and StorageClasses without listing
-        // them; Job cleaning turned on has it list the Jobs, which nothing handed over.
-        await writeConfigMapVolume(t.dir, { storageClassMap: CLASS('  fsType: ext4\n'), useJobForCleaning: 'true' });
         t.gate.holdLists = true;
         const reload = t.agent.reload({ trigger: 'admin' });
         await waitFor(() => t.agent.generation.number === 2 && t.gate.heldLists > 0, 'the new generation listing');

@@ -3,7 +3,6 @@
 // cluster serves the lists; the watch is replaced. Time is a ManualClock, so the figures are exact.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import fc from 'fast-check';
 
 import { ManualClock } from '../../../src/core/clock.js';
 import {
@@ -98,7 +97,7 @@ function start(
   client: ResourceClient<PersistentVolume>,
   clock: ManualClock,
   random = sequence(),
-  more: Pick<ReflectorOptions<PersistentVolume>, 'pageSize' | 'firstPage' | 'seed'> = {},
+  more: Pick<ReflectorOptions<PersistentVolume>, 'pageSize' | 'firstPage'> = {},
 ): { reflector: Reflector<PersistentVolume>; stop: () => Promise<void> } {
   const reflector = new Reflector<PersistentVolume>({
     client,
@@ -483,152 +482,6 @@ describe('Reflector head start (a first page requested before it runs)', () => {
     assert.deepEqual(lists, [undefined], 'one LIST of its own, from the start');
     assert.ok(reflector.get('x'));
     await stop();
-  });
-});
-
-describe('Reflector hand-over (a reload: the new generation watches on from the old one’s store)', () => {
-  /** A memory cluster's PV client, each LIST and each watch's resourceVersion recorded. */
-  function recorded(clock: ManualClock): {
-    cluster: MemoryCluster;
-    client: ResourceClient<PersistentVolume>;
-    lists: number[];
-    watchedFrom: (string | undefined)[];
-  } {
-    const cluster = new MemoryCluster({ clock });
-    const base = cluster.persistentVolumes;
-    const lists: number[] = [];
-    const watchedFrom: (string | undefined)[] = [];
-    const client: ResourceClient<PersistentVolume> = {
-      ...base,
-      list: (options) => {
-        lists.push(lists.length);
-        return base.list(options);
-      },
-      watch: (options) => {
-        watchedFrom.push(options.resourceVersion);
-        return base.watch(options);
-      },
-    };
-    return { cluster, client, lists, watchedFrom };
-  }
-
-  const names = (r: Reflector<PersistentVolume>): string[] =>
-    r
-      .list()
-      .map((o) => o.metadata.name)
-      .sort();
-
-  it('has nothing to hand over before its first list', () => {
-    const clock = new ManualClock();
-    const reflector = new Reflector<PersistentVolume>({
-      client: new MemoryCluster({ clock }).persistentVolumes,
-      clock,
-      logger: silentLogger,
-      resource: 'pvs',
-    });
-    assert.equal(reflector.handOver(), undefined);
-  });
-
-  it('the successor is synced without a LIST and gets every change made after its predecessor stopped', async () => {
-    const clock = new ManualClock();
-    const { client, lists, watchedFrom } = recorded(clock);
-    await client.create(pv('kept'));
-    await client.create(pv('deleted-later'));
-    const old = start(client, clock);
-    await old.reflector.synced;
-    await client.create(pv('watched'));
-    for (let i = 0; i < 20 && old.reflector.get('watched') === undefined; i++) await settle();
-    await old.stop();
-    const seed = old.reflector.handOver();
-    assert.ok(seed);
-    assert.deepEqual(seed.objects.map((o) => o.metadata.name).sort(), ['deleted-later', 'kept', 'watched']);
-    // Between the stop and the successor: a create, a change and a delete nobody watched.
-    await client.create(pv('while-stopped'));
-    await client.patch('kept', { metadata: { labels: { changed: 'yes' } } });
-    await client.delete('deleted-later');
-    const listsBefore = lists.length;
-    const next = start(client, clock, sequence(), { seed });
-    await next.reflector.synced;
-    assert.equal(lists.length, listsBefore, 'no LIST');
-    // The PV protection finalizer keeps the deleted PV, terminating.
-    const terminating = (): boolean => next.reflector.get('deleted-later')?.metadata.deletionTimestamp !== undefined;
-    for (let i = 0; i < 20 && !terminating(); i++) await settle();
-    assert.ok(terminating(), 'the delete made while no reflector ran is seen');
-    assert.deepEqual(names(next.reflector), ['deleted-later', 'kept', 'watched', 'while-stopped']);
-    assert.equal(next.reflector.get('kept')?.metadata.labels?.['changed'], 'yes');
-    assert.equal(watchedFrom.at(-1), seed.resourceVersion, 'watched from where the predecessor was');
-    assert.equal(next.reflector.lastSync, seed.lastSync, 'its last full list is still the predecessor’s');
-    await next.stop();
-  });
-
-  it('lists as usual when the server compacted past the hand-over (410 Gone)', async () => {
-    const clock = new ManualClock();
-    const { cluster, client, lists } = recorded(clock);
-    await client.create(pv('a'));
-    const old = start(client, clock);
-    await old.reflector.synced;
-    await old.stop();
-    const seed = old.reflector.handOver();
-    assert.ok(seed);
-    await client.create(pv('b'));
-    await client.delete('a');
-    cluster.compact();
-    const listsBefore = lists.length;
-    const next = start(client, clock, sequence(), { seed });
-    for (let i = 0; i < 40 && lists.length === listsBefore; i++) await settle();
-    assert.equal(lists.length, listsBefore + 1, 'one LIST after the watch was Gone');
-    assert.deepEqual(names(next.reflector), ['a', 'b']);
-    assert.ok(next.reflector.get('a')?.metadata.deletionTimestamp, 'the list has what the watch could not deliver');
-    await next.stop();
-  });
-});
-
-describe('Reflector hand-over, as a property', () => {
-  type Step =
-    | { readonly kind: 'create' | 'patch' | 'delete'; readonly name: string }
-    | { readonly kind: 'settle' | 'compact' | 'hand-over' };
-  const step: fc.Arbitrary<Step> = fc.oneof(
-    fc.record({ kind: fc.constantFrom('create', 'patch', 'delete'), name: fc.constantFrom('a', 'b', 'c', 'd') }),
-    fc.record({ kind: fc.constantFrom('settle', 'compact', 'hand-over') }),
-  );
-
-  /** Every object as the store or the server has it: name and resourceVersion. */
-  const stateOf = (items: readonly PersistentVolume[]): string[] =>
-    items.map((o) => `${o.metadata.name}@${o.metadata.resourceVersion ?? ''}`).sort();
-
-  it('a succession of reflectors, each taking the last one’s store, ends with what the server holds', async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(step, { maxLength: 30 }), async (steps) => {
-        const clock = new ManualClock();
-        const cluster = new MemoryCluster({ clock });
-        const client = cluster.persistentVolumes;
-        let current = start(client, clock);
-        let handOvers = 0;
-        try {
-          for (const s of steps) {
-            if (s.kind === 'create') await client.create(pv(s.name)).catch(() => undefined);
-            else if (s.kind === 'patch')
-              await client.patch(s.name, { metadata: { labels: { n: String(handOvers) } } }).catch(() => undefined);
-            else if (s.kind === 'delete') await client.delete(s.name).catch(() => undefined);
-            else if (s.kind === 'compact') cluster.compact();
-            else if (s.kind === 'settle') await settle();
-            else {
-              await current.stop();
-              const seed = current.reflector.handOver();
-              current = start(client, clock, sequence(), seed !== undefined ? { seed } : {});
-              handOvers += 1;
-            }
-          }
-          await current.reflector.synced;
-          const expected = stateOf((await client.list()).items);
-          for (let i = 0; i < 40 && stateOf(current.reflector.list()).join() !== expected.join(); i++) await settle();
-          assert.deepEqual(stateOf(current.reflector.list()), expected);
-        } finally {
-          await current.stop();
-        }
-      }),
-      { numRuns: 150 },
-    );
   });
 });
 
