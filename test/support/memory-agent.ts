@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Agent } from '../../src/core/agent/agent.js';
 import type { AgentOptions } from '../../src/core/agent/agent.js';
 import { MemoryCleaner } from '../../src/core/cleanup/cleaner.js';
+import type { VolumeCleaner } from '../../src/core/cleanup/cleaner.js';
 import { systemClock } from '../../src/core/clock.js';
 import type { Cluster } from '../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../src/core/kube/memory/memory-cluster.js';
@@ -44,6 +45,7 @@ export function startMemoryAgent(
   fixture: MemoryAgentFixture,
   options: Partial<AgentOptions> = {},
   cluster: Cluster = fixture.cluster,
+  cleaner: VolumeCleaner = new MemoryCleaner(),
 ): Promise<Agent> {
   return Agent.start(
     {
@@ -60,7 +62,7 @@ export function startMemoryAgent(
       startTimeoutMs: 2000,
       ...options,
     },
-    { cluster, volumes: fixture.volumes, cleaner: new MemoryCleaner(), clock: systemClock, logger: new MemoryLogger() },
+    { cluster, volumes: fixture.volumes, cleaner, clock: systemClock, logger: new MemoryLogger() },
   );
 }
 

@@ -17,6 +17,7 @@ import type { ConfigIssue } from '../errors.js';
 import type { Cluster } from '../kube/cluster.js';
 import { EventRecorder } from '../kube/events.js';
 import { countWatches, WatchCount } from '../kube/watch-count.js';
+import { recordWrites, WriteLedger } from '../kube/write-ledger.js';
 import type { Node } from '../kube/objects.js';
 import type { Logger } from '../log.js';
 import { createAgentMetrics } from '../metrics/agent-metrics.js';
@@ -39,14 +40,8 @@ import { errorMessage } from '../unknown-values.js';
 import { adoptNodeVolumes } from './adoption.js';
 import type { AdoptionResult } from './adoption.js';
 import { ErrorsSinceApply } from './errors-since-apply.js';
-import {
-  DEFAULT_MIN_PASS_INTERVAL_MS,
-  DEFAULT_MOUNT_GRACE_MS,
-  Generation,
-  nodeIdentity,
-  requestFirstLists,
-  type GenerationFirstLists,
-} from './generation.js';
+import { DEFAULT_MIN_PASS_INTERVAL_MS, DEFAULT_MOUNT_GRACE_MS, Generation, nodeIdentity } from './generation.js';
+import { ListHeadStart } from './list-head-start.js';
 import { startHttpServer } from './http.js';
 import type { RunningHttpServer } from './http.js';
 import { startAdminServer } from './admin-server.js';
@@ -181,8 +176,10 @@ export class Agent implements AdminTarget {
   private readonly host: ProcessHost;
   private node!: NodeIdentity;
   private generations = 0;
-  /** The first generation's lists, requested with the Node at start-up. */
-  private firstLists: GenerationFirstLists | undefined;
+  /** A generation's lists, asked for ahead of it: with the Node at start-up, with a config change after. */
+  private readonly headStart: ListHeadStart;
+  /** Every PV write of this agent (the head start's lists must hold them all). */
+  private readonly persistentVolumeWrites = new WriteLedger();
   private startedAt = 0;
   /** The source status last reported (log, metric, Node event once per change). */
   private sourceReported: ConfigSourceStatus | undefined;
@@ -201,9 +198,21 @@ export class Agent implements AdminTarget {
     private readonly options: AgentOptions,
     given: AgentDeps,
   ) {
-    const deps = { ...given, cluster: countWatches(given.cluster, this.watchCount) };
+    const counted = countWatches(given.cluster, this.watchCount);
+    const cluster = {
+      ...counted,
+      persistentVolumes: recordWrites(counted.persistentVolumes, this.persistentVolumeWrites),
+    };
+    const deps = { ...given, cluster };
     this.deps = deps;
     this.logger = new TeeLogger(deps.logger, this.stream, deps.clock);
+    this.headStart = new ListHeadStart({
+      cluster,
+      clock: deps.clock,
+      logger: this.logger,
+      writes: this.persistentVolumeWrites,
+      nodeName: options.nodeName,
+    });
     this.host = deps.host ?? nodeProcessHost;
     this.metrics =
       deps.metrics ??
@@ -299,7 +308,7 @@ export class Agent implements AdminTarget {
     // is read (an invalid config still fails start-up first).
     const nodeFetch = fetchNode(deps.cluster, deps.clock, this.logger, options.nodeName);
     nodeFetch.catch(() => undefined);
-    this.firstLists = requestFirstLists(deps.cluster, options.nodeName);
+    this.headStart.request();
     const loaded = await this.readFirstConfig();
     this.identifyNode(await nodeFetch);
     const adoptionScan = this.startAdoptionScan();
@@ -478,15 +487,9 @@ export class Agent implements AdminTarget {
         namespace: this.options.namespace,
         jobImage: this.options.jobImage,
       },
-      // Only the first generation takes the head start, and nothing keeps it after (its pages).
-      this.takeFirstLists(),
+      // Only if nothing was written since it was asked for; nothing keeps it after (its pages).
+      this.headStart.take(),
     );
-  }
-
-  private takeFirstLists(): GenerationFirstLists | undefined {
-    const lists = this.firstLists;
-    this.firstLists = undefined;
-    return lists;
   }
 
   /** The watcher of the config source: each change it reads goes to the reload machine; its activity holds new PVs. */
@@ -514,9 +517,12 @@ export class Agent implements AdminTarget {
   /** A config change noticed (held) or decided (released: a pass publishes what was held under what serves now). */
   private noteConfigActivity(active: boolean): void {
     if (active) {
+      // The new generation's lists load while the change is debounced, read and validated.
+      if (this.configChangeSince === undefined && this.generations > 0) this.headStart.request();
       this.configChangeSince ??= this.deps.clock.now();
       return;
     }
+    this.headStart.drop();
     const wasHeld = this.configChangeSince !== undefined;
     this.configChangeSince = undefined;
     if (wasHeld && this.generations > 0) this.current.trigger();

@@ -9,7 +9,7 @@ import { disksElsewhere, reportIdentityConflict } from '../discovery/conflicts.j
 import { NameVerdicts, planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
 import type { ClassProblem, DiscoveryPlan, SkippedEntry, SkipReason } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
-import type { Cluster } from '../kube/cluster.js';
+import type { Cluster, ListOptions, ResourceClient } from '../kube/cluster.js';
 import type { Job, Node, ObjectList, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { Reflector } from '../kube/reflector.js';
 import { projectPersistentVolume, StringPool } from '../pv/cached.js';
@@ -67,7 +67,7 @@ const LIST_PAGE_SIZE = 500;
 
 const persistentVolumeSelector = (nodeName: string): string => `${NODE_LABEL}=${nodeLabelValue(nodeName)}`;
 
-/** The first pages of a generation's PV and StorageClass lists, requested ahead of it. */
+/** A generation's PV and StorageClass lists, requested ahead of it (each whole, as one page). */
 export interface GenerationFirstLists {
   readonly nodeName: string;
   readonly persistentVolumes: Promise<ObjectList<PersistentVolume>>;
@@ -75,24 +75,37 @@ export interface GenerationFirstLists {
 }
 
 /**
- * Start-up's head start: the first generation's lists leave with the request for the Node instead
- * of after it (and after the listen, the admin socket and the findmnt spawn), which put two round
- * trips before the first pass. The generation's reflectors take them as their first pages; a
- * failed one is listed again as usual.
+ * A head start for a generation's lists. At start-up they leave with the request for the Node
+ * instead of after it (and after the listen, the admin socket and the findmnt spawn), which put two
+ * round trips before the first pass; on a reload, while the config change is debounced. The
+ * generation's reflectors take them as their first (and only) page, and watch on from their
+ * resourceVersion; a failed one is listed again as usual.
  */
 export function requestFirstLists(
   cluster: Pick<Cluster, 'persistentVolumes' | 'storageClasses'>,
   nodeName: string,
 ): GenerationFirstLists {
-  const persistentVolumes = cluster.persistentVolumes.list({
+  const persistentVolumes = listAllPages(cluster.persistentVolumes, {
     labelSelector: persistentVolumeSelector(nodeName),
     limit: LIST_PAGE_SIZE,
   });
-  const storageClasses = cluster.storageClasses.list({ limit: LIST_PAGE_SIZE });
-  // Not awaited when start-up fails first; a failure is the reflector's to retry.
+  const storageClasses = listAllPages(cluster.storageClasses, { limit: LIST_PAGE_SIZE });
+  // Not awaited when start-up fails first, or a reload does not start a generation.
   persistentVolumes.catch(() => undefined);
   storageClasses.catch(() => undefined);
   return { nodeName, persistentVolumes, storageClasses };
+}
+
+/** Every page of a list, as one (the pages of a list are one snapshot, at the first one's resourceVersion). */
+async function listAllPages<T>(client: ResourceClient<T>, options: ListOptions): Promise<ObjectList<T>> {
+  let page = await client.list(options);
+  const items = page.items;
+  while (page.metadata.continue !== undefined && page.metadata.continue !== '') {
+    page = await client.list({ ...options, continue: page.metadata.continue });
+    for (const item of page.items) items.push(item);
+  }
+  const { resourceVersion } = page.metadata;
+  return { metadata: resourceVersion !== undefined ? { resourceVersion } : {}, items };
 }
 
 /** How often the block devices are checked for a change (a cheap sysfs read) while rules exist. */
