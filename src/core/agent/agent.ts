@@ -47,6 +47,7 @@ import type { RunningHttpServer } from './http.js';
 import { startAdminServer } from './admin-server.js';
 import type { RunningAdminServer } from './admin-server.js';
 import { ConfigWatcher } from '../config/watcher.js';
+import type { ChangeSource } from '../config/watcher.js';
 import { detectSubPathMountOnHost } from '../config/subpath.js';
 import type { ReloadGuardPolicy } from '../config/reload-guard.js';
 import { DEFAULT_DRAIN_TIMEOUT_MS, ReloadMachine, recordApplied } from './reload-machine.js';
@@ -502,8 +503,8 @@ export class Agent implements AdminTarget {
       deferChecks: true,
       clock: this.deps.clock,
       logger: this.logger,
-      onActivity: (active) => {
-        this.noteConfigActivity(active);
+      onActivity: (active, cause) => {
+        this.noteConfigActivity(active, cause);
       },
       onChange: async (source, _fingerprint, read) => {
         await this.reloads.request(
@@ -515,10 +516,12 @@ export class Agent implements AdminTarget {
   }
 
   /** A config change noticed (held) or decided (released: a pass publishes what was held under what serves now). */
-  private noteConfigActivity(active: boolean): void {
+  private noteConfigActivity(active: boolean, cause: ChangeSource | undefined): void {
     if (active) {
-      // The new generation's lists load while the change is debounced, read and validated.
-      if (this.configChangeSince === undefined && this.generations > 0) this.headStart.request();
+      // The new generation's lists load while the change is debounced, read and validated. Only for
+      // kubelet's swap of the mounted ConfigMap (it swaps only changed data): a staged rollout's
+      // state writes reach every agent as API events, and most decide nothing to apply.
+      if (this.configChangeSince === undefined && this.generations > 0 && cause === 'fs') this.headStart.request();
       this.configChangeSince ??= this.deps.clock.now();
       return;
     }

@@ -99,9 +99,10 @@ export interface ConfigWatcherOptions {
   /**
    * Told when a change may be under way (true: an fs event, an 'api' request, or a check that
    * read a new fingerprint) and when it is decided (false: no check pending or running, no burst
-   * waiting, onChange returned). The periodic poll alone is no activity. Transitions only.
+   * waiting, onChange returned). The periodic poll alone is no activity. Transitions only; `cause`
+   * is what began the activity (a poll's: its check read a new fingerprint).
    */
-  readonly onActivity?: (active: boolean) => void;
+  readonly onActivity?: (active: boolean, cause?: ChangeSource) => void;
 }
 
 export interface ConfigWatcherStats {
@@ -247,7 +248,7 @@ export class ConfigWatcher {
   private readonly logger: Logger;
   private readonly onChange: (source: ChangeSource, fingerprint: string, read: SourceRead) => Promise<void>;
   private readonly createFsWatcher: (dir: string, options: ChokidarOptions) => FSWatcher;
-  private readonly onActivity: ((active: boolean) => void) | undefined;
+  private readonly onActivity: ((active: boolean, cause?: ChangeSource) => void) | undefined;
   /** What onActivity was last told. */
   private active = false;
 
@@ -434,15 +435,15 @@ export class ConfigWatcher {
 
   private trigger(source: ChangeSource): void {
     if (this.isStopped()) return;
-    if (source !== 'poll') this.setActive(true);
+    if (source !== 'poll') this.setActive(true, source);
     this.pending ??= source;
     if (this.ready) this.kick();
   }
 
-  private setActive(active: boolean): void {
+  private setActive(active: boolean, cause?: ChangeSource): void {
     if (active === this.active) return;
     this.active = active;
-    this.onActivity?.(active);
+    this.onActivity?.(active, cause);
   }
 
   /** Nothing pending, running or waiting out a burst: whatever was noticed is decided. */
@@ -510,7 +511,7 @@ export class ConfigWatcher {
     const previous = this.current;
     if (fingerprint === previous) return;
     this.logger.log('debug', 'config source changed', { path: this.path, source, fingerprint, previous });
-    this.setActive(true);
+    this.setActive(true, source);
     this.current = fingerprint;
     this.counters.changes[source]++;
     try {
@@ -541,7 +542,7 @@ export class ConfigWatcher {
     if (this.isStopped()) return;
     this.counters.fsEvents++;
     this.lastEventAt = this.clock.now();
-    this.setActive(true);
+    this.setActive(true, 'fs');
     if (this.burstStartedAt !== undefined) return;
     this.burstStartedAt = this.lastEventAt;
     this.track(this.debounce());

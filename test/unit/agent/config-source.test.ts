@@ -91,6 +91,8 @@ describe('the config source port', () => {
       down?: boolean;
       /** More classes than `fast`: their StorageClass and (empty) discovery directory /mnt/NAME. */
       classes?: readonly string[];
+      /** Counts the PV lists the agent asks for. */
+      pvLists?: { count: number };
     } = {},
   ): Promise<Started> {
     const memory = new MemoryCluster();
@@ -102,8 +104,18 @@ describe('the config source port', () => {
     await options.prepare?.(memory);
     const { client, down } = cuttable(memory.configMaps);
     down.value = options.down === true;
+    const { pvLists } = options;
     const cluster: Cluster = {
-      persistentVolumes: memory.persistentVolumes,
+      persistentVolumes:
+        pvLists === undefined
+          ? memory.persistentVolumes
+          : {
+              ...memory.persistentVolumes,
+              list: (o) => {
+                pvLists.count += 1;
+                return memory.persistentVolumes.list(o);
+              },
+            },
       storageClasses: memory.storageClasses,
       nodes: memory.nodes,
       events: memory.events,
@@ -254,6 +266,25 @@ describe('the config source port', () => {
           'the oversized key rejected',
         );
         assert.equal(t.agent.status().config.appliedHash, good);
+      } finally {
+        await t.agent.stop();
+      }
+    });
+
+    it("a write of the ConfigMap that changes none of its data asks for no list (no reload's head start for API events)", async () => {
+      const pvLists = { count: 0 };
+      const t = await start({ configMap: true, watch: api, prepare: create({ storageClassMap: CLASS() }), pvLists });
+      try {
+        const lists = pvLists.count;
+        const checks = (): number => t.agent['watcher']?.stats.checks ?? 0;
+        const before = checks();
+        const current = await t.memory.configMaps.get(CM, { namespace: NS });
+        const annotated = { ...current.metadata, annotations: { touched: 'yes' } };
+        await t.memory.configMaps.update({ ...current, metadata: annotated }, { namespace: NS });
+        // Noticed, read, found unchanged: the change is decided and nothing is held any more.
+        await waitFor(() => checks() > before && t.agent['configChangeSince'] === undefined, 'the event, decided');
+        assert.equal(pvLists.count, lists, 'no PV list for it');
+        assert.equal(t.agent.generation.number, 1);
       } finally {
         await t.agent.stop();
       }

@@ -273,9 +273,13 @@ describe('ConfigWatcher', () => {
     const dir = fresh('cm-activity');
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/a0') });
     const told: { active: boolean; calls: number }[] = [];
+    const causes: (string | undefined)[] = [];
     const h2: Harness = harness(dir, {
       pollIntervalMs: 30,
-      onActivity: (active) => told.push({ active, calls: h2.calls.length }),
+      onActivity: (active, cause) => {
+        told.push({ active, calls: h2.calls.length });
+        causes.push(cause);
+      },
     });
     h2.handlerDelayMs = 150;
     await h2.watcher.start();
@@ -305,18 +309,23 @@ describe('ConfigWatcher', () => {
       { active: true, calls: 1 },
       { active: false, calls: 1 },
     ]);
+    assert.deepEqual(causes, ['fs', undefined, 'fs', undefined], 'begun by fs events');
   });
 
   it('onActivity: an api request is activity until its change is handled; a change the poll finds is activity from its read', async () => {
     const dir = fresh('cm-activity-api');
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/b0') });
     const told: boolean[] = [];
+    const causes: (string | undefined)[] = [];
     const clock = new ManualClock(1_000_000);
     const h = harness(dir, {
       useFsEvents: false,
       pollIntervalMs: 5000,
       clock,
-      onActivity: (active) => told.push(active),
+      onActivity: (active, cause) => {
+        told.push(active);
+        if (active) causes.push(cause);
+      },
     });
     await h.watcher.start();
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/b1') });
@@ -343,6 +352,7 @@ describe('ConfigWatcher', () => {
       () => 'the next poll checked',
     );
     assert.deepEqual(told, [true, false, true, false], 'a poll that reads nothing new is no activity');
+    assert.deepEqual(causes, ['api', 'poll'], 'begun by the request, then by the poll that read the change');
   });
 
   it('the poll alone detects a change (fs events off)', async () => {
