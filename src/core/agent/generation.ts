@@ -108,6 +108,9 @@ async function listAllPages<T>(client: ResourceClient<T>, options: ListOptions):
   return { metadata: resourceVersion !== undefined ? { resourceVersion } : {}, items };
 }
 
+/** Discovery directories holding more entries start the change watch beside the first pass. */
+export const EARLY_WATCH_ENTRIES = 64;
+
 /** How often the block devices are checked for a change (a cheap sysfs read) while rules exist. */
 export const DEVICE_POLL_MS = 5_000;
 
@@ -634,16 +637,29 @@ export class Generation {
   /**
    * The change watch starts once the first pass ran: spawning findmnt blocks the main thread for
    * 7–16 ms, which at start-up came right before the first pass. Nothing is missed meanwhile: the
-   * watch's ready, or the fallback's first listing, triggers a pass.
+   * watch's ready, or the fallback's first listing, triggers a pass. Unless the discovery
+   * directories hold many entries: until a watch runs, each entry's identity reads the whole mount
+   * table again (a fresh one), which over 1,000 entries and their mounts took seconds; the watch
+   * started beside the pass lets the rest of it share one table.
    */
   private async watchAfterFirstPass(signal: AbortSignal): Promise<void> {
+    const early = this.discoveryEntries().then((n) => (n > EARLY_WATCH_ENTRIES ? undefined : this.whenReady));
     await Promise.race([
+      early,
       this.whenReady,
       new Promise((resolve) => {
         signal.addEventListener('abort', resolve, { once: true });
       }),
     ]);
     if (!isAborted(signal)) await this.watchForChanges(signal);
+  }
+
+  /** The entries of the discovery directories now (one listing each; one that fails counts none). */
+  private async discoveryEntries(): Promise<number> {
+    const directories = new Set(Object.values(this.config.storageClassMap).map((c) => c.mountDir));
+    let count = 0;
+    for (const dir of directories) count += (await this.deps.volumes.listDirectory(dir).catch(() => [])).length;
+    return count;
   }
 
   /**

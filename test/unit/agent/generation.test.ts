@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { adoptNodeVolumes } from '../../../src/core/agent/adoption.js';
-import { Generation, nodeIdentity } from '../../../src/core/agent/generation.js';
+import { EARLY_WATCH_ENTRIES, Generation, nodeIdentity } from '../../../src/core/agent/generation.js';
 import { ManualClock, systemClock, type Clock } from '../../../src/core/clock.js';
 import { parseConfigSnapshot } from '../../../src/core/config/decode/parse.js';
 import { snapshotFromFileText } from '../../../src/core/config/decode/layout.js';
@@ -175,6 +175,34 @@ describe('a sync-loop generation', () => {
       assert.equal((await t.cluster.persistentVolumes.get(name)).metadata.labels?.[NODE_LABEL], 'node-a');
       await waitFor(() => g.status().passes >= 3, 'more passes');
       assert.deepEqual(g.status().lastPass?.failed, [], 'no AlreadyExists failure left');
+    } finally {
+      await g.stop();
+    }
+  });
+
+  it(`with more than ${String(EARLY_WATCH_ENTRIES)} entries, starts the change watch while the first pass runs (one mount table for the rest of it)`, async () => {
+    const t = await setup();
+    for (let i = 2; i <= EARLY_WATCH_ENTRIES + 1; i++) t.volumes.addMount(`/mnt/fast/disk${String(i)}`);
+    const watchChanges = t.volumes.watchChanges.bind(t.volumes);
+    const volumeIdentity = t.volumes.volumeIdentity.bind(t.volumes);
+    let watchStarted = (): void => undefined;
+    const started = new Promise<void>((resolve) => (watchStarted = resolve));
+    let passedBeforeWatch: boolean | undefined;
+    const g: Generation = t.start({ changePollMs: 3_600_000 });
+    t.volumes.watchChanges = (options) => {
+      passedBeforeWatch = g.status().lastPass !== undefined;
+      watchStarted();
+      return watchChanges(options);
+    };
+    // The first pass's identities wait for the watch (2 s at most: then the test fails, not hangs).
+    t.volumes.volumeIdentity = async (path) => {
+      await Promise.race([started, delay(2000)]);
+      return volumeIdentity(path);
+    };
+    try {
+      await g.whenReady;
+      assert.equal(passedBeforeWatch, false, 'the watch started before the first pass ended');
+      assert.equal(g.status().lastPass?.created.length, EARLY_WATCH_ENTRIES + 1);
     } finally {
       await g.stop();
     }
