@@ -11,7 +11,7 @@ import type { ClassProblem, DiscoveryPlan, SkippedEntry, SkipReason } from '../d
 import { publishVolumes } from '../discovery/publish.js';
 import type { Cluster, ListOptions, ResourceClient } from '../kube/cluster.js';
 import type { Job, Node, ObjectList, PersistentVolume, StorageClass } from '../kube/objects.js';
-import { Reflector } from '../kube/reflector.js';
+import { MAX_LIST_PAGES, Reflector } from '../kube/reflector.js';
 import { projectPersistentVolume, StringPool } from '../pv/cached.js';
 import type { CachedPersistentVolume } from '../pv/cached.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
@@ -100,7 +100,8 @@ export function requestFirstLists(
 async function listAllPages<T>(client: ResourceClient<T>, options: ListOptions): Promise<ObjectList<T>> {
   let page = await client.list(options);
   const items = page.items;
-  while (page.metadata.continue !== undefined && page.metadata.continue !== '') {
+  for (let pages = 1; page.metadata.continue !== undefined && page.metadata.continue !== ''; pages++) {
+    if (pages >= MAX_LIST_PAGES) throw new Error(`a list did not end after ${String(MAX_LIST_PAGES)} pages`);
     page = await client.list({ ...options, continue: page.metadata.continue });
     for (const item of page.items) items.push(item);
   }

@@ -49,6 +49,8 @@ export interface ReflectorOptions<T, S = T> {
 
 /** Names of deleted objects remembered for upsert(); beyond this the oldest are forgotten. */
 const MAX_TOMBSTONES = 10_000;
+/** A list that has not ended after this many pages (5 million objects at 500) is a server's fault: it fails. */
+export const MAX_LIST_PAGES = 10_000;
 /** A watch that ends sooner than this without an event counts as a failure. */
 const SHORT_WATCH_MS = 1_000;
 
@@ -212,7 +214,10 @@ export class Reflector<T extends { metadata: ObjectMeta }, S extends Keyed = T> 
       });
     let head = this.firstPage;
     this.firstPage = undefined;
+    let pages = 0;
     do {
+      if (++pages > MAX_LIST_PAGES)
+        throw new Error(`the ${this.options.resource} list did not end after ${String(MAX_LIST_PAGES)} pages`);
       const page = head !== undefined ? await head.catch(listPage) : await listPage();
       head = undefined;
       for (const item of page.items) seen.set(this.key(item), this.keep(item));

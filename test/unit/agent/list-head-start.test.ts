@@ -12,6 +12,7 @@ import {
 } from '../../../src/core/agent/list-head-start.js';
 import type { ListOptions } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
+import { MAX_LIST_PAGES } from '../../../src/core/kube/reflector.js';
 import type { ObjectList, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { recordWrites, WriteLedger } from '../../../src/core/kube/write-ledger.js';
 import { MemoryLogger } from '../../../src/core/log.js';
@@ -70,6 +71,31 @@ describe('ListHeadStart', () => {
       ['fast'],
     );
     assert.equal(t.headStart.take(), undefined, 'taken once');
+  });
+
+  it('a list that never ends fails at the bound (the generation then lists on its own, bounded the same)', async () => {
+    const t = fixture();
+    let pages = 0;
+    const endless = {
+      ...t.persistentVolumes,
+      list: () => {
+        pages += 1;
+        return Promise.resolve({ metadata: { continue: `page-${String(pages)}` }, items: [] as PersistentVolume[] });
+      },
+    };
+    const memory = new MemoryCluster();
+    const headStart = new ListHeadStart({
+      cluster: { persistentVolumes: endless, storageClasses: memory.storageClasses },
+      clock: t.clock,
+      logger: t.logger,
+      writes: t.writes,
+      nodeName: 'node-a',
+    });
+    headStart.request();
+    const lists = headStart.take();
+    assert.ok(lists);
+    await assert.rejects(lists.persistentVolumes, /did not end after 10000 pages/u);
+    assert.equal(pages, MAX_LIST_PAGES);
   });
 
   it('is not taken after a PV write that started since it was asked for; the generation lists again', async () => {

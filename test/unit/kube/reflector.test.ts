@@ -13,7 +13,7 @@ import {
 } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { ObjectList, PersistentVolume } from '../../../src/core/kube/objects.js';
-import { Reflector, type ReflectorOptions } from '../../../src/core/kube/reflector.js';
+import { MAX_LIST_PAGES, Reflector, type ReflectorOptions } from '../../../src/core/kube/reflector.js';
 import { silentLogger } from '../../../src/core/log.js';
 
 function pv(name: string, resourceVersion?: string, path = `/mnt/${name}`): PersistentVolume {
@@ -482,6 +482,29 @@ describe('Reflector head start (a first page requested before it runs)', () => {
     assert.deepEqual(lists, [undefined], 'one LIST of its own, from the start');
     assert.ok(reflector.get('x'));
     await stop();
+  });
+});
+
+describe('Reflector list bound', () => {
+  it(`fails a list that has not ended after ${String(MAX_LIST_PAGES)} pages (a server that always answers "continue")`, async () => {
+    const clock = new ManualClock();
+    const base = new MemoryCluster({ clock }).persistentVolumes;
+    let pages = 0;
+    const endless: ResourceClient<PersistentVolume> = {
+      ...base,
+      list: () => {
+        pages += 1;
+        return Promise.resolve({ metadata: { resourceVersion: '1', continue: `page-${String(pages)}` }, items: [] });
+      },
+    };
+    const { reflector, stop } = start(endless, clock);
+    try {
+      for (let i = 0; i < 100 && reflector.lastError === undefined; i++) await settle();
+      assert.match(reflector.lastError ?? '', /persistentvolumes list did not end after 10000 pages/u);
+      assert.equal(pages, MAX_LIST_PAGES, 'no page asked for past the bound');
+    } finally {
+      await stop();
+    }
   });
 });
 
