@@ -9,9 +9,10 @@ import { disksElsewhere, reportIdentityConflict } from '../discovery/conflicts.j
 import { NameVerdicts, planDiscovery, ROUTINE_SKIPS } from '../discovery/plan.js';
 import type { ClassProblem, DiscoveryPlan, SkippedEntry, SkipReason } from '../discovery/plan.js';
 import { publishVolumes } from '../discovery/publish.js';
-import type { Cluster, ListOptions, ResourceClient } from '../kube/cluster.js';
+import type { Cluster } from '../kube/cluster.js';
 import type { Job, Node, ObjectList, PersistentVolume, StorageClass } from '../kube/objects.js';
-import { MAX_LIST_PAGES, Reflector } from '../kube/reflector.js';
+import { listAllPages } from '../kube/list-pages.js';
+import { Reflector } from '../kube/reflector.js';
 import { projectPersistentVolume, StringPool } from '../pv/cached.js';
 import type { CachedPersistentVolume } from '../pv/cached.js';
 import { NODE_LABEL, nodeLabelValue } from '../pv/naming.js';
@@ -85,28 +86,15 @@ export function requestFirstLists(
   cluster: Pick<Cluster, 'persistentVolumes' | 'storageClasses'>,
   nodeName: string,
 ): GenerationFirstLists {
-  const persistentVolumes = listAllPages(cluster.persistentVolumes, {
+  const persistentVolumes = listAllPages((o) => cluster.persistentVolumes.list(o), {
     labelSelector: persistentVolumeSelector(nodeName),
     limit: LIST_PAGE_SIZE,
   });
-  const storageClasses = listAllPages(cluster.storageClasses, { limit: LIST_PAGE_SIZE });
+  const storageClasses = listAllPages((o) => cluster.storageClasses.list(o), { limit: LIST_PAGE_SIZE });
   // Not awaited when start-up fails first, or a reload does not start a generation.
   persistentVolumes.catch(() => undefined);
   storageClasses.catch(() => undefined);
   return { nodeName, persistentVolumes, storageClasses };
-}
-
-/** Every page of a list, as one (the pages of a list are one snapshot, at the first one's resourceVersion). */
-async function listAllPages<T>(client: ResourceClient<T>, options: ListOptions): Promise<ObjectList<T>> {
-  let page = await client.list(options);
-  const items = page.items;
-  for (let pages = 1; page.metadata.continue !== undefined && page.metadata.continue !== ''; pages++) {
-    if (pages >= MAX_LIST_PAGES) throw new Error(`a list did not end after ${String(MAX_LIST_PAGES)} pages`);
-    page = await client.list({ ...options, continue: page.metadata.continue });
-    for (const item of page.items) items.push(item);
-  }
-  const { resourceVersion } = page.metadata;
-  return { metadata: resourceVersion !== undefined ? { resourceVersion } : {}, items };
 }
 
 /** Discovery directories holding more entries start the change watch beside the first pass. */

@@ -7,6 +7,7 @@
 // allows the list but refuses the watch gets a full LIST every 500 ms forever. A watch that ends
 // at once without an event (a misbehaving server or proxy) counts as a failure too before it is
 // re-opened (client-go: "very short watch").
+import { MAX_LIST_PAGES } from './list-pages.js';
 import { Backoff } from '../backoff.js';
 import { isAborted } from '../clock.js';
 import type { Clock } from '../clock.js';
@@ -49,8 +50,6 @@ export interface ReflectorOptions<T, S = T> {
 
 /** Names of deleted objects remembered for upsert(); beyond this the oldest are forgotten. */
 const MAX_TOMBSTONES = 10_000;
-/** A list that has not ended after this many pages (5 million objects at 500) is a server's fault: it fails. */
-export const MAX_LIST_PAGES = 10_000;
 /** A watch that ends sooner than this without an event counts as a failure. */
 const SHORT_WATCH_MS = 1_000;
 

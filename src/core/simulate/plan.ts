@@ -26,6 +26,7 @@ import type { ClassProblem, PlannedVolume, SkippedEntry } from '../discovery/pla
 import { StartupError, UsageError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
+import { listAllPages } from '../kube/list-pages.js';
 import type { Cluster } from '../kube/cluster.js';
 import type { Job, PersistentVolume, StorageClass } from '../kube/objects.js';
 import { ReadOnlyCluster } from '../kube/read-only-cluster.js';
@@ -190,19 +191,6 @@ export interface SimulationPlan {
   readonly warnings: readonly ConfigIssue[];
 }
 
-async function listAll<T>(
-  list: (cont: string | undefined) => Promise<{ items: T[]; metadata: { continue?: string } }>,
-) {
-  const out: T[] = [];
-  let cont: string | undefined;
-  do {
-    const page = await list(cont);
-    out.push(...page.items);
-    cont = page.metadata.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined;
-  } while (cont !== undefined);
-  return out;
-}
-
 /** The world one pass sees: this node's PVs (as the reflector lists them) and the StorageClasses. */
 interface ClusterView {
   readonly persistentVolumes: readonly PersistentVolume[];
@@ -233,13 +221,12 @@ async function readView(
   adopted: readonly string[],
   uids: ReadonlyMap<string, string>,
 ): Promise<ClusterView> {
-  const labelled = await listAll((cont) =>
-    cluster.persistentVolumes.list({
+  const labelled = (
+    await listAllPages((o) => cluster.persistentVolumes.list(o), {
       labelSelector: `${NODE_LABEL}=${nodeLabelValue(node.name)}`,
       limit: 500,
-      ...(cont !== undefined ? { continue: cont } : {}),
-    }),
-  );
+    })
+  ).items;
   const byName = new Map(labelled.map((pv) => [pv.metadata.name, pv]));
   for (const name of adopted) {
     if (byName.has(name)) continue;
@@ -249,9 +236,7 @@ async function readView(
       if (!isNotFound(err)) throw err;
     }
   }
-  const classes = await listAll((cont) =>
-    cluster.storageClasses.list({ limit: 500, ...(cont !== undefined ? { continue: cont } : {}) }),
-  );
+  const classes = (await listAllPages((o) => cluster.storageClasses.list(o), { limit: 500 })).items;
   return {
     persistentVolumes: [...byName.values()]
       .map((pv) => withUid(pv, uids))

@@ -12,6 +12,7 @@ import { parseConfigSnapshot } from '../config/decode/parse.js';
 import { ConfigSourceError, StartupError } from '../errors.js';
 import { isNotFound, KubeApiError } from '../kube/cluster.js';
 import type { ListOptions, ResourceClient } from '../kube/cluster.js';
+import { listAllPages, ListTooLongError } from '../kube/list-pages.js';
 import type { ConfigMap, Lease, Node, ObjectList, ObjectMeta } from '../kube/objects.js';
 import { nodeProgress } from './open-waves.js';
 import { requestOf, stagedConfigMapName, stateOf } from '../rollout-state/annotations.js';
@@ -331,20 +332,13 @@ async function listAll<T>(
   options: ListOptions,
   what: string,
 ): Promise<T[]> {
-  const items: T[] = [];
-  let next: string | undefined;
-  for (let page = 0; page < MAX_PAGES; page++) {
-    let result: ObjectList<T>;
-    try {
-      result = await list({ ...options, limit: PAGE, ...(next !== undefined ? { continue: next } : {}) });
-    } catch (err) {
-      throw clusterError(what, err);
-    }
-    items.push(...result.items);
-    next = result.metadata.continue;
-    if (next === undefined || next === '') return items;
+  try {
+    return (await listAllPages(list, { ...options, limit: PAGE }, MAX_PAGES)).items;
+  } catch (err) {
+    if (err instanceof ListTooLongError)
+      throw new StartupError(`cannot ${what}: more than ${String(PAGE * MAX_PAGES)} objects`);
+    throw clusterError(what, err);
   }
-  throw new StartupError(`cannot ${what}: more than ${String(PAGE * MAX_PAGES)} objects`);
 }
 
 /** The desired config's hash, computed by the agent's loader (the same normalization, the same hash). */

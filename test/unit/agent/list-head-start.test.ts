@@ -12,25 +12,14 @@ import {
 } from '../../../src/core/agent/list-head-start.js';
 import type { ListOptions } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
-import { MAX_LIST_PAGES } from '../../../src/core/kube/reflector.js';
+import { MAX_LIST_PAGES } from '../../../src/core/kube/list-pages.js';
 import type { ObjectList, PersistentVolume } from '../../../src/core/kube/objects.js';
 import { recordWrites, WriteLedger } from '../../../src/core/kube/write-ledger.js';
 import { MemoryLogger } from '../../../src/core/log.js';
 import { NODE_LABEL } from '../../../src/core/pv/naming.js';
+import { localPersistentVolume } from '../../support/persistent-volume.js';
 
-const pv = (name: string, node = 'node-a'): PersistentVolume => ({
-  metadata: { name, labels: { [NODE_LABEL]: node } },
-  spec: {
-    capacity: { storage: '1Gi' },
-    accessModes: ['ReadWriteOnce'],
-    local: { path: `/mnt/${name}` },
-    nodeAffinity: {
-      required: {
-        nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['n1'] }] }],
-      },
-    },
-  },
-});
+const pv = (name: string, node = 'node-a'): PersistentVolume => localPersistentVolume(name, { [NODE_LABEL]: node });
 
 function fixture() {
   const memory = new MemoryCluster();

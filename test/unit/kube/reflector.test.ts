@@ -13,7 +13,8 @@ import {
 } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { ObjectList, PersistentVolume } from '../../../src/core/kube/objects.js';
-import { MAX_LIST_PAGES, Reflector, type ReflectorOptions } from '../../../src/core/kube/reflector.js';
+import { MAX_LIST_PAGES } from '../../../src/core/kube/list-pages.js';
+import { Reflector, type ReflectorOptions } from '../../../src/core/kube/reflector.js';
 import { silentLogger } from '../../../src/core/log.js';
 
 function pv(name: string, resourceVersion?: string, path = `/mnt/${name}`): PersistentVolume {

@@ -7,27 +7,14 @@ import type { ResourceClient } from '../../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import type { PersistentVolume } from '../../../src/core/kube/objects.js';
 import { recordWrites, WriteLedger } from '../../../src/core/kube/write-ledger.js';
-
-const pv = (name: string): PersistentVolume => ({
-  metadata: { name },
-  spec: {
-    capacity: { storage: '1Gi' },
-    accessModes: ['ReadWriteOnce'],
-    local: { path: `/mnt/${name}` },
-    nodeAffinity: {
-      required: {
-        nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['n1'] }] }],
-      },
-    },
-  },
-});
+import { localPersistentVolume } from '../../support/persistent-volume.js';
 
 describe('WriteLedger', () => {
   it('counts each write from its start to its answer, and no read', async () => {
     const memory = new MemoryCluster();
     const ledger = new WriteLedger();
     const client = recordWrites(memory.persistentVolumes, ledger);
-    const created = client.create(pv('a'));
+    const created = client.create(localPersistentVolume('a'));
     assert.deepEqual([ledger.started, ledger.inFlight], [1, 1], 'counted as it leaves');
     await created;
     assert.deepEqual([ledger.started, ledger.inFlight], [1, 0]);

@@ -7,6 +7,7 @@ import { KubeApiError, type WatchEvent } from '../../../../src/core/kube/cluster
 import { MemoryCluster, applyMergePatch } from '../../../../src/core/kube/memory/memory-cluster.js';
 import type { PersistentVolume } from '../../../../src/core/kube/objects.js';
 import { clusterContract } from '../../../contract/cluster-contract.js';
+import { localPersistentVolume } from '../../../support/persistent-volume.js';
 
 clusterContract('MemoryCluster', () => {
   const cluster = new MemoryCluster();
@@ -26,23 +27,7 @@ clusterContract('MemoryCluster', () => {
   });
 });
 
-function pv(name: string, labels: Record<string, string> = {}): PersistentVolume {
-  return {
-    metadata: { name, labels },
-    spec: {
-      capacity: { storage: '1Gi' },
-      accessModes: ['ReadWriteOnce'],
-      local: { path: `/mnt/${name}` },
-      nodeAffinity: {
-        required: {
-          nodeSelectorTerms: [
-            { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['n1'] }] },
-          ],
-        },
-      },
-    },
-  };
-}
+const pv = (name: string, labels: Record<string, string> = {}): PersistentVolume => localPersistentVolume(name, labels);
 
 async function collect<T>(iterable: AsyncIterable<T>, count: number): Promise<T[]> {
   const out: T[] = [];
