@@ -80,6 +80,34 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / TICK_S;
 }
 
+/**
+ * Resolves once the given processes have used no CPU for `quietMs` (as /proc counts it, in clock
+ * ticks; true), or after `maxMs` (false). A start timed right after processes the bench itself
+ * started, or while an agent started before it is still busy, times their work as well (issue 35:
+ * vs-upstream started a run's first agent beside the bare node's and the runtime floor's starts).
+ */
+export async function quietProcesses(pids: readonly number[], quietMs = 300, maxMs = 10_000): Promise<boolean> {
+  const total = (): number => pids.reduce((sum, pid) => sum + cpuSecondsOrZero(pid), 0);
+  const end = performance.now() + maxMs;
+  let last = total();
+  let since = performance.now();
+  while (performance.now() < end) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const now = total();
+    if (now !== last) [last, since] = [now, performance.now()];
+    else if (performance.now() - since >= quietMs) return true;
+  }
+  return false;
+}
+
+function cpuSecondsOrZero(pid: number): number {
+  try {
+    return cpuSeconds(pid);
+  } catch {
+    return 0; // exited
+  }
+}
+
 /** When each PV of the node first showed up (performance.now()), from a list and then a watch. */
 export function watchPvs(cluster: RestCluster, node: string, signal: AbortSignal): Map<string, number> {
   const seen = new Map<string, number>();

@@ -2,7 +2,8 @@
 // scripts/build-upstream-agent.sh), issue 35's "agent's own footprint" table: both agents against
 // ONE real apiserver, real tmpfs bind mounts, alternating run by run (each run starts them one after
 // the other, the first of a run alternating), each agent on a Node and a discovery directory of its
-// own. Per run and agent:
+// own; each start waits until the processes started before it (bare node, the floor, the run's
+// earlier agents) and the control plane have used no CPU for 300 ms. Per run and agent:
 //   - spawn → first PV and spawn → all N PVs (default 50), seen by one watch of every PV;
 //   - RSS once the N PVs exist, and idle RSS SETTLE seconds after spawn (default 60);
 //   - idle CPU (utime + stime) and the maximum RSS over one window shared by every agent of the run,
@@ -35,6 +36,7 @@ import {
   IMAGE_NODE_ARGS,
   IMAGE_NODE_OPTIONS,
   agentCommandLine,
+  quietProcesses,
   cpuSeconds,
   kubeBinDir,
   median,
@@ -260,6 +262,8 @@ interface Setting {
   readonly kubeconfig: string;
   readonly work: string;
   readonly figures: Figures;
+  /** The apiserver's and etcd's: quiet too before a start is timed. */
+  readonly planePids: readonly number[];
 }
 
 interface Running {
@@ -270,13 +274,24 @@ interface Running {
 }
 
 /** Starts one variant on a fresh Node and discovery directory; records its start-up figures. */
-async function startOne(s: Setting, cleanup: Cleanup, v: Variant, runNo: number, i: number): Promise<Running> {
+async function startOne(
+  s: Setting,
+  cleanup: Cleanup,
+  v: Variant,
+  runNo: number,
+  i: number,
+  others: readonly (readonly [string, number])[],
+): Promise<Running> {
   const node = `vs-${String(runNo)}-${String(i)}-${v.kind}`;
   await s.cluster.nodes.create({ metadata: { name: node, labels: { 'kubernetes.io/hostname': node } } });
   const base = join(s.work, node);
   const disc = join(base, 'disc');
   mkdirSync(disc, { recursive: true });
   volumes(cleanup, join(base, 'store'), disc, VOLUMES, 'v');
+  // The bench's own processes (the floor's two starts, the agent started before this one, the
+  // control plane after the last run's deletes) quiet first.
+  if (!(await quietProcesses([...others.map(([, pid]) => pid), ...s.planePids])))
+    console.error(`${v.label}: the other processes were not quiet within 10 s; timed anyway`);
   const agent =
     v.kind === 'upstream'
       ? startUpstream(node, upstreamConfig(base, disc), join(base, 'etc'), s.kubeconfig)
@@ -386,7 +401,10 @@ async function oneRun(s: Setting, runNo: number): Promise<void> {
   const load0 = loadavg();
   try {
     const floors = floorProcesses();
-    for (const [i, v] of order.entries()) running.push(await startOne(s, cleanup, v, runNo, i));
+    for (const [i, v] of order.entries())
+      running.push(
+        await startOne(s, cleanup, v, runNo, i, [...floors, ...running.map((r) => [r.v.label, r.agent.pid] as const)]),
+      );
     await idle(s, running, floors);
     for (const [, pid] of floors) process.kill(pid);
     if (BURST > 0) for (const r of running) await burst(s, cleanup, r);
@@ -400,7 +418,7 @@ async function oneRun(s: Setting, runNo: number): Promise<void> {
     cleanup.run();
   }
   console.error(
-    `run ${String(runNo + 1)}: order ${order.map((v) => v.label).join(' → ')}, load ${load0} → ${loadavg()}`,
+    `run ${String(runNo + 1)}: order ${order.map((v) => v.label).join(' → ')}, load ${load0} → ${loadavg()}; spawn → first PV ${running.map((r) => `${r.v.label} ${(s.figures.get('spawn → first PV (ms)')?.get(r.v.label)?.at(-1) ?? NaN).toFixed(0)} ms`).join(', ')}`,
   );
 }
 
@@ -445,6 +463,7 @@ try {
     kubeconfig: plane.kubeconfigPath,
     work,
     figures: new Map(),
+    planePids: [plane.pids.apiserver, plane.pids.etcd],
   };
   await delay(500);
   const loadStart = loadavg();

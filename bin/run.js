@@ -4,11 +4,14 @@ import module from 'node:module';
 
 // The image runs the agent without V8's compilers (`node --jitless`, its ENTRYPOINT: 11 MiB less
 // resident on every node). Every other command gets them back, at the cost of one exec: the
-// dashboard lays out with WebAssembly, which --jitless removes. The entrypoint's other flag for the
-// agent alone (--optimize-for-size: a heap that grows less between collections) goes with it.
+// dashboard lays out with WebAssembly, which --jitless removes. The entrypoint's other flags for the
+// agent alone (--optimize-for-size: a heap that grows less between collections;
+// --initial-old-space-size: the first full collection only at that size) go with them.
 if (process.argv[2] !== 'run' && process.execArgv.includes('--jitless') && process.execve !== undefined) {
   const agentOnly = new Set(['--jitless', '--optimize-for-size']);
-  const execArgv = process.execArgv.filter((flag) => !agentOnly.has(flag));
+  const execArgv = process.execArgv.filter(
+    (flag) => !agentOnly.has(flag) && !flag.startsWith('--initial-old-space-size='),
+  );
   process.execve(process.execPath, [process.execPath, ...execArgv, ...process.argv.slice(1)]);
 }
 

@@ -212,7 +212,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
     if (tmp.length > 0) t.diagnostic(`the image ships ${String(tmp.length)} files under /tmp, e.g. ${tmp[0] ?? ''}`);
   });
 
-  it('runs as the Dockerfile says: ENTRYPOINT tini -- node --jitless --optimize-for-size bin/run.js, CMD run, its workdir and environment', () => {
+  it('runs as the Dockerfile says: ENTRYPOINT tini -- node --jitless --optimize-for-size --initial-old-space-size=16 bin/run.js, CMD run, its workdir and environment', () => {
     const config = JSON.parse(inspect(image.image, '{{json .Config}}')) as {
       Entrypoint: string[];
       Cmd: string[];
@@ -226,6 +226,7 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
       'node',
       '--jitless',
       '--optimize-for-size',
+      '--initial-old-space-size=16',
       `${WORKDIR}/bin/run.js`,
     ]);
     assert.deepEqual(config.Cmd, ['run']);
@@ -652,7 +653,14 @@ describe('the image, built from the Dockerfile with podman', { skip: skipUnlessR
       // PID 1 is tini; the agent is its child.
       const pid1 = exec('cat', '/proc/1/cmdline');
       assert.equal(pid1.status, 0, show(pid1));
-      const entrypoint = ['node', '--jitless', '--optimize-for-size', '/opt/provisioner/bin/run.js', 'run'];
+      const entrypoint = [
+        'node',
+        '--jitless',
+        '--optimize-for-size',
+        '--initial-old-space-size=16',
+        '/opt/provisioner/bin/run.js',
+        'run',
+      ];
       assert.deepEqual(pid1.stdout.split('\0').slice(0, entrypoint.length + 2), ['tini', '--', ...entrypoint]);
       const children = exec('cat', '/proc/1/task/1/children').stdout.trim().split(/\s+/u);
       assert.equal(children.length, 1, `PID 1 has one child: ${children.join(' ')}`);

@@ -139,7 +139,7 @@ describe('Dockerfile', () => {
     for (const input of inputs) assert.ok(copied.includes(input), `the build stage copies ${input}`);
   });
 
-  it('runtime stage: ENTRYPOINT ["tini", "--", "node", "--jitless", "--optimize-for-size", bin/run.js], CMD ["run"], and provisioner on PATH (a symlink to bin/run.js)', () => {
+  it('runtime stage: ENTRYPOINT ["tini", "--", "node", "--jitless", "--optimize-for-size", "--initial-old-space-size=16", bin/run.js], CMD ["run"], and provisioner on PATH (a symlink to bin/run.js)', () => {
     assert.ok(runtime);
     const workdir = lastArg(runtime, 'WORKDIR') ?? '/';
     assert.deepEqual(JSON.parse(lastArg(runtime, 'ENTRYPOINT') ?? 'null'), [
@@ -148,6 +148,7 @@ describe('Dockerfile', () => {
       'node',
       '--jitless',
       '--optimize-for-size',
+      '--initial-old-space-size=16',
       posix.join(workdir, 'bin/run.js'),
     ]);
     assert.deepEqual(JSON.parse(lastArg(runtime, 'CMD') ?? 'null'), ['run']);
@@ -166,12 +167,12 @@ describe('Dockerfile', () => {
     assert.match(readFileSync(join(REPO_ROOT, 'bin/run.js'), 'utf8'), /^#!\/usr\/bin\/env node\n/u);
   });
 
-  it("the entrypoint's --jitless and --optimize-for-size stay with `run`: any other command is executed again without them (the dashboard needs WebAssembly)", () => {
+  it("the entrypoint's node flags stay with `run`: any other command is executed again without them (the dashboard needs WebAssembly)", () => {
     // A preload that says, in each process it starts in, whether WebAssembly (gone under --jitless)
-    // exists and whether --optimize-for-size is on.
-    const probe = `data:text/javascript,process.stderr.write('wasm:'+typeof WebAssembly+(process.execArgv.includes('--optimize-for-size')?' sized':'')+'\\n')`;
+    // exists and whether --optimize-for-size and --initial-old-space-size are on.
+    const probe = `data:text/javascript,process.stderr.write('wasm:'+typeof WebAssembly+(process.execArgv.includes('--optimize-for-size')?' sized':'')+(process.execArgv.includes('--initial-old-space-size=16')?' initial':'')+'\\n')`;
     const entry = (args: readonly string[]): { status: number | null; stdout: string; wasm: string[] } => {
-      const flags = ['--jitless', '--optimize-for-size', '--import', probe];
+      const flags = ['--jitless', '--optimize-for-size', '--initial-old-space-size=16', '--import', probe];
       const r = spawnSync(process.execPath, [...flags, join(REPO_ROOT, 'bin/run.js'), ...args], {
         encoding: 'utf8',
         env: { ...process.env, NODE_OPTIONS: '' },
@@ -184,13 +185,13 @@ describe('Dockerfile', () => {
     assert.match(version.stdout, /^local-volume-provisioner-ts\/\d/u);
     assert.deepEqual(
       version.wasm,
-      ['wasm:undefined sized', 'wasm:object'],
+      ['wasm:undefined sized initial', 'wasm:object'],
       "started jitless, then executed again with the JIT and V8's default heap sizing",
     );
     const run = entry(['run', '--help']);
     assert.equal(run.status, 0);
     assert.match(run.stdout, /--min-pass-interval/u);
-    assert.deepEqual(run.wasm, ['wasm:undefined sized'], 'run stays jitless and sized, in one process');
+    assert.deepEqual(run.wasm, ['wasm:undefined sized initial'], 'run keeps every flag, in one process');
   });
 
   it('runtime stage: the cleaners at /scripts (executable) and the tools they need, without recommends or apt lists', () => {
