@@ -16,6 +16,7 @@ import {
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
+import { AdminClient } from '../../../src/core/agent/admin-client.js';
 import { Agent } from '../../../src/core/agent/agent.js';
 import { ProcessCleaner } from '../../../src/core/cleanup/cleaner.js';
 import { systemClock } from '../../../src/core/clock.js';
@@ -39,6 +40,7 @@ import {
 } from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
 import { eventually } from '../../support/eventually.js';
+import { passesFromNow } from '../../support/passes.js';
 import { runPvProtectionController } from '../../support/pv-protection.js';
 
 const MiB = 2 ** 20;
@@ -252,7 +254,7 @@ describe('cleanup on a real node against the real apiserver', { skip: skipUnless
         'the cleanup Job',
       );
       assert.equal(job.metadata.labels?.['pvuuid'], pv.metadata.uid);
-      await delay(1500);
+      await passesFromNow(() => agent.status());
       assert.equal(
         (await cluster.persistentVolumes.get(pv.metadata.name)).metadata.uid,
         pv.metadata.uid,
@@ -341,10 +343,22 @@ describe('cleanup on a real node against the real apiserver', { skip: skipUnless
       `${node}-sc:\n  hostDir: /dev/disk/by-lvp\n  mountDir: ${disc}\n  volumeMode: Block\n  blockCleanerCommand: ["${script}"]\n`,
     );
     const plane = requireTestControlPlane();
+    const socket = join(root, 'kill.sock');
     const spawnAgent = (): ChildProcess =>
       spawn(
         process.execPath,
-        [CLI, 'run', '--config-dir', configDir, '--listen-address', '127.0.0.1:0', '--discovery-period', '300ms'],
+        [
+          CLI,
+          'run',
+          '--config-dir',
+          configDir,
+          '--listen-address',
+          '127.0.0.1:0',
+          '--discovery-period',
+          '300ms',
+          '--admin-socket',
+          socket,
+        ],
         {
           env: { ...process.env, MY_NODE_NAME: node, KUBECONFIG: plane.kubeconfigPath },
           stdio: 'ignore',
@@ -366,7 +380,8 @@ describe('cleanup on a real node against the real apiserver', { skip: skipUnless
         () => (lines().filter((l) => l === 'start').length === 2 ? true : undefined),
         'the cleanup to start again after the restart',
       );
-      await delay(1000);
+      const client = new AdminClient(socket, { timeoutMs: 10_000 });
+      await passesFromNow(() => client.status());
       assert.equal(
         (await cluster.persistentVolumes.get(pv.metadata.name)).metadata.uid,
         pv.metadata.uid,

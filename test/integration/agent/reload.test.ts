@@ -37,6 +37,7 @@ import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { attachLoopDevice, Cleanup, makeTempDir, mountTmpfs, skipUnlessRoot } from '../../support/real-node.js';
 import { adminKubeConfig, requireTestControlPlane } from '../../support/test-cluster.js';
 import { eventually } from '../../support/eventually.js';
+import { passesFromNow } from '../../support/passes.js';
 import { runPvProtectionController } from '../../support/pv-protection.js';
 
 const suffix = Math.random().toString(36).slice(2, 8);
@@ -332,7 +333,7 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
       const b = await release('b');
       await eventually(() => (runs('b').includes('start') ? true : undefined), 'disk-b cleanup started');
       await reloadTo(config(true));
-      await delay(1500);
+      await passesFromNow(() => agent.client.status());
       await assert.rejects(jobOf(b), isNotFound, 'no Job for a volume being cleaned in-process');
       rmSync(`${marker('b')}.hold`);
       await republished(b);
@@ -342,7 +343,7 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
       const c = await release('c');
       const jobC = await eventually(() => jobOf(c).catch(() => undefined), 'the cleanup Job of disk-c');
       await reloadTo(config(false));
-      await delay(1500);
+      await passesFromNow(() => agent.client.status());
       assert.deepEqual(runs('c'), [], 'Job → in-process: no in-process cleanup');
       assert.equal((await pvOf('c')).metadata.uid, c.metadata.uid, 'not deleted before the Job succeeded');
       await markJob(adminKubeConfig(), 'default', jobC.metadata.name, 'succeeded');
@@ -354,7 +355,7 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
       const d = await release('d');
       const jobD = await eventually(() => jobOf(d).catch(() => undefined), 'the cleanup Job of disk-d');
       await reloadTo(config(true, ', "again"'));
-      await delay(1000);
+      await passesFromNow(() => agent.client.status());
       assert.equal((await jobOf(d)).metadata.uid, jobD.metadata.uid, 'Job → Job: the same Job');
       await markJob(adminKubeConfig(), 'default', jobD.metadata.name, 'succeeded');
       await republished(d);

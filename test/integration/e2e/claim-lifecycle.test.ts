@@ -24,11 +24,13 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 
+import { AdminClient } from '../../../src/core/agent/admin-client.js';
 import { persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { CLI, REPO_ROOT } from '../../support/cli.js';
 import { apiStatusCode, recordWatch } from '../../support/cluster.js';
 import { startControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { eventually } from '../../support/eventually.js';
+import { passesFromNow } from '../../support/passes.js';
 import { registerNode, reportPod, runKubelet } from '../../support/kubelet.js';
 import {
   attachLoopDevice,
@@ -125,6 +127,10 @@ describe(
       agents.push(agent);
       return agent;
     }
+
+    /** The admin API of the agent started for node (its status tells its discovery passes). */
+    const adminOf = (node: string): AdminClient =>
+      new AdminClient(join(root, `admin-${node}.sock`), { timeoutMs: 10_000 });
 
     /** A storageClassMap entry whose discovery dir is `<root>/<node>/<class>` (created here). */
     function classEntry(node: string, className: string, extra: string[] = []): string {
@@ -378,7 +384,18 @@ describe(
 
       // Only node-a has a `fast` PV of 12 MiB or more.
       await createClaim('wide', 'fast', '12Mi');
-      await delay(1500);
+      // The PV controller has looked at the claim and decided to wait: its Event says so.
+      await eventually(
+        async () => {
+          const events = await core.listNamespacedEvent({
+            namespace: NS,
+            fieldSelector: 'involvedObject.name=wide,reason=WaitForFirstConsumer',
+          });
+          return events.items.length > 0 ? true : undefined;
+        },
+        'the WaitForFirstConsumer Event of claim wide',
+        SLOW,
+      );
       const waiting = await core.readNamespacedPersistentVolumeClaim({ namespace: NS, name: 'wide' });
       assert.equal(waiting.status?.phase, 'Pending', 'WaitForFirstConsumer: no binding before a pod uses the claim');
       assert.equal(waiting.spec?.volumeName, undefined);
@@ -448,7 +465,7 @@ describe(
         );
         assert.equal(fresh.spec?.claimRef, undefined);
 
-        await delay(2000);
+        await passesFromNow(() => adminOf(NODE_A).status());
         assert.equal(cleanedDevices().length, 1, 'still cleaned only once');
 
         await createClaim('tenant-2', 'blk', '8Mi', 'Block');
@@ -525,7 +542,7 @@ describe(
         const pod = await cleanupPod(job.metadata?.uid ?? '');
         assert.equal(pod.spec?.nodeName, NODE_J, 'the scheduler followed the Job’s node selector');
         assert.equal(pod.spec.containers[0]?.image, JOB_IMAGE);
-        await delay(1500);
+        await passesFromNow(() => adminOf(NODE_J).status());
         assert.equal((await readPv(pvName))?.metadata?.uid, first.metadata?.uid, 'PV kept while the Job runs');
         await reportPod(kc, NS, pod.metadata?.name ?? '', { phase: 'Succeeded' });
         second = await availablePv(NODE_J, 'nvme-j', 'jblk', first.metadata?.uid);
