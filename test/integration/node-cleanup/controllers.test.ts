@@ -229,10 +229,15 @@ describe('node cleanup with the real kube-controller-manager and kube-scheduler'
       `the ReferencedNodeDeleted warning\n${logs()}`,
       SLOW,
     );
-    // Past the grace period the running pod (its kubelet gone, nothing has stopped it) holds the claim.
-    await delay((GRACE_S + 3) * 1000);
+    // Past the grace period the running pod (its kubelet gone, nothing has stopped it) holds the
+    // claim: the controller, the claim now due, says it left it as it is and why.
+    await eventually(
+      () => (/used by pod web-0 on node node-a \(Running\)/u.test(cleanup?.stderr() ?? '') ? true : undefined),
+      `the claim held past the grace period\n${logs()}`,
+      (GRACE_S + 30) * 1000,
+      100,
+    );
     assert.equal((await claim())?.metadata.uid, first.metadata.uid, `held while its pod runs\n${logs()}`);
-    assert.match(cleanup?.stderr() ?? '', /used by pod web-0 on node node-a \(Running\)/u);
 
     // The pod garbage collector's part: pods bound to a Node that does not exist are force-deleted.
     await core.deleteNamespacedPod({ namespace: NS, name: 'web-0', gracePeriodSeconds: 0 });
