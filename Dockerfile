@@ -75,10 +75,11 @@ RUN chmod 0755 /scripts/*.sh /opt/provisioner/bin/run.js \
 # PVs; the Node runtime floor is 53) and its idle CPU down, at the same start-up (docs/benchmarks.md).
 # --optimize-for-size makes V8 grow its heap less between collections: with 1,000 PVs the idle
 # RSS stays within the floor + 16 MiB ("RSS with 1,000 PVs" there).
-# --initial-old-space-size=16 lets the old generation reach 16 MiB before V8's first full collection:
-# with the flags above, one came ~250 ms into every start, in the first pass and its creates; without
-# it, start → all 50 PVs took 9 % less CPU and time, at the same idle RSS with 50 and 1,000 PVs
-# ("Start → first PV, a fourth time" there). After that first collection V8 sizes the heap as before.
+# --initial-old-space-size=16 lets the old generation reach 16 MiB before V8's first full
+# collection: with the flags above, one came ~250 ms into every start, amid the first pass and its
+# creates; without it, start → all 50 PVs took 6–8 % less CPU and 3–10 % less time, at the same idle
+# RSS with 50 and 1,000 PVs ("Start → first PV, a fourth time" there). After that first collection
+# V8 sizes the heap as before.
 # On node's command line, not in NODE_OPTIONS, which every `provisioner …` of `kubectl exec` would
 # inherit: the dashboard needs WebAssembly, which --jitless removes. bin/run.js gives every command
 # other than `run` the compilers back (and V8's default heap sizing), this entrypoint's too.

@@ -280,7 +280,7 @@ async function startOne(
   v: Variant,
   runNo: number,
   i: number,
-  others: readonly (readonly [string, number])[],
+  others: readonly number[],
 ): Promise<Running> {
   const node = `vs-${String(runNo)}-${String(i)}-${v.kind}`;
   await s.cluster.nodes.create({ metadata: { name: node, labels: { 'kubernetes.io/hostname': node } } });
@@ -290,7 +290,7 @@ async function startOne(
   volumes(cleanup, join(base, 'store'), disc, VOLUMES, 'v');
   // The bench's own processes (the floor's two starts, the agent started before this one, the
   // control plane after the last run's deletes) quiet first.
-  if (!(await quietProcesses([...others.map(([, pid]) => pid), ...s.planePids])))
+  if (!(await quietProcesses([...others, ...s.planePids])))
     console.error(`${v.label}: the other processes were not quiet within 10 s; timed anyway`);
   const agent =
     v.kind === 'upstream'
@@ -403,7 +403,7 @@ async function oneRun(s: Setting, runNo: number): Promise<void> {
     const floors = floorProcesses();
     for (const [i, v] of order.entries())
       running.push(
-        await startOne(s, cleanup, v, runNo, i, [...floors, ...running.map((r) => [r.v.label, r.agent.pid] as const)]),
+        await startOne(s, cleanup, v, runNo, i, [...floors.map(([, pid]) => pid), ...running.map((r) => r.agent.pid)]),
       );
     await idle(s, running, floors);
     for (const [, pid] of floors) process.kill(pid);

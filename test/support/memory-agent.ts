@@ -8,7 +8,7 @@ import { Agent } from '../../src/core/agent/agent.js';
 import type { AgentOptions } from '../../src/core/agent/agent.js';
 import { MemoryCleaner } from '../../src/core/cleanup/cleaner.js';
 import type { VolumeCleaner } from '../../src/core/cleanup/cleaner.js';
-import { systemClock } from '../../src/core/clock.js';
+import { systemClock, type Clock } from '../../src/core/clock.js';
 import type { Cluster } from '../../src/core/kube/cluster.js';
 import { MemoryCluster } from '../../src/core/kube/memory/memory-cluster.js';
 import { MemoryLogger } from '../../src/core/log.js';
@@ -46,6 +46,7 @@ export function startMemoryAgent(
   options: Partial<AgentOptions> = {},
   cluster: Cluster = fixture.cluster,
   cleaner: VolumeCleaner = new MemoryCleaner(),
+  clock: Clock = systemClock,
 ): Promise<Agent> {
   return Agent.start(
     {
@@ -62,7 +63,7 @@ export function startMemoryAgent(
       startTimeoutMs: 2000,
       ...options,
     },
-    { cluster, volumes: fixture.volumes, cleaner, clock: systemClock, logger: new MemoryLogger() },
+    { cluster, volumes: fixture.volumes, cleaner, clock, logger: new MemoryLogger() },
   );
 }
 

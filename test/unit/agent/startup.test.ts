@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { rm } from 'node:fs/promises';
 import { describe, it } from 'node:test';
+import { ManualClock } from '../../../src/core/clock.js';
 import { KubeApiError } from '../../../src/core/kube/cluster.js';
 import type { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { NODE_LABEL, persistentVolumeName } from '../../../src/core/pv/naming.js';
@@ -129,15 +130,18 @@ describe('agent start-up', () => {
     const pvs = Object.create(t.cluster.persistentVolumes) as MemoryCluster['persistentVolumes'];
     pvs.listMetadata = () => Promise.reject(new KubeApiError(403, 'Forbidden', 'persistentvolumes is forbidden'));
     Object.defineProperty(refusing, 'persistentVolumes', { value: pvs });
-    // Passes every 20 ms: a generation left running after the failure would publish disk3 at once.
-    await assert.rejects(startMemoryAgent(t, { discoveryPeriodMs: 20 }, refusing), (err: Error) => {
+    // A pass every 20 ms of a clock that moves only when the test says so.
+    const clock = new ManualClock(Date.now());
+    await assert.rejects(startMemoryAgent(t, { discoveryPeriodMs: 20 }, refusing, undefined, clock), (err: Error) => {
       assert.match(err.message, /needs list and patch on persistentvolumes/u);
       return true;
     });
-    // Whatever the generation had begun is stopped: no later pass publishes anything.
+    // Whatever the generation had begun is stopped: nothing waits on the clock, and ten discovery
+    // periods later no pass has published the disk mounted since.
+    assert.equal(clock.pendingSleepers, 0, `still waiting on the clock: ${clock.wakeTimes.join(', ')}`);
     const before = (await t.cluster.persistentVolumes.list()).items.length;
     t.volumes.addMount('/mnt/fast/disk3');
-    await new Promise((r) => setTimeout(r, 200));
+    await clock.advance(10 * 20);
     assert.equal((await t.cluster.persistentVolumes.list()).items.length, before);
     await rm(t.dir, { recursive: true, force: true });
   });
