@@ -21,6 +21,7 @@ import {
   type SandboxAgent,
 } from '../../../src/core/sandbox/sandbox.js';
 import { waitFor } from '../../support/eventually.js';
+import { localPersistentVolume } from '../../support/persistent-volume.js';
 
 const roots: string[] = [];
 after(() => {
@@ -196,22 +197,10 @@ describe('openSandbox', () => {
       node: new LinuxVolumes(),
     });
     const pvs = sandbox.cluster.persistentVolumes;
-    const pv = (name: string, claimed = false): Parameters<typeof pvs.create>[0] => ({
-      metadata: { name },
-      spec: {
-        capacity: { storage: '1Gi' },
-        accessModes: ['ReadWriteOnce'],
-        local: { path: `/mnt/${name}` },
-        nodeAffinity: {
-          required: {
-            nodeSelectorTerms: [
-              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [SANDBOX_NODE] }] },
-            ],
-          },
-        },
-        ...(claimed ? { claimRef: { namespace: 'default', name: 'c' } } : {}),
-      },
-    });
+    const pv = (name: string, claimed = false): Parameters<typeof pvs.create>[0] => {
+      const base = localPersistentVolume(name, {}, SANDBOX_NODE);
+      return claimed ? { ...base, spec: { ...base.spec, claimRef: { namespace: 'default', name: 'c' } } } : base;
+    };
     await pvs.create(pv('before-attach'));
     const detach = sandbox.attach(
       new FakeAgent(parseConfigSnapshot(await readConfigSnapshot(join(dir, 'config'))).config),
