@@ -476,7 +476,7 @@ export class Agent implements AdminTarget {
         publishHeld: () => this.publishHeld(),
         onPass: (generation, pass) => {
           const pvs = this.stream.listening && this.generations > 0 ? this.current.persistentVolumes.list() : undefined;
-          this.stream.emit(passEvent(generation, pass, this.errors.count, pvs));
+          this.stream.emit(passEvent(generation, loaded.hash, pass, this.errors.count, pvs));
         },
       },
       {

@@ -133,6 +133,8 @@ export interface AgentStatusJson {
   readonly cleanups: readonly CleanupStatus[];
   readonly lastPass?: {
     readonly at: number;
+    /** The config the pass ran under: the serving generation's (absent from older agents). */
+    readonly configHash?: string;
     readonly durationMs: number;
     readonly created: number;
     readonly deleted: number;
@@ -172,6 +174,8 @@ export type AgentEvent =
       readonly type: 'pass';
       readonly at: number;
       readonly generation: number;
+      /** The config the pass ran under (absent from older agents). */
+      readonly configHash?: string;
       readonly created: readonly string[];
       readonly deleted: readonly string[];
       readonly skipped: number;

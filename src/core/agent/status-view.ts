@@ -123,6 +123,7 @@ export function statusJson(s: StatusInputs): AgentStatusJson {
       ? {
           lastPass: {
             at: lastPass.at,
+            configHash: s.generation.configHash,
             durationMs: lastPass.durationMs,
             created: lastPass.created.length,
             deleted: lastPass.reclaim.deleted.length,
@@ -204,6 +205,7 @@ export function appliedConfigJson(applied: LoadedConfig, generation: number): Ap
 
 export function passEvent(
   generation: number,
+  configHash: string,
   pass: PassSummary,
   errorsSinceApply?: number,
   persistentVolumes?: readonly PersistentVolumeView[],
@@ -212,6 +214,7 @@ export function passEvent(
     type: 'pass',
     at: pass.at,
     generation,
+    configHash,
     created: pass.created,
     deleted: pass.reclaim.deleted,
     skipped: pass.skipped.length,

@@ -1,5 +1,6 @@
 // Connects an agent to its StatePublisher: the state at start, then again after every reload, and
-// when a pass or a cleanup changes what the state counts (unhealthy volumes, errors since apply).
+// when a pass or a cleanup changes what the state counts (unhealthy volumes, errors since apply,
+// the config of the last pass).
 import type { AdminTarget } from '../agent/reload-types.js';
 import { appliedStateFromStatus, availableText } from './applied-state.js';
 import { StatePublisher } from './publisher.js';
@@ -17,9 +18,11 @@ export function publishAgentState(agent: AdminTarget, options: StatePublisherOpt
   let counts = '';
   let available = initial.available === undefined ? '' : availableText(initial.available);
   let errors = initial.errorsSinceApply ?? 0;
+  let passHash = initial.lastPass?.configHash;
   const publish = (): void => {
     const status = agent.status();
     errors = status.errorsSinceApply ?? 0;
+    passHash = status.lastPass?.configHash;
     publisher.update(appliedStateFromStatus(status));
   };
   // Not on every pass: status() walks every PV. Only when a count the state carries changed.
@@ -31,7 +34,9 @@ export function publishAgentState(agent: AdminTarget, options: StatePublisherOpt
       if (
         volumes !== counts ||
         offered !== available ||
-        (event.errorsSinceApply !== undefined && event.errorsSinceApply !== errors)
+        (event.errorsSinceApply !== undefined && event.errorsSinceApply !== errors) ||
+        // The first pass under a config: a staged rollout waits for it (lastPassHash).
+        event.configHash !== passHash
       ) {
         counts = volumes;
         available = offered;

@@ -47,11 +47,20 @@ export interface AppliedState {
    */
   readonly errorsSinceApply?: number;
   /**
+   * The config the agent's last finished discovery pass ran under, NO_PASS before the serving
+   * generation's first one; absent: an older agent. A staged rollout counts a node as running the
+   * candidate healthily only once a pass under it finished (its errors are in errorsSinceApply then).
+   */
+  readonly lastPassHash?: string;
+  /**
    * Available PVs not reserved for a claim, per storage class (volumes, bytes, the largest), at
    * most MAX_AVAILABLE_CLASSES classes; absent: none, or an older agent.
    */
   readonly available?: Readonly<Record<string, AvailableClass>>;
 }
+
+/** lastPassHash before the serving generation finished a discovery pass (a hash is `sha256:…`). */
+export const NO_PASS = 'none';
 
 /** Classes the `available` annotation carries at most (in name order): a Lease stays small. */
 export const MAX_AVAILABLE_CLASSES = 64;
@@ -86,6 +95,7 @@ const A = {
   volumesQuarantined: `${STATE_PREFIX}volumes-quarantined`,
   volumesConflicting: `${STATE_PREFIX}volumes-conflicting`,
   errorsSinceApply: `${STATE_PREFIX}errors-since-apply`,
+  lastPassHash: `${STATE_PREFIX}last-pass-hash`,
   devicesLinked: `${STATE_PREFIX}devices-linked`,
   devicesSkipped: `${STATE_PREFIX}devices-skipped`,
   devicesPlanned: `${STATE_PREFIX}devices-planned`,
@@ -176,6 +186,7 @@ export function appliedStateFromStatus(status: AgentStatusJson): AppliedState {
     ...(status.errorsSinceApply !== undefined && status.errorsSinceApply > 0
       ? { errorsSinceApply: Math.min(status.errorsSinceApply, MAX_ERRORS_SINCE_APPLY) }
       : {}),
+    lastPassHash: status.lastPass?.configHash ?? NO_PASS,
     ...availableOf(status.available),
   };
 }
@@ -238,6 +249,7 @@ export function sameState(a: AppliedState, b: AppliedState): boolean {
     a.volumesQuarantined === b.volumesQuarantined &&
     a.volumesConflicting === b.volumesConflicting &&
     a.errorsSinceApply === b.errorsSinceApply &&
+    a.lastPassHash === b.lastPassHash &&
     a.devicesLinked === b.devicesLinked &&
     a.devicesSkipped === b.devicesSkipped &&
     a.devicesPlanned === b.devicesPlanned &&
@@ -262,6 +274,7 @@ export function stateAnnotations(state: AppliedState): Record<string, string> {
     ...(state.volumesQuarantined !== undefined ? { [A.volumesQuarantined]: String(state.volumesQuarantined) } : {}),
     ...(state.volumesConflicting !== undefined ? { [A.volumesConflicting]: String(state.volumesConflicting) } : {}),
     ...(state.errorsSinceApply !== undefined ? { [A.errorsSinceApply]: String(state.errorsSinceApply) } : {}),
+    ...(state.lastPassHash !== undefined ? { [A.lastPassHash]: state.lastPassHash } : {}),
     ...(state.devicesLinked !== undefined ? { [A.devicesLinked]: String(state.devicesLinked) } : {}),
     ...(state.devicesSkipped !== undefined ? { [A.devicesSkipped]: String(state.devicesSkipped) } : {}),
     ...(state.devicesPlanned !== undefined ? { [A.devicesPlanned]: String(state.devicesPlanned) } : {}),
@@ -282,6 +295,13 @@ function optionalCount<K extends string>(key: K, n: number | undefined): Partial
 function countOf(text: string | undefined): number | undefined {
   if (text === undefined || !/^[1-9]\d{0,8}$/u.test(text)) return undefined;
   return Number(text);
+}
+
+/** The last-pass-hash annotation as an agent writes it (anything else, from someone else's hand: absent). */
+function lastPassHashOf(text: string | undefined): { lastPassHash?: string } {
+  return text !== undefined && (text === NO_PASS || /^sha256:[0-9a-f]{1,64}$/u.test(text))
+    ? { lastPassHash: text }
+    : {};
 }
 
 export interface StatusLeaseTarget {
@@ -362,6 +382,7 @@ export function stateFromLease(lease: Lease): PublishedState | undefined {
     ...optionalCount('devicesSkipped', countOf(a[A.devicesSkipped])),
     ...optionalCount('devicesPlanned', countOf(a[A.devicesPlanned])),
     ...optionalCount('errorsSinceApply', countOf(a[A.errorsSinceApply])),
+    ...lastPassHashOf(a[A.lastPassHash]),
     ...availableOf(availableFromText(a[A.available])),
     heartbeatAt: heartbeatAt === undefined || Number.isNaN(heartbeatAt) ? undefined : heartbeatAt,
     staleAfterMs: (lease.spec?.leaseDurationSeconds ?? 0) * 1000,

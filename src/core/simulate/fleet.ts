@@ -136,6 +136,8 @@ class StandInAgent {
       result: 'started',
       source: `staged:${this.o.namespace}/${this.o.name}`,
       agentVersion: 'simulate (stand-in)',
+      // A stand-in's discovery pass is instant: it has run one under whatever it applies.
+      lastPassHash: loaded.hash,
     };
     this.publisher = this.newPublisher();
     this.publisher.start(this.state);
@@ -161,6 +163,7 @@ class StandInAgent {
       source: current.source,
       agentVersion: current.agentVersion,
       ...(changes.errorsSinceApply !== undefined ? { errorsSinceApply: changes.errorsSinceApply } : {}),
+      lastPassHash: changes.appliedHash ?? current.appliedHash,
     };
     this.state = next;
     this.publisher?.update(next);

@@ -42,6 +42,10 @@ export function reportedProgress(candidateHash: string, report: PublishedState):
         kind: 'failed',
         why: `${String(errors)} discovery or cleanup error${errors === 1 ? '' : 's'} since it applied the candidate`,
       };
+    // Healthy only once a discovery pass under it finished: its errors are counted by then. An
+    // older agent does not say (no lastPassHash): applied, as before.
+    if (report.lastPassHash !== undefined && report.lastPassHash !== candidateHash)
+      return { kind: 'pending', why: 'applied the candidate; no discovery pass under it has finished yet' };
     return { kind: 'applied' };
   }
   if (NOT_APPLIED.includes(report.result) && report.candidateHash === candidateHash)

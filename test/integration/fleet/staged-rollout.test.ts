@@ -417,6 +417,14 @@ void describe('staged config rollout: real agents, the real controller, the char
       'the canary applied the candidate before it halted',
     );
     for (const node of nodes.slice(1)) assert.ok(!(seen.get(node)?.has(h2) ?? false), `${node} never applied it`);
+    // Not only what the poll saw: no wave past the canary ever opened (the canary's applied
+    // candidate counts only once a discovery pass under it finished, and that pass failed).
+    assert.equal(halted.opened, 1, 'only the canary was open');
+    assert.deepEqual(
+      (await events('RolloutWaveOpened')).filter((m) => m.includes(h2.slice(0, 15))),
+      [],
+      'no RolloutWaveOpened for the failing candidate',
+    );
     const warnings = await events('RolloutHalted');
     assert.match(warnings.at(-1) ?? '', new RegExp(`halted at canary: node ${canary}: `, 'u'));
     // `rollout status --wait` reports the halt and exits 1.

@@ -148,6 +148,7 @@ describe('the status view', () => {
     ]);
     assert.deepEqual(s.lastPass, {
       at: 5_000,
+      configHash: applied.hash,
       durationMs: 12,
       created: 1,
       deleted: 1,

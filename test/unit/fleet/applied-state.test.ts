@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import {
   appliedStateFromStatus,
   MAX_REASON_CHARS,
+  NO_PASS,
   sameState,
   statusLease,
   statusLeaseName,
@@ -12,6 +13,7 @@ import {
   STATUS_OF_LABEL,
 } from '../../../src/core/fleet/applied-state.js';
 import { microTime } from '../../../src/core/kube/micro-time.js';
+import type { Lease } from '../../../src/core/kube/objects.js';
 import type { AppliedState } from '../../../src/core/fleet/applied-state.js';
 import { RELOAD_OUTCOMES } from '../../../src/core/agent/reload-types.js';
 import type { AgentStatusJson } from '../../../src/core/agent/reload-types.js';
@@ -35,6 +37,7 @@ const state = fc.record(
     agentVersion: fc.string({ maxLength: 20 }),
     volumesAbnormal: fc.integer({ min: 1, max: 100_000 }),
     volumesQuarantined: fc.integer({ min: 1, max: 100_000 }),
+    lastPassHash: fc.oneof(hash, fc.constant(NO_PASS)),
   },
   { requiredKeys: ['node', 'appliedHash', 'generation', 'result', 'source', 'agentVersion'] },
 );
@@ -204,7 +207,36 @@ void describe('the agent status → the published state', () => {
       result: 'started',
       source: '/etc/provisioner/config',
       agentVersion: '0.1.0',
+      lastPassHash: NO_PASS,
     });
+  });
+
+  void it('publishes the config of the last discovery pass (none before the first), read back as written', () => {
+    const pass = { at: 0, durationMs: 1, created: 0, deleted: 0, abnormal: 0, quarantined: 0 };
+    const before = appliedStateFromStatus(status());
+    const after = appliedStateFromStatus({ ...status(), lastPass: { ...pass, configHash: HASH_B } });
+    assert.equal(before.lastPassHash, NO_PASS);
+    assert.equal(after.lastPassHash, HASH_B);
+    assert.equal(sameState(before, after), false, 'the first pass under a config is a new state to publish');
+    const target = { name: 'l', namespace: 'ns', instance: 'lvp' };
+    const lease = statusLease(target, after, 0, 1000);
+    assert.equal(lease.metadata.annotations?.['local-static-provisioner/last-pass-hash'], HASH_B);
+    assert.equal(stateFromLease(lease)?.lastPassHash, HASH_B);
+    assert.equal(stateFromLease(statusLease(target, before, 0, 1000))?.lastPassHash, NO_PASS);
+    // someone else's hand: not a hash, not `none`; and an older agent's Lease without it
+    for (const foreign of ['sha256:XYZ', 'yes', '', `${HASH_B} `]) {
+      const edited: Lease = {
+        ...lease,
+        metadata: {
+          ...lease.metadata,
+          annotations: { ...lease.metadata.annotations, 'local-static-provisioner/last-pass-hash': foreign },
+        },
+      };
+      assert.equal('lastPassHash' in (stateFromLease(edited) ?? {}), false, JSON.stringify(foreign));
+    }
+    const older = statusLease(target, after, 0, 1000);
+    delete older.metadata.annotations?.['local-static-provisioner/last-pass-hash'];
+    assert.equal('lastPassHash' in (stateFromLease(older) ?? {}), false);
   });
 
   void it('publishes the counts of abnormal and quarantined volumes of the last pass, and none when there are none', () => {

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { NO_PASS } from '../../../src/core/fleet/applied-state.js';
 import type { AppliedResult, PublishedState } from '../../../src/core/fleet/applied-state.js';
 import { decide, EVENT_REASONS, nodeProgress } from '../../../src/core/staged-rollout/decide.js';
 import type { DesiredContent, RolloutDecision, RolloutView } from '../../../src/core/staged-rollout/decide.js';
@@ -65,6 +66,8 @@ class Fleet {
     readonly fails: ReadonlySet<string> = new Set(),
     /** Nodes without a running agent: their reports stay as the test sets them. */
     public offline: ReadonlySet<string> = new Set(),
+    /** How the nodes of `fails` fail with the candidate: reject it, or find errors in their first pass under it. */
+    readonly failHow: 'rejects' | 'discovery' = 'rejects',
   ) {
     for (const n of nodes) this.reports.set(n, report(n, STABLE.hash ?? '', this.now));
   }
@@ -97,13 +100,18 @@ class Fleet {
     for (const e of d.events) this.events.push(e.reason);
   }
 
-  /** The agents react: each applies candidate or stable (or rejects the candidate). */
+  /**
+   * The agents react: each applies candidate or stable (or rejects the candidate). As a real agent
+   * does, one that applies a config publishes it before its first discovery pass under it (no pass
+   * yet), and the pass's errors at the next reaction: a node of `fails` with `failHow` 'discovery'
+   * applies the candidate, and its first pass under it records an error.
+   */
   agents(): void {
     for (const n of this.nodes) {
       if (this.offline.has(n)) continue;
       const wantCandidate = runsCandidate(this.state, n);
       const candidateHash = this.state?.candidate.hash ?? '';
-      if (wantCandidate && this.fails.has(n)) {
+      if (wantCandidate && this.fails.has(n) && this.failHow === 'rejects') {
         this.reports.set(
           n,
           report(n, this.stable?.hash ?? '', this.now, {
@@ -116,7 +124,21 @@ class Fleet {
       }
       if (wantCandidate) this.everRanCandidate.add(n);
       const hash = wantCandidate ? candidateHash : (this.stable?.hash ?? '');
-      this.reports.set(n, report(n, hash, this.now));
+      const previous = this.reports.get(n);
+      if (previous?.appliedHash !== hash) {
+        this.reports.set(n, report(n, hash, this.now, { lastPassHash: NO_PASS }));
+        continue;
+      }
+      const errors =
+        previous.lastPassHash === NO_PASS
+          ? wantCandidate && this.fails.has(n)
+            ? 1
+            : 0
+          : (previous.errorsSinceApply ?? 0);
+      this.reports.set(
+        n,
+        report(n, hash, this.now, { lastPassHash: hash, ...(errors > 0 ? { errorsSinceApply: errors } : {}) }),
+      );
     }
   }
 
@@ -226,7 +248,7 @@ describe('staged rollout decide()', () => {
     k.step();
     const c3 = canaryOf(k.state, names(4));
     // alive (a fresh heartbeat) but still on stable
-    k.now += POLICY.progressDeadlineMs - 1;
+    k.now = (k.state?.waveOpenedAt ?? 0) + POLICY.progressDeadlineMs - 1;
     k.reports.set(c3, report(c3, STABLE.hash ?? '', k.now));
     const waiting = decide(k.view());
     assert.equal(waiting.state, undefined);
@@ -438,6 +460,30 @@ describe('staged rollout decide()', () => {
     assert.equal(runsCandidate(f.state, canary), true);
   });
 
+  it('a wave waits for its nodes’ first discovery pass under the candidate, even without a bake: a canary whose pass fails halts, no other node ran it', () => {
+    const fleet = names(8);
+    const probe = new Fleet(fleet);
+    probe.step();
+    const canary = canaryOf(probe.state, fleet);
+    const f = new Fleet(fleet, { ...POLICY, bakeMs: 0 }, new Set([canary]), new Set(), 'discovery');
+    f.step();
+    // The canary applied the candidate and published it; its pass has not finished.
+    f.reports.set(canary, report(canary, CANDIDATE.hash ?? '', f.now, { lastPassHash: NO_PASS }));
+    const waiting = decide(f.view());
+    assert.equal(waiting.state, undefined, 'no wave opens on an applied candidate without a pass under it');
+    f.run();
+    assert.equal(f.state?.phase, 'halted');
+    assert.equal(f.state?.halt?.node, canary);
+    assert.match(f.state?.halt?.reason ?? '', /1 discovery or cleanup error since it applied the candidate/);
+    assert.deepEqual([...f.everRanCandidate], [canary]);
+    assert.deepEqual(f.openedOrder, [1], 'only the canary ever opened');
+    // The same canary with a clean pass: the next wave opens at once (bake 0).
+    const g = new Fleet(fleet, { ...POLICY, bakeMs: 0 });
+    g.run();
+    assert.equal(g.state?.phase, 'complete');
+    assert.deepEqual(g.openedOrder, [1, 2, 3]);
+  });
+
   it('property: waves open in order, only open waves run the candidate, a failing node stops every later wave', () => {
     fc.assert(
       fc.property(
@@ -456,13 +502,17 @@ describe('staged rollout decide()', () => {
           ],
         ),
         fc.integer({ min: 1, max: 3 }),
-        (n, failing, waves, canaryCount) => {
+        fc.constantFrom<'rejects' | 'discovery'>('rejects', 'discovery'),
+        fc.constantFrom(0, POLICY.bakeMs),
+        (n, failing, waves, canaryCount, failHow, bakeMs) => {
           const nodes = names(n);
           const failNode = failing !== undefined && failing < n ? nodes[failing] : undefined;
           const f = new Fleet(
             nodes,
-            { ...POLICY, waves, canary: { kind: 'count', count: canaryCount } },
+            { ...POLICY, waves, bakeMs, canary: { kind: 'count', count: canaryCount } },
             new Set(failNode !== undefined ? [failNode] : []),
+            new Set(),
+            failHow,
           );
           f.run(200);
           const state = f.state;
@@ -505,5 +555,18 @@ describe('nodeProgress', () => {
     assert.equal(nodeProgress('n', h('b'), undefined, false, now).kind, 'gone');
     assert.equal(nodeProgress('n', h('b'), undefined, true, now).kind, 'pending');
     assert.equal(nodeProgress('n', h('b'), report('n', h('b'), now), true, now).kind, 'applied');
+  });
+
+  it('an applied candidate is pending until a discovery pass under it finished; its errors fail it either way; an older agent (no pass hash) is applied', () => {
+    const applied = (extra: Partial<PublishedState>): ReturnType<typeof nodeProgress> =>
+      nodeProgress('n', h('b'), report('n', h('b'), now, extra), true, now);
+    assert.deepEqual(applied({ lastPassHash: NO_PASS }), {
+      kind: 'pending',
+      why: 'applied the candidate; no discovery pass under it has finished yet',
+    });
+    assert.equal(applied({ lastPassHash: h('a') }).kind, 'pending', 'the last pass ran under stable');
+    assert.equal(applied({ lastPassHash: h('b') }).kind, 'applied');
+    assert.equal(applied({ lastPassHash: NO_PASS, errorsSinceApply: 1 }).kind, 'failed');
+    assert.equal(applied({}).kind, 'applied');
   });
 });

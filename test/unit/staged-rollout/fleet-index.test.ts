@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { AppliedResult, PublishedState } from '../../../src/core/fleet/applied-state.js';
-import { APPLIED_RESULTS } from '../../../src/core/fleet/applied-state.js';
+import { APPLIED_RESULTS, NO_PASS } from '../../../src/core/fleet/applied-state.js';
 import { FleetIndex } from '../../../src/core/staged-rollout/fleet-index.js';
 import { walkOpenWaves } from '../../../src/core/staged-rollout/open-waves.js';
 import type { OpenWaveProgress } from '../../../src/core/staged-rollout/open-waves.js';
@@ -58,6 +58,8 @@ type Command =
       readonly result: AppliedResult;
       readonly refused: 'candidate' | 'other' | 'none';
       readonly errors: number;
+      /** The config of its last pass: none yet, the one it applied, the other one, or not said (an older agent). */
+      readonly pass: 'none' | 'applied' | 'other' | 'unsaid';
       readonly beat: number;
       readonly staleAfterMs: number;
     }
@@ -78,6 +80,7 @@ const command: fc.Arbitrary<Command> = fc.oneof(
     result: fc.constantFrom(...APPLIED_RESULTS),
     refused: fc.constantFrom('candidate' as const, 'other' as const, 'none' as const),
     errors: fc.constantFrom(0, 0, 0, 2),
+    pass: fc.constantFrom<'none' | 'applied' | 'other' | 'unsaid'>('none', 'applied', 'applied', 'other', 'unsaid'),
     beat: fc.nat(60),
     staleAfterMs: fc.constantFrom(0, 40_000, 40_000),
   }),
@@ -124,13 +127,19 @@ function apply(c: Command, model: Model, index: FleetIndex): void {
       index.deleteNode(NAMES[c.i] ?? '');
       return;
     case 'lease': {
+      const [appliedHash, otherHash] = c.applied ? [CANDIDATE, STABLE] : [STABLE, CANDIDATE];
       const report: PublishedState = {
         node: NAMES[c.node] ?? '',
-        appliedHash: c.applied ? CANDIDATE : STABLE,
+        appliedHash,
         generation: 1,
         result: c.result,
         ...(c.refused === 'none' ? {} : { candidateHash: c.refused === 'candidate' ? CANDIDATE : 'sha256:other' }),
         ...(c.errors > 0 ? { errorsSinceApply: c.errors } : {}),
+        ...(c.pass === 'unsaid'
+          ? {}
+          : {
+              lastPassHash: c.pass === 'none' ? NO_PASS : c.pass === 'applied' ? appliedHash : otherHash,
+            }),
         source: '/etc/provisioner/config',
         agentVersion: 'test',
         // distinct per Lease of a node, so "the freshest" has one answer

@@ -1,0 +1,109 @@
+// The agent → status Lease wiring: which of the agent's events publish its state again. A staged
+// rollout reads the Lease, so what it says between a reload and the first pass under the new
+// config matters (the controller must not take an applied candidate for a healthy one).
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { AgentEvent, AgentStatusJson } from '../../../src/core/agent/reload-types.js';
+import { ManualClock } from '../../../src/core/clock.js';
+import { publishAgentState } from '../../../src/core/fleet/agent-state.js';
+import { NO_PASS, stateFromLease } from '../../../src/core/fleet/applied-state.js';
+import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
+import { MemoryLogger } from '../../../src/core/log.js';
+import { FakeAdminTarget, HASH_A, HASH_B, reloadResult } from '../../support/fake-admin.js';
+
+const target = { name: 'lvp-node-a', namespace: 'default', instance: 'lvp' };
+
+/** An agent whose last pass (and the config it ran under) the test sets. */
+class PassingAgent extends FakeAdminTarget {
+  lastPass: AgentStatusJson['lastPass'];
+  errorsSinceApply = 0;
+
+  override status(): AgentStatusJson {
+    return {
+      ...super.status(),
+      errorsSinceApply: this.errorsSinceApply,
+      ...(this.lastPass !== undefined ? { lastPass: this.lastPass } : {}),
+    };
+  }
+
+  pass(configHash: string, at: number): AgentEvent {
+    this.lastPass = { at, configHash, durationMs: 1, created: 0, deleted: 0, abnormal: 0, quarantined: 0 };
+    return {
+      type: 'pass',
+      at,
+      generation: this.generation,
+      configHash,
+      created: [],
+      deleted: [],
+      skipped: 0,
+      abnormal: 0,
+      quarantined: 0,
+      errorsSinceApply: this.errorsSinceApply,
+    };
+  }
+}
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+}
+
+void describe('the agent state on its status Lease', () => {
+  void it('says no pass after a reload applies a config, the config once a pass under it finished, and nothing new for later passes', async () => {
+    const clock = new ManualClock(1_780_000_000_000);
+    const cluster = new MemoryCluster({ clock });
+    const agent = new PassingAgent();
+    agent.emit(agent.pass(HASH_A, clock.now()));
+    const publishing = publishAgentState(agent, {
+      leases: cluster.leases,
+      target,
+      clock,
+      logger: new MemoryLogger(),
+      random: () => 0.5,
+    });
+    const published = async (): Promise<ReturnType<typeof stateFromLease>> =>
+      stateFromLease(await cluster.leases.get(target.name, { namespace: target.namespace }));
+    try {
+      await settle();
+      assert.equal((await published())?.lastPassHash, HASH_A, 'the start-up pass is in the first write');
+
+      // A reload applies HASH_B: the new generation has not finished a pass yet.
+      agent.applied = { ...agent.applied, hash: HASH_B };
+      agent.generation += 1;
+      agent.lastPass = undefined;
+      agent.emit({ type: 'reload', at: clock.now(), result: reloadResult('applied', { appliedHash: HASH_B }) });
+      await settle();
+      const applied = await published();
+      assert.equal(applied?.appliedHash, HASH_B);
+      assert.equal(applied.lastPassHash, NO_PASS);
+
+      // Its first pass finds an error: the pass hash and the error arrive in one write.
+      agent.errorsSinceApply = 1;
+      const writes = publishing.publisher.writes;
+      agent.emit(agent.pass(HASH_B, clock.now()));
+      await settle();
+      const passed = await published();
+      assert.equal(passed?.lastPassHash, HASH_B);
+      assert.equal(passed.errorsSinceApply, 1);
+      assert.equal(publishing.publisher.writes, writes + 1, 'one write for the pass');
+
+      // Later passes under the same config with nothing new: no write until the heartbeat.
+      for (let i = 0; i < 5; i++) agent.emit(agent.pass(HASH_B, clock.now() + i));
+      await settle();
+      assert.equal(publishing.publisher.writes, writes + 1);
+
+      // Back to HASH_A; a clean first pass (no count changes) is published all the same.
+      agent.applied = { ...agent.applied, hash: HASH_A };
+      agent.generation += 1;
+      agent.lastPass = undefined;
+      agent.errorsSinceApply = 0;
+      agent.emit({ type: 'reload', at: clock.now(), result: reloadResult('applied', { appliedHash: HASH_A }) });
+      await settle();
+      assert.equal((await published())?.lastPassHash, NO_PASS);
+      agent.emit(agent.pass(HASH_A, clock.now()));
+      await settle();
+      assert.equal((await published())?.lastPassHash, HASH_A, 'the clean pass published without a heartbeat');
+    } finally {
+      await publishing.stop();
+    }
+  });
+});
