@@ -11,7 +11,8 @@
 // flags). `--variant ""` is that command line too. In a variant, `NAME=value` words are set in
 // the agent's environment (NODE_COMPILE_CACHE=DIR, NODE_DISABLE_COMPILE_CACHE=1 …) and a word
 // ending in `run.js` replaces this repository's bin/run.js (another build of the agent beside
-// this one); words after `--` are added to the agent's command line (`-- --no-publish-status`).
+// this one); words after `--` are added to the agent's command line (`-- --no-publish-status`);
+// the word `no-image-flags` starts it without the image's node flags and NODE_OPTIONS.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,6 +37,7 @@ import {
 } from './support.js';
 
 const isEnv = (word: string): boolean => /^[A-Z_][A-Z0-9_]*=/u.test(word);
+const NO_IMAGE_FLAGS = 'no-image-flags';
 
 function option(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -79,8 +81,13 @@ try {
       env[word.slice(0, eq)] = word.slice(eq + 1);
     }
     const entry = words.find((w) => w.endsWith('run.js'));
-    // The image's node flags (its ENTRYPOINT's --jitless), then the variant's.
-    const flags = [...IMAGE_NODE_ARGS, ...words.filter((w) => !isEnv(w) && w !== entry)];
+    // The image's node flags (its ENTRYPOINT's --jitless) and NODE_OPTIONS, then the variant's;
+    // `no-image-flags` drops the image's (node's defaults, V8's built-in code cache usable).
+    const imageFlags = !words.includes(NO_IMAGE_FLAGS);
+    const flags = [
+      ...(imageFlags ? IMAGE_NODE_ARGS : []),
+      ...words.filter((w) => !isEnv(w) && w !== entry && w !== NO_IMAGE_FLAGS),
+    ];
     const name = `start-${String(starts++)}`;
     const [script = '', ...args] = agentCommandLine(config, join(work, `${name}.sock`));
     await cluster.nodes.create({ metadata: { name, labels: { 'kubernetes.io/hostname': name } } });
@@ -94,7 +101,7 @@ try {
         ...env,
         MY_NODE_NAME: name,
         KUBECONFIG: plane.kubeconfigPath,
-        NODE_OPTIONS: IMAGE_NODE_OPTIONS,
+        NODE_OPTIONS: imageFlags ? IMAGE_NODE_OPTIONS : '',
       },
       stdio: ['ignore', 'ignore', 'pipe'],
     });

@@ -4,7 +4,6 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { Agent } from '../../../src/core/agent/agent.js';
 import type { AgentOptions } from '../../../src/core/agent/agent.js';
@@ -19,6 +18,18 @@ import { publishAgentState } from '../../../src/core/fleet/agent-state.js';
 import { persistentVolumeName } from '../../../src/core/pv/naming.js';
 import { writeConfigMapVolume } from '../../support/configmap-volume.js';
 import { waitFor } from '../../support/eventually.js';
+
+/** Resolves once `n` discovery passes finished after the call (the agent's own pass events). */
+function passesAfter(agent: Agent, n: number): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const unsubscribe = agent.subscribe((event) => {
+      if (event.type !== 'pass' || ++seen < n) return;
+      unsubscribe();
+      resolve();
+    });
+  });
+}
 
 const CLASS = (extra = ''): string => `fast:\n  hostDir: /mnt/fast\n  mountDir: /mnt/fast\n${extra}`;
 
@@ -294,8 +305,10 @@ describe('config reload', () => {
         assert.equal(metric(t.agent, 'local_volume_provisioner_config_last_reload_successful'), '0');
         await waitFor(async () => (await refusedEvents(t.memory)).length === 1, 'a ConfigRefused event on the Node');
 
-        // The watcher does not retry the same content: several poll periods later, still one attempt.
-        await delay(300);
+        // The watcher does not retry the same content: five of its polls later, still one attempt.
+        const polls = (): number => t.agent['watcher']?.stats.polls ?? 0;
+        const from = polls();
+        await waitFor(() => polls() >= from + 5, 'five more polls of the config watcher');
         assert.equal(metric(t.agent, 'local_volume_provisioner_config_reloads_total{result="refused"}'), '1');
         // SIGHUP and `reload` without --allow are live reloads too: refused, but no second event.
         assert.equal((await t.agent.reload({ trigger: 'signal' })).outcome, 'refused');
@@ -307,7 +320,7 @@ describe('config reload', () => {
           1,
           'warned once per refused content',
         );
-        await delay(50);
+        await t.agent['events'].flush();
         assert.equal((await refusedEvents(t.memory)).length, 1, 'one Node event per refused content');
 
         const allowed = await t.agent.reload({ trigger: 'admin', allow: ['orphans-pvs'] });
@@ -388,11 +401,12 @@ describe('config reload', () => {
       const watchesBefore = t.memory.activeWatches;
       const handlesBefore = process.getActiveResourcesInfo().length;
       for (let i = 0; i < 200; i++) await t.agent.reload({ trigger: 'admin', force: true });
-      await delay(50);
       assert.equal(t.agent.generation.number, 202);
-      assert.equal(t.memory.activeWatches, watchesBefore);
-      const handlesAfter = process.getActiveResourcesInfo().length;
-      assert.ok(handlesAfter <= handlesBefore + 2, `handles ${String(handlesBefore)} → ${String(handlesAfter)}`);
+      // The last stopped generation's watches and timers close as their requests end: flat within 3 s.
+      await waitFor(
+        () => t.memory.activeWatches === watchesBefore && process.getActiveResourcesInfo().length <= handlesBefore + 2,
+        `watches back to ${String(watchesBefore)} and handles to at most ${String(handlesBefore + 2)}`,
+      );
     } finally {
       await t.agent.stop();
     }
@@ -419,10 +433,10 @@ describe('config reload', () => {
         // A reload that reads the same config (noop) keeps the count.
         assert.equal((await t.agent.reload({ trigger: 'admin' })).outcome, 'noop');
         assert.equal(t.agent.status().errorsSinceApply, 1);
-        await delay(50);
-        // Passes (every 50 ms) that report nothing new publish nothing.
+        // Passes that report nothing new publish nothing: five passes started after the noop.
+        await passesAfter(t.agent, 1);
         const writes = publishing.publisher.writes;
-        await delay(250);
+        await passesAfter(t.agent, 5);
         assert.equal(t.agent.status().errorsSinceApply, 1);
         assert.equal(publishing.publisher.writes, writes, 'passes with nothing new publish nothing');
 
