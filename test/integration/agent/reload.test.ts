@@ -210,12 +210,16 @@ describe('hot reload of `provisioner run` against the real apiserver', { skip: s
         final.generation > generation && final.generation <= generation + 50,
         `generation ${String(generation)} → ${String(final.generation)}`,
       );
-      await delay(1500);
-      assert.equal(
-        (await agent.client.status()).config.appliedHash,
-        hashOf(dir, last),
-        'nothing older applied afterwards',
+      // Nothing older applied afterwards: no reload queued, and three discovery passes later
+      // still the last content, in the same generation.
+      await eventually(
+        async () => ((await agent.client.status()).reloadPending ? undefined : true),
+        'no reload queued',
       );
+      await passesFromNow(() => agent.client.status());
+      const settled = await agent.client.status();
+      assert.equal(settled.config.appliedHash, hashOf(dir, last), 'nothing older applied afterwards');
+      assert.equal(settled.generation, final.generation, 'no reload applied afterwards');
     } finally {
       agent.child.kill('SIGTERM');
       assert.equal(await agent.exited, 0, agent.stderr());
@@ -413,9 +417,20 @@ rules:
         async () => ((await agent.client.status()).ready ? true : undefined),
         'ready again after the rollback',
       );
-      // Another slow reload, and SIGTERM while it waits for the new generation.
-      const slow = agent.client.reload({ force: true }).catch(() => undefined);
-      await delay(700);
+      // Another slow reload, and SIGTERM while it waits for the new generation: once that
+      // generation's Job list was refused again (its log line), before its start times out.
+      const refusals = (): number => agent.stderr().match(/jobs[^\n]*forbidden/gu)?.length ?? 0;
+      const refusedBefore = refusals();
+      let answered = false;
+      const slow = agent.client
+        .reload({ force: true })
+        .catch(() => undefined)
+        .finally(() => (answered = true));
+      await eventually(
+        () => Promise.resolve(refusals() > refusedBefore ? true : undefined),
+        'the Job list refused again',
+      );
+      assert.equal(answered, false, 'the reload still waits for its generation');
       agent.child.kill('SIGTERM');
       assert.equal(await agent.exited, 0, agent.stderr());
       await slow;
@@ -441,22 +456,32 @@ rules:
     try {
       await ready(agent);
       for (let i = 0; i < 20; i++) await agent.client.reload({ force: true });
-      await delay(500);
+      await passesFromNow(() => agent.client.status(), 2);
       const before = await agent.client.status();
       const fdsBefore = fds();
       for (let i = 0; i < 1000; i++) {
         const r = await agent.client.reload({ force: true });
         assert.equal(r.outcome, 'applied');
       }
-      await delay(1000);
-      const after = await agent.client.status();
-      assert.equal(after.generation, before.generation + 1000);
-      const fdsAfter = fds();
+      // The stopped generations' requests end and their handles close: flat again within 10 s
+      // (the assertions below say by how much when not).
+      let after = await agent.client.status();
+      let fdsAfter = fds();
+      await eventually(
+        async () => {
+          after = await agent.client.status();
+          fdsAfter = fds();
+          return fdsAfter <= fdsBefore + 3 && handles(after) <= handles(before) + 3 ? true : undefined;
+        },
+        'open files and handles flat again',
+        10_000,
+      ).catch(() => undefined);
       assert.ok(fdsAfter <= fdsBefore + 3, `open files ${String(fdsBefore)} → ${String(fdsAfter)}`);
       assert.ok(
         handles(after) <= handles(before) + 3,
         `handles ${JSON.stringify(before.diagnostics?.activeResources)} → ${JSON.stringify(after.diagnostics?.activeResources)}`,
       );
+      assert.equal(after.generation, before.generation + 1000);
       assert.equal(after.ready, true);
     } finally {
       agent.child.kill('SIGTERM');
