@@ -1,6 +1,8 @@
-// Connects an agent to its StatePublisher: the state at start, then again after every reload, and
-// when a pass or a cleanup changes what the state counts (unhealthy volumes, errors since apply,
-// the config of the last pass).
+// Connects an agent to its StatePublisher: the state once the agent's first discovery pass ended
+// (at most FIRST_WRITE_WAIT_MS after the start), then again after every reload, and when a pass or
+// a cleanup changes what the state counts (unhealthy volumes, errors since apply, the config of
+// the last pass). Waiting for the first pass makes the start's write one, with the pass in it, and
+// keeps it out of the way of the first PVs.
 import type { AdminTarget } from '../agent/reload-types.js';
 import { appliedStateFromStatus, availableText } from './applied-state.js';
 import { StatePublisher } from './publisher.js';
@@ -11,20 +13,37 @@ export interface RunningStatePublisher {
   stop(): Promise<void>;
 }
 
-export function publishAgentState(agent: AdminTarget, options: StatePublisherOptions): RunningStatePublisher {
+/** The longest the first write waits for the agent's first discovery pass. */
+export const FIRST_WRITE_WAIT_MS = 5_000;
+
+export function publishAgentState(
+  agent: AdminTarget,
+  options: StatePublisherOptions,
+  firstWriteWaitMs = FIRST_WRITE_WAIT_MS,
+): RunningStatePublisher {
   const publisher = new StatePublisher(options);
   const initial = agent.status();
-  publisher.start(appliedStateFromStatus(initial));
   let counts = '';
   let available = initial.available === undefined ? '' : availableText(initial.available);
   let errors = initial.errorsSinceApply ?? 0;
   let passHash = initial.lastPass?.configHash;
+  let started = false;
+  const firstWrite = new AbortController();
   const publish = (): void => {
     const status = agent.status();
     errors = status.errorsSinceApply ?? 0;
     passHash = status.lastPass?.configHash;
-    publisher.update(appliedStateFromStatus(status));
+    const state = appliedStateFromStatus(status);
+    if (started) {
+      publisher.update(state);
+      return;
+    }
+    started = true;
+    firstWrite.abort();
+    publisher.start(state);
   };
+  if (initial.lastPass !== undefined) publish();
+  else options.clock.sleep(firstWriteWaitMs, firstWrite.signal).then(publish, () => undefined);
   // Not on every pass: status() walks every PV. Only when a count the state carries changed.
   const unsubscribe = agent.subscribe((event) => {
     if (event.type === 'reload') publish();
@@ -50,6 +69,7 @@ export function publishAgentState(agent: AdminTarget, options: StatePublisherOpt
     publisher,
     stop: async () => {
       unsubscribe();
+      firstWrite.abort();
       await publisher.stop();
     },
   };

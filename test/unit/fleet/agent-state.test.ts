@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { AgentEvent, AgentStatusJson } from '../../../src/core/agent/reload-types.js';
 import { ManualClock } from '../../../src/core/clock.js';
-import { publishAgentState } from '../../../src/core/fleet/agent-state.js';
+import { FIRST_WRITE_WAIT_MS, publishAgentState } from '../../../src/core/fleet/agent-state.js';
 import { NO_PASS, stateFromLease } from '../../../src/core/fleet/applied-state.js';
 import { MemoryCluster } from '../../../src/core/kube/memory/memory-cluster.js';
 import { MemoryLogger } from '../../../src/core/log.js';
@@ -104,6 +104,61 @@ void describe('the agent state on its status Lease', () => {
       assert.equal((await published())?.lastPassHash, HASH_A, 'the clean pass published without a heartbeat');
     } finally {
       await publishing.stop();
+    }
+  });
+
+  void it('writes first once the first discovery pass ended, one write with it; at most FIRST_WRITE_WAIT_MS after the start without one', async () => {
+    const start = async (): Promise<{
+      clock: ManualClock;
+      cluster: MemoryCluster;
+      agent: PassingAgent;
+      publishing: ReturnType<typeof publishAgentState>;
+    }> => {
+      const clock = new ManualClock(1_780_000_000_000);
+      const cluster = new MemoryCluster({ clock });
+      const agent = new PassingAgent();
+      const publishing = publishAgentState(agent, {
+        leases: cluster.leases,
+        target,
+        clock,
+        logger: new MemoryLogger(),
+        random: () => 0.5,
+      });
+      await settle();
+      return { clock, cluster, agent, publishing };
+    };
+    const lease = async (cluster: MemoryCluster): Promise<ReturnType<typeof stateFromLease>> => {
+      const found = await cluster.leases.get(target.name, { namespace: target.namespace }).catch(() => undefined);
+      return found === undefined ? undefined : stateFromLease(found);
+    };
+
+    const passing = await start();
+    try {
+      assert.equal(await lease(passing.cluster), undefined, 'nothing written before the first pass');
+      await passing.clock.advance(FIRST_WRITE_WAIT_MS - 1);
+      assert.equal(await lease(passing.cluster), undefined);
+      passing.agent.emit(passing.agent.pass(HASH_A, passing.clock.now()));
+      await settle();
+      assert.equal((await lease(passing.cluster))?.lastPassHash, HASH_A);
+      assert.equal(passing.publishing.publisher.writes, 1, 'one write, with the pass');
+      await passing.clock.advance(1);
+      await settle();
+      assert.equal(passing.publishing.publisher.writes, 1, 'the bound does not write again');
+    } finally {
+      await passing.publishing.stop();
+    }
+
+    const stuck = await start();
+    try {
+      await stuck.clock.advance(FIRST_WRITE_WAIT_MS - 1);
+      assert.equal(await lease(stuck.cluster), undefined);
+      await stuck.clock.advance(1);
+      await settle();
+      const written = await lease(stuck.cluster);
+      assert.equal(written?.appliedHash, HASH_A, 'written at the bound without a pass');
+      assert.equal(written.lastPassHash, NO_PASS);
+    } finally {
+      await stuck.publishing.stop();
     }
   });
 });
