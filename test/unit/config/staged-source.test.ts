@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { systemClock } from '../../../src/core/clock.js';
 import { ConfigSourceError } from '../../../src/core/errors.js';
@@ -85,6 +84,18 @@ function setup(
   };
 }
 
+/**
+ * Resolves once the source's own watch brought `written` (its cache holds that version): the
+ * source chose its copy again on it, so what it reads now is its answer to that write.
+ */
+async function seenBySource(source: StagedConfigSource, written: ConfigMap): Promise<void> {
+  const { name, resourceVersion } = written.metadata;
+  await waitFor(
+    () => source['reflectors'].some((r) => r.get(name)?.metadata.resourceVersion === resourceVersion),
+    `the source's watch brought ${name} at version ${String(resourceVersion)}`,
+  );
+}
+
 /** The path a successful read came from. */
 function pathOf(read: SourceRead): string {
   assert.ok(read.ok, read.ok ? '' : read.error.message);
@@ -106,9 +117,9 @@ async function candidateNaming(
   memory: MemoryCluster,
   state: RolloutState,
   stable: Readonly<Record<string, string>>,
-): Promise<void> {
+): Promise<ConfigMap> {
   const raw = encodeRolloutState({ ...state, candidate: refOf(CANDIDATE), stable: refOf(stable) });
-  await writeStaged(memory.configMaps, NS, CM, 'candidate', CANDIDATE, raw);
+  return writeStaged(memory.configMaps, NS, CM, 'candidate', CANDIDATE, raw);
 }
 
 /** The fingerprint a read carries (a successful one). */
@@ -300,8 +311,10 @@ describe('the staged config source', () => {
       assert.ok(t.statuses.some((s) => s.stagedRole === 'candidate'));
       assert.equal(pathOf(await t.source.read()), `configmap:${NS}/${CM}-candidate`);
       // The stable copy's version changes while the candidate is read: nothing for this node.
-      await writeStaged(t.memory.configMaps, NS, CM, 'stable', { storageClassMap: CLASS('  fsType: xfs\n') });
-      await delay(50);
+      await seenBySource(
+        t.source,
+        await writeStaged(t.memory.configMaps, NS, CM, 'stable', { storageClassMap: CLASS('  fsType: xfs\n') }),
+      );
       assert.equal(await t.source.probe(), opened);
       // Reverted: back to the stable copy (its new version).
       await writeStaged(t.memory.configMaps, NS, CM, 'candidate', CANDIDATE, revertedState());
@@ -320,9 +333,10 @@ describe('the staged config source', () => {
       started = true;
     });
     try {
-      await delay(200);
+      // Listed, and the copy is not there: start() still waits.
+      await waitFor(() => t.source.status().api?.object === 'absent', 'the copies listed');
+      await new Promise((resolve) => setImmediate(resolve));
       assert.equal(started, false, 'still waiting for the stable copy');
-      assert.equal(t.source.status().api?.object, 'absent');
       await writeStaged(t.memory.configMaps, NS, CM, 'stable', STABLE);
       await starting;
       assert.equal(pathOf(await t.source.read()), `configmap:${NS}/${CM}-stable`);
@@ -453,8 +467,7 @@ describe('the staged source: what it asks the API, which stable copy it applies,
 
       // The stable copy changes before the state names it (the two watches are two streams): kept.
       const changes = t.changes.count;
-      await writeStaged(t.memory.configMaps, NS, CM, 'stable', NEXT);
-      await delay(100);
+      await seenBySource(t.source, await writeStaged(t.memory.configMaps, NS, CM, 'stable', NEXT));
       assert.equal(fingerprintOf(await t.source.read()), refOf(STABLE).fingerprint, 'the unnamed copy not read');
       assert.equal(await t.source.probe(), probe);
       assert.equal(t.changes.count, changes, 'nothing to reload');
@@ -469,10 +482,8 @@ describe('the staged source: what it asks the API, which stable copy it applies,
       // A hand edit of the stable copy while the state names NEXT: never read, through later
       // changes of the candidate that still name NEXT.
       const named = await t.source.probe();
-      await writeStaged(t.memory.configMaps, NS, CM, 'stable', HAND_EDIT);
-      await delay(100);
-      await candidateNaming(t.memory, rolloutState(1, { updatedAt: 3 }), NEXT);
-      await delay(100);
+      await seenBySource(t.source, await writeStaged(t.memory.configMaps, NS, CM, 'stable', HAND_EDIT));
+      await seenBySource(t.source, await candidateNaming(t.memory, rolloutState(1, { updatedAt: 3 }), NEXT));
       assert.equal(fingerprintOf(await t.source.read()), refOf(NEXT).fingerprint, 'the hand edit not read');
       assert.equal(await t.source.probe(), named);
       assert.equal(t.source.status().stagedRole, 'stable');
