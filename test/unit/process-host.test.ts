@@ -80,16 +80,20 @@ describe('the process host port', () => {
   it('an aborted cleaner signals its process group through the host', async () => {
     const host = recordingHost();
     const abort = new AbortController();
+    // The command says when it runs, so there is a group to end.
+    let running: () => void = () => undefined;
+    const started = new Promise<void>((resolve) => (running = resolve));
     const cleaning = new ProcessCleaner({ PATH: process.env['PATH'] }, { host }).cleanBlock(
       '/dev/fake',
-      ['sleep', '1000'],
+      ['sh', '-c', 'echo running; exec sleep 1000'],
       {
         signal: abort.signal,
-        onOutput: () => undefined,
+        onOutput: () => {
+          running();
+        },
       },
     );
-    // Let the command start, so there is a group to end.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await started;
     abort.abort();
     await assert.rejects(cleaning, /aborted/u);
     assert.deepEqual(host.calls.slice(0, 2), ['kill group 0', 'kill group SIGTERM']);
