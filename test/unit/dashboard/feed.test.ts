@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { AgentUnreachableError } from '../../../src/core/agent/admin-client.js';
 import type { AgentEvent, AgentStatusJson } from '../../../src/core/agent/reload-types.js';
 import { systemClock } from '../../../src/core/clock.js';
+import type { Clock } from '../../../src/core/clock.js';
 import { backoffDelay } from '../../../src/core/backoff.js';
 import { agentFeed, disconnectReason } from '../../../src/ui/dashboard/feed.js';
 import type { AgentEventSource, FeedMessage } from '../../../src/ui/dashboard/feed.js';
@@ -48,6 +49,23 @@ class ScriptedSource implements AgentEventSource {
 }
 
 const FAST = { clock: systemClock, refreshMs: 60_000, refreshDelayMs: 5, initialBackoffMs: 10, maxBackoffMs: 40 };
+
+/** The system clock, counting the sleeps not yet over: the feed's every timer is one. */
+function countingClock(): Clock & { readonly pending: () => number } {
+  let pending = 0;
+  return {
+    now: () => systemClock.now(),
+    sleep: async (ms, signal) => {
+      pending += 1;
+      try {
+        await systemClock.sleep(ms, signal);
+      } finally {
+        pending -= 1;
+      }
+    },
+    pending: () => pending,
+  };
+}
 const statusEvent = (): AgentEvent => ({ type: 'status', at: T0, status: status() });
 
 function collect(): { messages: FeedMessage[]; listener: (m: FeedMessage) => void } {
@@ -91,7 +109,8 @@ describe('dashboard feed', () => {
   it('refreshes the status shortly after any other event, and periodically', async () => {
     const source = new ScriptedSource([stream([statusEvent(), { type: 'reload', at: T0, result: APPLIED }])]);
     const { messages, listener } = collect();
-    const stop = agentFeed(source, { ...FAST, refreshMs: 50 }).start(listener);
+    const clock = countingClock();
+    const stop = agentFeed(source, { ...FAST, clock, refreshMs: 50 }).start(listener);
     try {
       await eventually(() => source.statusCalls >= 1, 'a refresh after the reload event');
       const refreshed = messages.find(
@@ -102,9 +121,8 @@ describe('dashboard feed', () => {
     } finally {
       await stop();
     }
-    const calls = source.statusCalls;
-    await new Promise((resolve) => setTimeout(resolve, 120));
-    assert.equal(source.statusCalls, calls, 'no refresh after stop');
+    // No refresh after stop: none is waiting on the clock any more.
+    assert.equal(clock.pending(), 0, 'no timer left after stop');
   });
 
   it('reconnects with growing backoff, and resets it after a connection', async () => {
@@ -143,12 +161,13 @@ describe('dashboard feed', () => {
   it('stops: the open stream is aborted and nothing is delivered afterwards', async () => {
     const source = new ScriptedSource([stream([statusEvent()])]);
     const { messages, listener } = collect();
-    const stop = agentFeed(source, FAST).start(listener);
+    const clock = countingClock();
+    const stop = agentFeed(source, { ...FAST, clock }).start(listener);
     await eventually(() => messages.length === 2, 'connected');
     await stop();
-    const count = messages.length;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.equal(messages.length, count);
+    // Nothing can be delivered afterwards: no timer left, and the stream was aborted (not reopened).
+    assert.equal(clock.pending(), 0, 'no timer left after stop');
+    assert.equal(messages.length, 2);
     assert.equal(source.opened, 1, 'no reconnection after stop');
   });
 
