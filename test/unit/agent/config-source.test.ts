@@ -294,6 +294,8 @@ describe('the config source port', () => {
       const t = await start({ configMap: true, watch: api, prepare: create({ storageClassMap: CLASS() }) });
       try {
         const applied = t.agent.status().config.appliedHash;
+        const checks = (): number => t.agent['watcher']?.stats.checks ?? 0;
+        const checksBefore = checks();
         await t.memory.configMaps.delete(CM, { namespace: NS });
         await waitFor(() => t.agent.status().source.api?.object === 'deleted', 'the deletion seen');
         assert.match(
@@ -305,7 +307,13 @@ describe('the config source port', () => {
           const events = await t.memory.events.list({ namespace: 'default' });
           return events.items.some((e) => e.reason === 'ConfigSourceDeleted');
         }, 'the ConfigSourceDeleted Node event');
-        await delay(100);
+        // A check of the source after the deletion (the watcher's poll, asked for now), decided:
+        // it reads the last content, so nothing is applied and nothing held.
+        t.agent['watcher']?.request('poll');
+        await waitFor(
+          () => checks() > checksBefore && t.agent['configChangeSince'] === undefined,
+          'a check after the deletion, decided',
+        );
         assert.equal(t.agent.status().config.appliedHash, applied, 'nothing wiped');
         assert.equal(t.agent.generation.number, 1, 'no reload');
 
