@@ -47,23 +47,40 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
 }
 
+interface Publishing {
+  readonly clock: ManualClock;
+  readonly cluster: MemoryCluster;
+  readonly agent: PassingAgent;
+  readonly publishing: ReturnType<typeof publishAgentState>;
+  /** The state on the Lease; undefined while there is none. */
+  readonly lease: () => Promise<ReturnType<typeof stateFromLease>>;
+}
+
+/** An agent publishing to an in-memory Lease on a manual clock; `passed`: its start-up pass ran under that config. */
+async function startPublishing(passed?: string): Promise<Publishing> {
+  const clock = new ManualClock(1_780_000_000_000);
+  const cluster = new MemoryCluster({ clock });
+  const agent = new PassingAgent();
+  if (passed !== undefined) agent.emit(agent.pass(passed, clock.now()));
+  const publishing = publishAgentState(agent, {
+    leases: cluster.leases,
+    target,
+    clock,
+    logger: new MemoryLogger(),
+    random: () => 0.5,
+  });
+  await settle();
+  const lease = async (): Promise<ReturnType<typeof stateFromLease>> => {
+    const found = await cluster.leases.get(target.name, { namespace: target.namespace }).catch(() => undefined);
+    return found === undefined ? undefined : stateFromLease(found);
+  };
+  return { clock, cluster, agent, publishing, lease };
+}
+
 void describe('the agent state on its status Lease', () => {
   void it('says no pass after a reload applies a config, the config once a pass under it finished, and nothing new for later passes', async () => {
-    const clock = new ManualClock(1_780_000_000_000);
-    const cluster = new MemoryCluster({ clock });
-    const agent = new PassingAgent();
-    agent.emit(agent.pass(HASH_A, clock.now()));
-    const publishing = publishAgentState(agent, {
-      leases: cluster.leases,
-      target,
-      clock,
-      logger: new MemoryLogger(),
-      random: () => 0.5,
-    });
-    const published = async (): Promise<ReturnType<typeof stateFromLease>> =>
-      stateFromLease(await cluster.leases.get(target.name, { namespace: target.namespace }));
+    const { clock, agent, publishing, lease: published } = await startPublishing(HASH_A);
     try {
-      await settle();
       assert.equal((await published())?.lastPassHash, HASH_A, 'the start-up pass is in the first write');
 
       // A reload applies HASH_B: the new generation has not finished a pass yet.
@@ -108,38 +125,14 @@ void describe('the agent state on its status Lease', () => {
   });
 
   void it('writes first once the first discovery pass ended, one write with it; at most FIRST_WRITE_WAIT_MS after the start without one', async () => {
-    const start = async (): Promise<{
-      clock: ManualClock;
-      cluster: MemoryCluster;
-      agent: PassingAgent;
-      publishing: ReturnType<typeof publishAgentState>;
-    }> => {
-      const clock = new ManualClock(1_780_000_000_000);
-      const cluster = new MemoryCluster({ clock });
-      const agent = new PassingAgent();
-      const publishing = publishAgentState(agent, {
-        leases: cluster.leases,
-        target,
-        clock,
-        logger: new MemoryLogger(),
-        random: () => 0.5,
-      });
-      await settle();
-      return { clock, cluster, agent, publishing };
-    };
-    const lease = async (cluster: MemoryCluster): Promise<ReturnType<typeof stateFromLease>> => {
-      const found = await cluster.leases.get(target.name, { namespace: target.namespace }).catch(() => undefined);
-      return found === undefined ? undefined : stateFromLease(found);
-    };
-
-    const passing = await start();
+    const passing = await startPublishing();
     try {
-      assert.equal(await lease(passing.cluster), undefined, 'nothing written before the first pass');
+      assert.equal(await passing.lease(), undefined, 'nothing written before the first pass');
       await passing.clock.advance(FIRST_WRITE_WAIT_MS - 1);
-      assert.equal(await lease(passing.cluster), undefined);
+      assert.equal(await passing.lease(), undefined);
       passing.agent.emit(passing.agent.pass(HASH_A, passing.clock.now()));
       await settle();
-      assert.equal((await lease(passing.cluster))?.lastPassHash, HASH_A);
+      assert.equal((await passing.lease())?.lastPassHash, HASH_A);
       assert.equal(passing.publishing.publisher.writes, 1, 'one write, with the pass');
       await passing.clock.advance(1);
       await settle();
@@ -148,13 +141,13 @@ void describe('the agent state on its status Lease', () => {
       await passing.publishing.stop();
     }
 
-    const stuck = await start();
+    const stuck = await startPublishing();
     try {
       await stuck.clock.advance(FIRST_WRITE_WAIT_MS - 1);
-      assert.equal(await lease(stuck.cluster), undefined);
+      assert.equal(await stuck.lease(), undefined);
       await stuck.clock.advance(1);
       await settle();
-      const written = await lease(stuck.cluster);
+      const written = await stuck.lease();
       assert.equal(written?.appliedHash, HASH_A, 'written at the bound without a pass');
       assert.equal(written.lastPassHash, NO_PASS);
     } finally {
