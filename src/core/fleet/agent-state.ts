@@ -6,6 +6,7 @@
 import type { AdminTarget } from '../agent/reload-types.js';
 import { appliedStateFromStatus, availableText } from './applied-state.js';
 import { StatePublisher } from './publisher.js';
+import { errorMessage } from '../unknown-values.js';
 import type { StatePublisherOptions } from './publisher.js';
 
 export interface RunningStatePublisher {
@@ -43,7 +44,14 @@ export function publishAgentState(
     publisher.start(state);
   };
   if (initial.lastPass !== undefined) publish();
-  else options.clock.sleep(firstWriteWaitMs, firstWrite.signal).then(publish, () => undefined);
+  else
+    options.clock
+      .sleep(firstWriteWaitMs, firstWrite.signal)
+      .then(publish, () => undefined)
+      // Publishing never stops the agent (as the publisher's own failures).
+      .catch((err: unknown) => {
+        options.logger.log('warn', 'could not publish the applied state', { error: errorMessage(err) });
+      });
   // Not on every pass: status() walks every PV. Only when a count the state carries changed.
   const unsubscribe = agent.subscribe((event) => {
     if (event.type === 'reload') publish();
