@@ -17,11 +17,7 @@ export interface RunningStatePublisher {
 /** The longest the first write waits for the agent's first discovery pass. */
 export const FIRST_WRITE_WAIT_MS = 5_000;
 
-export function publishAgentState(
-  agent: AdminTarget,
-  options: StatePublisherOptions,
-  firstWriteWaitMs = FIRST_WRITE_WAIT_MS,
-): RunningStatePublisher {
+export function publishAgentState(agent: AdminTarget, options: StatePublisherOptions): RunningStatePublisher {
   const publisher = new StatePublisher(options);
   const initial = agent.status();
   let counts = '';
@@ -46,7 +42,7 @@ export function publishAgentState(
   if (initial.lastPass !== undefined) publish();
   else
     options.clock
-      .sleep(firstWriteWaitMs, firstWrite.signal)
+      .sleep(FIRST_WRITE_WAIT_MS, firstWrite.signal)
       .then(publish, () => undefined)
       // Publishing never stops the agent (as the publisher's own failures).
       .catch((err: unknown) => {

@@ -299,9 +299,7 @@ function countOf(text: string | undefined): number | undefined {
 
 /** The last-pass-hash annotation as an agent writes it (anything else, from someone else's hand: absent). */
 function lastPassHashOf(text: string | undefined): { lastPassHash?: string } {
-  return text !== undefined && (text === NO_PASS || /^sha256:[0-9a-f]{1,64}$/u.test(text))
-    ? { lastPassHash: text }
-    : {};
+  return text !== undefined && (text === NO_PASS || /^sha256:[0-9a-f]{64}$/u.test(text)) ? { lastPassHash: text } : {};
 }
 
 export interface StatusLeaseTarget {

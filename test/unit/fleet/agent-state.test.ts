@@ -124,7 +124,7 @@ void describe('the agent state on its status Lease', () => {
     }
   });
 
-  void it('writes first once the first discovery pass ended, one write with it; at most FIRST_WRITE_WAIT_MS after the start without one', async () => {
+  void it('writes first once the first discovery pass ended, one write with it; FIRST_WRITE_WAIT_MS after the start without one', async () => {
     const passing = await startPublishing();
     try {
       assert.equal(await passing.lease(), undefined, 'nothing written before the first pass');
@@ -134,9 +134,6 @@ void describe('the agent state on its status Lease', () => {
       await settle();
       assert.equal((await passing.lease())?.lastPassHash, HASH_A);
       assert.equal(passing.publishing.publisher.writes, 1, 'one write, with the pass');
-      await passing.clock.advance(1);
-      await settle();
-      assert.equal(passing.publishing.publisher.writes, 1, 'the bound does not write again');
     } finally {
       await passing.publishing.stop();
     }

@@ -224,7 +224,7 @@ void describe('the agent status → the published state', () => {
     assert.equal(stateFromLease(lease)?.lastPassHash, HASH_B);
     assert.equal(stateFromLease(statusLease(target, before, 0, 1000))?.lastPassHash, NO_PASS);
     // someone else's hand: not a hash, not `none`; and an older agent's Lease without it
-    for (const foreign of ['sha256:XYZ', 'yes', '', `${HASH_B} `]) {
+    for (const foreign of ['sha256:XYZ', 'sha256:abc', 'yes', '', `${HASH_B} `]) {
       const edited: Lease = {
         ...lease,
         metadata: {
