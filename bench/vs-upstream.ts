@@ -300,7 +300,8 @@ async function startOne(
   await until(
     () => seen().size >= VOLUMES,
     `${v.label}: ${String(VOLUMES)} PVs (${agent.stderr().slice(-2000)})`,
-    120_000,
+    // upstream creates at client-go's default 5 requests a second: 1,000 PVs take ~200 s
+    Math.max(120_000, VOLUMES * 400),
   );
   const rss = rssBytesOf(agent.pid);
   const times = [...seen().values()];

@@ -47,6 +47,8 @@ export interface NodeRolloutJson {
   readonly devicesLinked?: number;
   readonly devicesSkipped?: number;
   readonly devicesPlanned?: number;
+  /** The config of the agent's last finished discovery pass; `none`: none since it applied (absent: an older agent). */
+  readonly lastPassHash?: string;
   /** Available PVs not reserved for a claim, per storage class (absent: none, or an older agent). */
   readonly available?: Readonly<Record<string, AvailableClass>>;
   /** Staged rollout: the config the node should run now, and its wave (absent: in none). */
@@ -133,6 +135,7 @@ function nodeJson(n: NodeRollout, now: number): NodeRolloutJson {
     ...(p.devicesLinked !== undefined ? { devicesLinked: p.devicesLinked } : {}),
     ...(p.devicesSkipped !== undefined ? { devicesSkipped: p.devicesSkipped } : {}),
     ...(p.devicesPlanned !== undefined ? { devicesPlanned: p.devicesPlanned } : {}),
+    ...(p.lastPassHash !== undefined ? { lastPassHash: p.lastPassHash } : {}),
     ...(p.available !== undefined ? { available: p.available } : {}),
     ...stagedNodeJson(n),
   };
@@ -248,9 +251,11 @@ export function stateCell(n: NodeRollout, now: number): { readonly state: string
       return {
         state: STATE_TEXT.pending,
         detail:
-          p !== undefined && p.reason !== undefined
-            ? `last reload ${p.result} (another config): ${p.reason}`
-            : 'has not read the desired config yet',
+          n.passPending === true
+            ? 'applied; no discovery pass under it has finished yet'
+            : p !== undefined && p.reason !== undefined
+              ? `last reload ${p.result} (another config): ${p.reason}`
+              : 'has not read the desired config yet',
       };
     case 'in-sync':
       return { state: STATE_TEXT['in-sync'], detail: '' };
@@ -396,7 +401,7 @@ export function alignColumns(rows: readonly (readonly string[])[]): string[] {
 /** The DETAIL of a pending node in a staged rollout: which config it should run. */
 function stagedPendingDetail(n: NodeRollout, status: RolloutStatus): string {
   const staged = status.staged;
-  if (staged === undefined || n.expects === undefined || n.state !== 'pending') return '';
+  if (staged === undefined || n.expects === undefined || n.state !== 'pending' || n.passPending === true) return '';
   const hash = n.expects === 'candidate' ? staged.state?.candidate.hash : staged.stable?.hash;
   return `should run the ${n.expects} ${shortHash(hash)}`;
 }

@@ -62,6 +62,14 @@ export interface AppliedState {
 /** lastPassHash before the serving generation finished a discovery pass (a hash is `sha256:…`). */
 export const NO_PASS = 'none';
 
+/**
+ * Whether an agent that applies `hash` has not finished a discovery pass under it yet (its PVs and
+ * its errors do not reflect it). An older agent does not say (no lastPassHash): never.
+ */
+export function passPendingUnder(state: AppliedState, hash: string): boolean {
+  return state.appliedHash === hash && state.lastPassHash !== undefined && state.lastPassHash !== hash;
+}
+
 /** Classes the `available` annotation carries at most (in name order): a Lease stays small. */
 export const MAX_AVAILABLE_CLASSES = 64;
 

@@ -4,6 +4,7 @@
 // answers up to date one Lease or Node event at a time so that a pass over 10,000 nodes does not
 // walk them all. A property test holds them equal.
 import type { AppliedResult, PublishedState } from '../fleet/applied-state.js';
+import { passPendingUnder } from '../fleet/applied-state.js';
 import type { RolloutState } from '../rollout-state/state.js';
 import { waveIndexOf } from '../rollout-state/membership.js';
 import type { FleetNode } from './waves.js';
@@ -42,9 +43,8 @@ export function reportedProgress(candidateHash: string, report: PublishedState):
         kind: 'failed',
         why: `${String(errors)} discovery or cleanup error${errors === 1 ? '' : 's'} since it applied the candidate`,
       };
-    // Healthy only once a discovery pass under it finished: its errors are counted by then. An
-    // older agent does not say (no lastPassHash): applied, as before.
-    if (report.lastPassHash !== undefined && report.lastPassHash !== candidateHash)
+    // Healthy only once a discovery pass under it finished: its errors are counted by then.
+    if (passPendingUnder(report, candidateHash))
       return { kind: 'pending', why: 'applied the candidate; no discovery pass under it has finished yet' };
     return { kind: 'applied' };
   }

@@ -21,7 +21,7 @@ import type { ContentRef, RolloutRequest, RolloutState } from '../rollout-state/
 import { ACTIVE_PHASES, runsCandidate } from '../rollout-state/state.js';
 import { waveMembers } from '../rollout-state/membership.js';
 import type { AppliedResult, PublishedState } from '../fleet/applied-state.js';
-import { stateFromLease, statusSelector } from '../fleet/applied-state.js';
+import { passPendingUnder, stateFromLease, statusSelector } from '../fleet/applied-state.js';
 import { errorMessage } from '../unknown-values.js';
 
 export const NODE_ROLLOUT_STATES = ['in-sync', 'pending', 'rejected', 'stale', 'missing'] as const;
@@ -38,6 +38,8 @@ export interface NodeRollout {
   /** Staged rollout only: the config the node should run now, and its wave. */
   readonly expects?: 'candidate' | 'stable';
   readonly wave?: string;
+  /** Pending because it applies the config but no discovery pass under it has finished yet. */
+  readonly passPending?: true;
 }
 
 export type RolloutVerdict = 'complete' | 'rejected' | 'in-progress';
@@ -209,7 +211,8 @@ export function stagedVerdict(
  * One node's state. A stale heartbeat hides what it published (the agent may be gone); a node
  * rejected the desired config only when its last reload read exactly that config and did not
  * apply it. A failure on another config (an older one, or one that does not parse while the
- * desired one does) means the node has not read the desired config yet: pending.
+ * desired one does) means the node has not read the desired config yet: pending. An agent that
+ * applies it is in sync once a discovery pass under it finished (its PVs show it), pending until then.
  */
 export function classifyNode(
   node: string,
@@ -222,6 +225,8 @@ export function classifyNode(
     published.heartbeatAt === undefined ||
     (published.staleAfterMs > 0 && now - published.heartbeatAt > published.staleAfterMs);
   if (stale) return { node, state: 'stale', published };
+  // Applied, but no discovery pass under it finished yet: its PVs do not show the config.
+  if (passPendingUnder(published, desiredHash)) return { node, state: 'pending', published, passPending: true };
   if (published.appliedHash === desiredHash) return { node, state: 'in-sync', published };
   if (NOT_APPLIED.includes(published.result) && published.candidateHash === desiredHash)
     return { node, state: 'rejected', published };

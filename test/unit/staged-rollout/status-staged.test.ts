@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Ajv } from 'ajv';
 import { ManualClock } from '../../../src/core/clock.js';
-import { statusLease, statusLeaseName } from '../../../src/core/fleet/applied-state.js';
+import { NO_PASS, statusLease, statusLeaseName } from '../../../src/core/fleet/applied-state.js';
 import type { PublishedState } from '../../../src/core/fleet/applied-state.js';
 import {
   expectedConfig,
@@ -134,6 +134,24 @@ void describe('summarizing a staged rollout', () => {
     assert.equal(byNode.get('node-f')?.state, 'in-sync');
     assert.equal(byNode.get('node-f')?.wave, undefined, 'joined after the waves were planned');
     assert.equal(status.verdict, 'in-progress');
+  });
+
+  void it('a node that applied the candidate but finished no pass under it: pending in its row as in the waves', () => {
+    const reports = REPORTS.map((r) =>
+      r.node === 'node-c' ? { ...r, appliedHash: CANDIDATE.hash, lastPassHash: NO_PASS } : r,
+    );
+    const firstPass = summarizeRollout(desiredB, scope, NODES, reports, NOW, staged(rolloutState()));
+    const node = firstPass.nodes.find((n) => n.node === 'node-c');
+    assert.equal(node?.state, 'pending');
+    const wave = firstPass.staged?.waves.find((w) => w.name === 'wave-1');
+    assert.equal(wave?.pending, 1, 'the controller counts it pending too');
+    assert.match(
+      renderRolloutText(firstPass),
+      /^node-c +wave-1 +sha256:bbbbbbbbbbbb +pending +applied; no discovery pass under it has finished yet$/m,
+    );
+    const finished = reports.map((r) => (r.node === 'node-c' ? { ...r, lastPassHash: CANDIDATE.hash } : r));
+    const after = summarizeRollout(desiredB, scope, NODES, finished, NOW, staged(rolloutState()));
+    assert.equal(after.nodes.find((n) => n.node === 'node-c')?.state, 'in-sync');
   });
 
   void it('the waves: applied, pending, failed and gone by the controller’s rule, open or not', () => {

@@ -6,7 +6,7 @@ import { Ajv } from 'ajv';
 import fc from 'fast-check';
 import { RELOAD_OUTCOMES } from '../../../src/core/agent/reload-types.js';
 import { ManualClock } from '../../../src/core/clock.js';
-import { statusLease, statusLeaseName } from '../../../src/core/fleet/applied-state.js';
+import { NO_PASS, statusLease, statusLeaseName } from '../../../src/core/fleet/applied-state.js';
 import type { AppliedResult, PublishedState } from '../../../src/core/fleet/applied-state.js';
 import {
   classifyNode,
@@ -58,6 +58,19 @@ void describe('classifying a node', () => {
     assert.equal(classifyNode('n', HASH_A, other, NOW).state, 'pending');
     const unparsed = published({ appliedHash: HASH_B, result: 'rejected', reason: 'bad YAML' });
     assert.equal(classifyNode('n', HASH_A, unparsed, NOW).state, 'pending');
+  });
+
+  void it('pending, not in sync, while it applies the desired hash but no discovery pass under it finished', () => {
+    assert.equal(classifyNode('n', HASH_A, published({ lastPassHash: NO_PASS }), NOW).state, 'pending');
+    assert.equal(classifyNode('n', HASH_A, published({ lastPassHash: NO_PASS }), NOW).passPending, true);
+    assert.equal(classifyNode('n', HASH_A, published({ lastPassHash: HASH_B }), NOW).state, 'pending');
+    assert.equal(classifyNode('n', HASH_A, published({ lastPassHash: HASH_A }), NOW).state, 'in-sync');
+    // An older agent does not say: in sync on its applied hash, as before.
+    assert.equal(classifyNode('n', HASH_A, published({}), NOW).state, 'in-sync');
+    // Another config applied, its pass pending: pending because of the config, not the pass.
+    const other = classifyNode('n', HASH_A, published({ appliedHash: HASH_B, lastPassHash: NO_PASS }), NOW);
+    assert.equal(other.state, 'pending');
+    assert.equal(other.passPending, undefined);
   });
 
   void it('stale when the heartbeat is older than its Lease duration (or absent); missing without a Lease', () => {
@@ -127,9 +140,17 @@ void describe('rendering', () => {
   const status = summarizeRollout(
     desired,
     scope,
-    ['node-a', 'node-b', 'node-c', 'node-d', 'node-e'],
+    ['node-a', 'node-b', 'node-c', 'node-d', 'node-e', 'node-f'],
     [
-      published({ node: 'node-a', volumesAbnormal: 2, volumesQuarantined: 1, volumesConflicting: 2 }),
+      published({
+        node: 'node-a',
+        volumesAbnormal: 2,
+        volumesQuarantined: 1,
+        volumesConflicting: 2,
+        devicesLinked: 3,
+        devicesSkipped: 1,
+        lastPassHash: HASH_A,
+      }),
       published({
         node: 'node-b',
         appliedHash: HASH_B,
@@ -139,24 +160,26 @@ void describe('rendering', () => {
       }),
       published({ node: 'node-c', appliedHash: HASH_B, result: 'started' }),
       published({ node: 'node-d', heartbeatAt: NOW - 600_000 }),
+      published({ node: 'node-f', lastPassHash: NO_PASS }),
     ],
     NOW,
   );
 
   void it('a table: node, applied hash, state and the reason of a rejection', () => {
     const text = renderRolloutText(status);
-    assert.match(text, /^rollout rejected: 1 of 5 nodes rejected sha256:aaaaaaaaaaaa\n/);
-    assert.match(text, /in sync 1, pending 1, rejected 1, stale 1, missing 1/);
+    assert.match(text, /^rollout rejected: 1 of 6 nodes rejected sha256:aaaaaaaaaaaa\n/);
+    assert.match(text, /in sync 1, pending 2, rejected 1, stale 1, missing 1/);
     const lines = text.split('\n');
     const row = (node: string): string => lines.find((l) => l.startsWith(`${node} `)) ?? '';
     assert.match(
       row('node-a'),
-      /sha256:aaaaaaaaaaaa +in sync +2 volumes abnormal, 1 PV quarantined, 2 entries of a disk already used$/,
+      /sha256:aaaaaaaaaaaa +in sync +2 volumes abnormal, 1 PV quarantined, 2 entries of a disk already used, 1 device a rule skips$/,
     );
     assert.match(row('node-b'), /sha256:bbbbbbbbbbbb +rejected +refused: a live reload that would orphan existing PVs/);
     assert.match(row('node-c'), /pending +has not read the desired config yet/);
     assert.match(row('node-d'), /stale heartbeat +last heartbeat 10m ago/);
     assert.match(row('node-e'), /^node-e +- +missing agent/);
+    assert.match(row('node-f'), /sha256:aaaaaaaaaaaa +pending +applied; no discovery pass under it has finished yet$/);
   });
 
   void it('-o json follows docs/schemas/rollout-status.v1.schema.json', async () => {
@@ -174,6 +197,11 @@ void describe('rendering', () => {
     assert.equal(json.nodes[0].volumesConflicting, 2);
     assert.equal(json.nodes[2]?.volumesAbnormal, undefined, 'absent when none');
     assert.deepEqual(json.nodes[4], { node: 'node-e', state: 'missing' });
+    assert.equal(json.nodes[0].devicesLinked, 3);
+    assert.equal(json.nodes[0].lastPassHash, HASH_A);
+    assert.equal(json.nodes[5]?.state, 'pending');
+    assert.equal(json.nodes[5].lastPassHash, NO_PASS);
+    assert.equal(json.nodes[2]?.lastPassHash, undefined, 'absent for an agent that does not say');
     // A change to the output that the schema does not allow fails here.
     assert.equal(validate({ ...json, extra: 1 }), false);
   });
