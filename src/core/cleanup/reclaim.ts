@@ -223,7 +223,10 @@ export class Reclaimer {
     let result: PersistentVolumeView[] | undefined;
     let attempts = 0;
     this.forgetWarnedGone(listed);
-    for (const [index, pv] of listed.entries()) {
+    // An index loop: a for-of over entries() allocates a pair and a result per PV under --jitless.
+    for (let index = 0; index < listed.length; index++) {
+      const pv = listed[index];
+      if (pv === undefined) continue;
       if (attempts >= IDENTITY_RECORDS_PER_PASS) break;
       const record = this.identityToRecord(pv);
       if (record === undefined) continue;
@@ -416,10 +419,13 @@ export class Reclaimer {
 
   /** Step 0: forget what the list no longer shows (PVs deleted here and seen gone; idle entries of deleted PVs). */
   private forgetGone(persistentVolumes: readonly PersistentVolumeView[]): void {
+    const entries = this.deps.table.list();
+    // Nothing to forget on most passes: then no set of every PV is built.
+    if (this.deletedHere.size === 0 && entries.length === 0) return;
     const present = new Set(persistentVolumes.map((pv) => pv.metadata.name));
     const listed = new Set(persistentVolumes.map((pv) => `${pv.metadata.name}/${pv.metadata.uid ?? ''}`));
     for (const [name, uid] of this.deletedHere) if (!listed.has(`${name}/${uid}`)) this.deletedHere.delete(name);
-    for (const entry of this.deps.table.list()) {
+    for (const entry of entries) {
       if (!present.has(entry.pvName) && entry.state !== 'running' && entry.state !== 'queued')
         this.deps.table.remove(entry.pvName);
     }

@@ -168,12 +168,14 @@ function indexIdentities(persistentVolumes: readonly PersistentVolumeView[]): Id
 }
 
 function indexPublished(persistentVolumes: readonly PersistentVolumeView[]): PublishedIndex {
-  const byName = new Map(persistentVolumes.map((pv) => [pv.metadata.name, pv]));
+  const byName = new Map<string, PersistentVolumeView>();
   const byPath = new Map<string, string>();
-  for (const pv of persistentVolumes) {
+  // forEach: no iteration result (nor name/PV pair) per PV under --jitless, on every pass.
+  persistentVolumes.forEach((pv) => {
+    byName.set(pv.metadata.name, pv);
     const path = pv.spec.local?.path;
     if (path !== undefined) byPath.set(path, pv.metadata.name);
-  }
+  });
   let identities: IdentityIndex | undefined;
   return { byName, byPath, byIdentity: () => (identities ??= indexIdentities(persistentVolumes)) };
 }
@@ -240,21 +242,45 @@ const skipFor = (reason: SkipReason, message: string, persistentVolume?: string)
   ...(persistentVolume !== undefined ? { persistentVolume } : {}),
 });
 
+type ClusterOutcome = EntryOutcome | { readonly kind: 'examine'; readonly pvName: string; readonly hostPath: string };
+
+/**
+ * The skips a name verdict gives on every pass while it holds (its name, or its PV published), and
+ * their SkippedEntry: made once per verdict, so an idle pass over published entries allocates none.
+ */
+const steadySkips = new WeakMap<NameVerdict, { readonly outcome: EntryOutcome; skipped?: SkippedEntry }>();
+
+function keepSkip(verdict: NameVerdict, outcome: EntryOutcome): EntryOutcome {
+  steadySkips.set(verdict, { outcome });
+  return outcome;
+}
+
+/** A skip no later entry of the pass can change: the paths claimed only grow, the PVs and names stay. */
+function settledForPass(outcome: ClusterOutcome): boolean {
+  return outcome.kind === 'skip' && outcome.reason !== 'cleanup-in-progress';
+}
+
 /** Step 3 of an entry: the cluster's side — a PV of its name or path, or a cleanup of it, keeps it. */
-function clusterVerdict(
-  pass: ClassPass,
-  verdict: NameVerdict,
-  entry: string,
-): EntryOutcome | { readonly kind: 'examine'; readonly pvName: string; readonly hostPath: string } {
+function clusterVerdict(pass: ClassPass, verdict: NameVerdict, entry: string): ClusterOutcome {
+  // No closure, no template on the kept path: this runs for every entry of every pass.
   if (verdict.kind === 'name-pattern')
-    return skipFor('name-pattern', `does not match namePattern "${pass.classConfig.namePattern}"`);
+    return (
+      steadySkips.get(verdict)?.outcome ??
+      keepSkip(verdict, skipFor('name-pattern', `does not match namePattern "${pass.classConfig.namePattern}"`))
+    );
   if (verdict.kind === 'unsafe-name')
-    return skipFor(
-      'unsafe-name',
-      `name ${JSON.stringify(entry)} contains control characters or invalid UTF-8; rename it`,
+    return (
+      steadySkips.get(verdict)?.outcome ??
+      keepSkip(
+        verdict,
+        skipFor('unsafe-name', `name ${JSON.stringify(entry)} contains control characters or invalid UTF-8; rename it`),
+      )
     );
   const { pvName, hostPath } = verdict;
-  if (pass.published.byName.has(pvName)) return skipFor('already-published', 'already published', pvName);
+  if (pass.published.byName.has(pvName))
+    return (
+      steadySkips.get(verdict)?.outcome ?? keepSkip(verdict, skipFor('already-published', 'already published', pvName))
+    );
   const holder = pass.published.byPath.get(hostPath);
   if (holder !== undefined)
     return skipFor('path-in-use', `path ${hostPath} is already used by PersistentVolume ${holder}`, holder);
@@ -372,20 +398,33 @@ async function planClass(pass: ClassPass, names: readonly string[], plan: Mutabl
   const { input, className, classConfig } = pass;
   const patterns = splitNamePattern(classConfig.namePattern);
   const previous = input.nameVerdicts?.previous(input.config, input.node.name, className) ?? NO_VERDICTS;
+  // Index loops over arrays: under --jitless a for-of allocates a result (and a Map's an entry
+  // pair) per step, and these loops run for every entry of every pass.
   const verdicts = new Map<string, NameVerdict>();
-  for (const entry of names) verdicts.set(entry, previous.get(entry) ?? nameVerdict(pass, entry, patterns));
-  const ahead = examineAhead(
-    pass,
-    [...verdicts]
-      .filter(([entry, verdict]) => clusterVerdict(pass, verdict, entry).kind === 'examine')
-      .map(([entry, verdict]) => [entry, verdict.path] as const),
-  );
-  for (const [entry, verdict] of verdicts) {
+  const inOrder: NameVerdict[] = new Array<NameVerdict>(names.length);
+  const first: ClusterOutcome[] = new Array<ClusterOutcome>(names.length);
+  const toExamine: (readonly [entry: string, path: string])[] = [];
+  for (let i = 0; i < names.length; i++) {
+    const entry = names[i] ?? '';
+    const verdict = previous.get(entry) ?? nameVerdict(pass, entry, patterns);
+    verdicts.set(entry, verdict);
+    inOrder[i] = verdict;
+    // The cluster's verdict: the entries to examine are read ahead.
+    const onCluster = clusterVerdict(pass, verdict, entry);
+    first[i] = onCluster;
+    if (onCluster.kind === 'examine') toExamine.push([entry, verdict.path]);
+  }
+  const ahead = examineAhead(pass, toExamine);
+  for (let i = 0; i < names.length; i++) {
+    const entry = names[i] ?? '';
+    const verdict = inOrder[i] ?? nameVerdict(pass, entry, patterns);
     plan.entries += 1;
     const { path } = verdict;
     let outcome: EntryOutcome;
-    // Again here: an earlier entry of this pass may have claimed the path since.
-    const onCluster = clusterVerdict(pass, verdict, entry);
+    // Again here: an earlier entry of this pass may have claimed the path since, or a cleanup
+    // started or ended. A published PV or a name decides the same all pass long.
+    const earlier = first[i];
+    const onCluster = earlier !== undefined && settledForPass(earlier) ? earlier : clusterVerdict(pass, verdict, entry);
     if (onCluster.kind !== 'examine') {
       outcome = onCluster;
     } else {
@@ -395,9 +434,22 @@ async function planClass(pass: ClassPass, names: readonly string[], plan: Mutabl
       if (outcome.kind === 'create') pass.published.byPath.set(onCluster.hostPath, onCluster.pvName);
     }
     if (outcome.kind === 'create') plan.create.push(outcome.volume);
-    else plan.skipped.push(skippedEntry(className, entry, path, outcome));
+    else plan.skipped.push(skippedOf(className, entry, verdict, outcome));
   }
   input.nameVerdicts?.keep(className, verdicts);
+}
+
+/** The SkippedEntry of an outcome; a steady skip's is made once and shared by every pass. */
+function skippedOf(
+  className: string,
+  entry: string,
+  verdict: NameVerdict,
+  outcome: Extract<EntryOutcome, { kind: 'skip' }>,
+): SkippedEntry {
+  const kept = steadySkips.get(verdict);
+  if (kept?.outcome !== outcome) return skippedEntry(className, entry, verdict.path, outcome);
+  kept.skipped ??= skippedEntry(className, entry, verdict.path, outcome);
+  return kept.skipped;
 }
 
 function skippedEntry(
@@ -461,7 +513,7 @@ export async function planDiscovery(input: DiscoveryInput): Promise<DiscoveryPla
     }
     let names: readonly string[];
     try {
-      names = [...(await input.volumes.listDirectory(classConfig.mountDir))].sort();
+      names = (await input.volumes.listDirectory(classConfig.mountDir)).slice().sort();
     } catch (err) {
       plan.classProblems.push({
         className,

@@ -206,14 +206,21 @@ export class VolumeHealth {
         if (pv !== undefined) await this.visit(pv, index, pass);
       }
     } else {
-      for (const [index, pv] of persistentVolumes.entries()) await this.visit(pv, index, pass);
+      // Index loops and forEach: under --jitless a for-of allocates a result per step, per PV per pass.
+      for (let index = 0; index < persistentVolumes.length; index++) {
+        const pv = persistentVolumes[index];
+        if (pv !== undefined) await this.visit(pv, index, pass);
+      }
       const { seen } = pass;
-      for (const key of this.conditions.keys()) if (!seen.has(key)) this.conditions.delete(key);
-      for (const key of this.verifiedAt.keys()) if (!seen.has(key)) this.verifiedAt.delete(key);
-      for (const key of this.missingSince.keys()) if (!seen.has(key)) this.missingSince.delete(key);
-      for (const key of this.deletedKeys) if (!seen.has(key)) this.deletedKeys.delete(key);
+      const unseen = (keys: { delete(key: string): boolean }) => (_: unknown, key: string) => {
+        if (!seen.has(key)) keys.delete(key);
+      };
+      this.conditions.forEach(unseen(this.conditions));
+      this.verifiedAt.forEach(unseen(this.verifiedAt));
+      this.missingSince.forEach(unseen(this.missingSince));
+      this.deletedKeys.forEach(unseen(this.deletedKeys));
       const usage = this.deps.metrics.volumeUsage;
-      for (const key of usage.keys()) if (!seen.has(key)) usage.delete(key);
+      usage.forEach(unseen(usage));
     }
     const { abnormal, deleted, checked } = pass;
     this.allHealthy = abnormal.length === 0 && deleted.length === 0;

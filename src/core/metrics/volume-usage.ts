@@ -36,8 +36,16 @@ export interface AvailableClass {
 /** `storageclass` → `volumeMode` → the Available PVs' count and bytes. */
 export type AvailableByClass = Map<string, Map<string, AvailableClass>>;
 
+/** Parsed once per PV object (an informer's unchanged PV is the same object): read on every pass. */
+const capacities = new WeakMap<PersistentVolumeView, number>();
+
 function capacityOf(pv: PersistentVolumeView): number {
-  return parseQuantity(pv.spec.capacity?.['storage'] ?? '0');
+  let bytes = capacities.get(pv);
+  if (bytes === undefined) {
+    bytes = parseQuantity(pv.spec.capacity?.['storage'] ?? '0');
+    capacities.set(pv, bytes);
+  }
+  return bytes;
 }
 
 /** Whether a claim can still be bound to this PV: Available, not being deleted, not reserved. */
@@ -48,27 +56,29 @@ export function isOpenForClaims(pv: PersistentVolumeView): boolean {
 }
 
 /** This node's Available PVs, per class and volume mode. */
-export function availableByClass(pvs: Iterable<PersistentVolumeView>): AvailableByClass {
-  const out: AvailableByClass = new Map();
-  for (const pv of pvs) {
-    if (!isOpenForClaims(pv)) continue;
+export function availableByClass(pvs: readonly PersistentVolumeView[]): AvailableByClass {
+  type Sum = { volumes: number; bytes: number; largestBytes: number };
+  const sums = new Map<string, Map<string, Sum>>();
+  const add = (pv: PersistentVolumeView): void => {
+    if (!isOpenForClaims(pv)) return;
     const storageclass = pv.spec.storageClassName ?? '';
     const mode = pv.spec.volumeMode ?? 'Filesystem';
-    let row = out.get(storageclass);
-    if (row === undefined) out.set(storageclass, (row = new Map<string, AvailableClass>()));
+    let row = sums.get(storageclass);
+    if (row === undefined) sums.set(storageclass, (row = new Map<string, Sum>()));
+    let sum = row.get(mode);
+    if (sum === undefined) row.set(mode, (sum = { volumes: 0, bytes: 0, largestBytes: 0 }));
     const bytes = capacityOf(pv);
-    const before = row.get(mode) ?? { volumes: 0, bytes: 0, largestBytes: 0 };
-    row.set(mode, {
-      volumes: before.volumes + 1,
-      bytes: before.bytes + bytes,
-      largestBytes: Math.max(before.largestBytes, bytes),
-    });
-  }
-  return out;
+    sum.volumes += 1;
+    sum.bytes += bytes;
+    sum.largestBytes = Math.max(sum.largestBytes, bytes);
+  };
+  // forEach: no iteration result per PV under --jitless (this runs on every pass).
+  pvs.forEach(add);
+  return sums;
 }
 
 /** This node's Available PVs per class, volume modes merged (the status and its Lease), classes in name order. */
-export function availableSummary(pvs: Iterable<PersistentVolumeView>): Record<string, AvailableClass> {
+export function availableSummary(pvs: readonly PersistentVolumeView[]): Record<string, AvailableClass> {
   const out: Record<string, AvailableClass> = {};
   const byClass = availableByClass(pvs);
   for (const storageclass of [...byClass.keys()].sort()) {

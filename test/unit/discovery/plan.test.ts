@@ -203,6 +203,60 @@ describe('name verdicts kept between passes', () => {
     );
   });
 
+  it('an idle pass reuses the skips of published entries and names: no new SkippedEntry for them', async () => {
+    const verdicts = new NameVerdicts();
+    const v = node();
+    const published: PersistentVolume[] = [
+      {
+        metadata: { name: persistentVolumeName('disk1', NODE.name, 'fast') },
+        spec: { local: { path: '/mnt/fast/disk1' } },
+      },
+    ];
+    const input = {
+      config: TWO_CLASSES,
+      node: NODE,
+      volumes: v,
+      persistentVolumes: published,
+      storageClass: storageClasses(SC_FAST, SC_BLOCK),
+      nameVerdicts: verdicts,
+    };
+    const one = await planDiscovery(input);
+    const two = await planDiscovery(input);
+    const byEntry = (plan: DiscoveryPlan, entry: string) => plan.skipped.find((s) => s.entry === entry);
+    assert.equal(byEntry(one, 'disk1')?.reason, 'already-published');
+    assert.equal(byEntry(two, 'disk1'), byEntry(one, 'disk1'), 'the same object');
+    assert.equal(byEntry(one, 'sda')?.reason, 'name-pattern');
+    assert.equal(byEntry(two, 'sda'), byEntry(one, 'sda'), 'the same object');
+    // What the node says is read again on every pass: a plain directory's skip is new each time.
+    assert.equal(byEntry(one, 'plain')?.reason, 'not-a-mount-point');
+    assert.notEqual(byEntry(two, 'plain'), byEntry(one, 'plain'));
+    // Unpublished, the entry is planned again at once (the kept skip holds only while its PV exists).
+    const three = await planDiscovery({ ...input, persistentVolumes: [] });
+    assert.ok(three.create.some((c) => c.entry === 'disk1'));
+    assert.equal(byEntry(three, 'disk1'), undefined);
+    assert.deepEqual(await planDiscovery(input), one);
+  });
+
+  it('a cleanup that ends while the pass runs: the entry is examined in that pass, as before', async () => {
+    const v = node();
+    let cleaning = true;
+    const plan = await planDiscovery({
+      config: TWO_CLASSES,
+      node: NODE,
+      volumes: v,
+      persistentVolumes: [],
+      storageClass: storageClasses(SC_FAST, SC_BLOCK),
+      // The first question about disk1 says "cleaning"; the cleanup ends before its turn comes.
+      cleanupInProgress: (name) => {
+        if (name !== persistentVolumeName('disk1', NODE.name, 'fast')) return false;
+        const answer = cleaning;
+        cleaning = false;
+        return answer;
+      },
+    });
+    assert.ok(plan.create.some((c) => c.entry === 'disk1'));
+  });
+
   it('starts afresh for another config or node', async () => {
     const verdicts = new NameVerdicts();
     const v = node();
