@@ -221,6 +221,7 @@ export async function release(ctx: SoakContext, tenant: Tenant): Promise<Release
     () => (disk === undefined ? false : world.tokenOnDisk(tenant) === tenant.token),
   );
   const logOffset = world.cleanerLog().length;
+  const loggedAt = Date.now();
   world.tenants.delete(tenant.set);
   if (tenant.cls === 'fs') {
     // what the tenant's own pod saw: its token, and nothing else, every time the file changed
@@ -232,7 +233,7 @@ export async function release(ctx: SoakContext, tenant: Tenant): Promise<Release
       world.violate('tenant-data', `${tenant.set} saw its token file change in its pod: ${JSON.stringify(seen)}`);
   }
   const at = await world.env.releaseClaim(tenant.set, CLAIM_MS);
-  const record: Release = { tenant, at, logOffset, ...(device === undefined ? {} : { device }) };
+  const record: Release = { tenant, at, logOffset, loggedAt, ...(device === undefined ? {} : { device }) };
   world.releases.push(record);
   world.counts.releases += 1;
   return record;
@@ -273,6 +274,7 @@ export function killAgent(ctx: SoakContext): boolean {
     .runtimeContainers()
     .find((c) => c.podNamespace === CHART_NS && c.containerName === 'provisioner' && c.task === 'RUNNING');
   if (container === undefined) return false;
+  ctx.world.agentKills.push(Date.now());
   node.killContainer(container.id, 'SIGKILL');
   return true;
 }

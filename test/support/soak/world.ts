@@ -45,6 +45,8 @@ export interface Release {
   /** The device the block entry pointed at, and the cleaner log's length, at the release. */
   readonly device?: string;
   readonly logOffset: number;
+  /** When the log's length was taken (before the claim was released). */
+  readonly loggedAt: number;
   /** A step holds it on purpose (a disk unmounted): not late while held. */
   heldUntil?: number;
 }
@@ -72,6 +74,10 @@ export class SoakWorld {
   readonly disks = new Map<string, Disk>();
   readonly tenants = new Map<string, Tenant>();
   readonly releases: Release[] = [];
+  /** When the agent's container was SIGKILLed (the faults). */
+  readonly agentKills: number[] = [];
+  /** Block devices republished after a release → the cleaner log's length then: no cleanup may start on one until its next release. */
+  private readonly republishedDevices = new Map<string, number>();
   readonly violations: SoakViolation[] = [];
   /** Every config written whole and valid: hash → what it was. */
   readonly written = new Map<string, string>();
@@ -159,13 +165,37 @@ export class SoakWorld {
       this.counts.republished += 1;
       this.republishMs.push(now - release.at);
       if (release.device === undefined) continue;
-      const since = this.cleanerLog().slice(release.logOffset).split('\n');
-      const done = since.filter((l) => l === `done ${release.device ?? ''}`).length;
-      if (done !== 1)
+      const log = this.cleanerLog();
+      const done = log
+        .slice(release.logOffset)
+        .split('\n')
+        .filter((l) => l === `done ${release.device}`).length;
+      // A cleanup that finished just before a SIGKILL, its PV not deleted yet, runs again after the
+      // restart (the agent cannot know it finished): the same released disk, wiped twice.
+      const killed = this.agentKills.some((t) => t >= release.loggedAt);
+      if (done === 0 || (done > 1 && !killed))
         this.violate(
           'cleaned-once',
-          `${tenant.pvName} (${tenant.path} → ${release.device}) republished after ${String(done)} finished cleanups of its device (one expected)`,
+          `${tenant.pvName} (${tenant.path} → ${release.device}) republished after ${String(done)} finished cleanups of its device (one expected; more only after the agent was killed)`,
         );
+      this.republishedDevices.set(release.device, log.length);
+    }
+  }
+
+  /** No cleanup starts on a republished block device before its next release. */
+  private checkCleanedWhilePublished(): void {
+    if (this.republishedDevices.size === 0) return;
+    const log = this.cleanerLog();
+    for (const [device, offset] of this.republishedDevices) {
+      const next = this.releases.find((r) => r.device === device && r.logOffset >= offset);
+      const segment = log.slice(offset, next?.logOffset ?? log.length).split('\n');
+      if (segment.includes(`start ${device}`)) {
+        this.violate(
+          'cleaned-while-published',
+          `a cleanup started on ${device} while a PV published it, before any release`,
+        );
+        this.republishedDevices.delete(device);
+      } else if (next !== undefined) this.republishedDevices.delete(device);
     }
   }
 
@@ -206,6 +236,7 @@ export class SoakWorld {
     let round = 0;
     while (!signal.aborted) {
       this.checkTenants();
+      this.checkCleanedWhilePublished();
       await this.checkReleases().catch(() => undefined);
       await this.checkLease().catch(() => undefined);
       if (round % 10 === 0) await this.sampleMemory().catch(() => undefined);

@@ -615,13 +615,31 @@ async function run(ops: readonly Op[]): Promise<readonly string[]> {
   }
 }
 
+/** A longer search than the suite's, without editing this file (docs/testing.md, "The data-safety model"). */
+function searchSettings(env: NodeJS.ProcessEnv): { numRuns: number; maxLength: number; seed?: number } {
+  const positive = (name: string, fallback: number): number => {
+    const text = env[name];
+    if (text === undefined || text === '') return fallback;
+    const n = Number(text);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${name}=${text}: a positive integer`);
+    return n;
+  };
+  const seed = env['LVP_MODEL_SEED'];
+  return {
+    numRuns: positive('LVP_MODEL_RUNS', 300),
+    maxLength: positive('LVP_MODEL_MAX_STEPS', 40),
+    ...(seed !== undefined && seed !== '' ? { seed: Number(seed) } : {}),
+  };
+}
+
 describe('data safety invariants under random disk operations and claims (model-based)', () => {
   it('I1–I6 hold after every step of any sequence', async () => {
+    const { numRuns, maxLength, seed } = searchSettings(process.env);
     await fc.assert(
-      fc.asyncProperty(fc.array(op, { minLength: 5, maxLength: 40 }), async (ops) => {
+      fc.asyncProperty(fc.array(op, { minLength: 5, maxLength }), async (ops) => {
         assert.deepEqual(await run(ops), []);
       }),
-      { numRuns: 300 },
+      { numRuns, ...(seed !== undefined ? { seed } : {}) },
     );
   });
 
