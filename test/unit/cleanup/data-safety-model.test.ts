@@ -625,6 +625,8 @@ function searchSettings(env: NodeJS.ProcessEnv): { numRuns: number; maxLength: n
     return n;
   };
   const seed = env['LVP_MODEL_SEED'];
+  if (seed !== undefined && seed !== '' && !Number.isSafeInteger(Number(seed)))
+    throw new Error(`LVP_MODEL_SEED=${seed}: an integer`);
   return {
     numRuns: positive('LVP_MODEL_RUNS', 300),
     maxLength: positive('LVP_MODEL_MAX_STEPS', 40),
