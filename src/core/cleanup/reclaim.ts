@@ -9,7 +9,7 @@ import type { Cluster } from '../kube/cluster.js';
 import type { EventSink } from '../kube/events.js';
 import type { Job, ObjectReference } from '../kube/objects.js';
 import type { PersistentVolumeView } from '../pv/cached.js';
-import { parseQuantity } from '../kube/quantity.js';
+import { capacityBytesOf } from '../pv/cached.js';
 import type { Logger } from '../log.js';
 import type { AgentMetrics } from '../metrics/agent-metrics.js';
 import type { NodeVolumes, VolumeIdentity } from '../node/volumes.js';
@@ -561,7 +561,7 @@ export class Reclaimer {
         mode: 'Block',
         path: 'orphan' in target ? (existing.metadata.annotations?.['device'] ?? '') : target.spec.path,
         command: cleanerCommandOfJob(existing),
-        capacityBytes: parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
+        capacityBytes: capacityBytesOf(pv),
         ...identityOfJob(existing),
       };
       const startTime = Date.parse(existing.metadata.annotations?.['start-time'] ?? '');
@@ -600,7 +600,7 @@ export class Reclaimer {
       mode: 'Filesystem',
       path,
       command: classConfig.blockCleanerCommand,
-      capacityBytes: parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
+      capacityBytes: capacityBytesOf(pv),
     };
     return { spec, classConfig };
   }

@@ -401,14 +401,12 @@ async function planClass(pass: ClassPass, names: readonly string[], plan: Mutabl
   // Index loops over arrays: under --jitless a for-of allocates a result (and a Map's an entry
   // pair) per step, and these loops run for every entry of every pass.
   const verdicts = new Map<string, NameVerdict>();
-  const inOrder: NameVerdict[] = new Array<NameVerdict>(names.length);
   const first: ClusterOutcome[] = new Array<ClusterOutcome>(names.length);
   const toExamine: (readonly [entry: string, path: string])[] = [];
   for (let i = 0; i < names.length; i++) {
     const entry = names[i] ?? '';
     const verdict = previous.get(entry) ?? nameVerdict(pass, entry, patterns);
     verdicts.set(entry, verdict);
-    inOrder[i] = verdict;
     // The cluster's verdict: the entries to examine are read ahead.
     const onCluster = clusterVerdict(pass, verdict, entry);
     first[i] = onCluster;
@@ -417,7 +415,7 @@ async function planClass(pass: ClassPass, names: readonly string[], plan: Mutabl
   const ahead = examineAhead(pass, toExamine);
   for (let i = 0; i < names.length; i++) {
     const entry = names[i] ?? '';
-    const verdict = inOrder[i] ?? nameVerdict(pass, entry, patterns);
+    const verdict = verdicts.get(entry) ?? nameVerdict(pass, entry, patterns);
     plan.entries += 1;
     const { path } = verdict;
     let outcome: EntryOutcome;

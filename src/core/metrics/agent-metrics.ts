@@ -1,7 +1,7 @@
 // The agent's metrics. Names and labels of upstream's series are kept (sig-storage-local-static-
 // provisioner pkg/metrics); the capacity gauge's meaning is fixed (docs/migration-from-upstream.md).
 import type { PersistentVolumeView } from '../pv/cached.js';
-import { parseQuantity } from '../kube/quantity.js';
+import { capacityBytesOf } from '../pv/cached.js';
 import type { Counter, Gauge, Histogram } from './registry.js';
 import { registerProcessMetrics } from './process-metrics.js';
 import { MetricsRegistry } from './registry.js';
@@ -107,11 +107,7 @@ function publishingMetrics(
       ['storageclass', 'mode'],
       (g) => {
         g.reset();
-        const totals = volumeTotals(
-          managed(),
-          (pv) => pv.spec.volumeMode ?? 'Filesystem',
-          (pv) => parseQuantity(pv.spec.capacity?.['storage'] ?? '0'),
-        );
+        const totals = volumeTotals(managed(), (pv) => pv.spec.volumeMode ?? 'Filesystem', capacityBytesOf);
         for (const [storageclass, row] of totals) for (const [mode, bytes] of row) g.set({ storageclass, mode }, bytes);
       },
     ),

@@ -4,7 +4,7 @@
 // changes its series at the next scrape, with no pass in between. Per-volume series are capped
 // per node: past the cap, PVs (by name order) get none, and a gauge says how many.
 import type { PersistentVolumeView } from '../pv/cached.js';
-import { parseQuantity } from '../kube/quantity.js';
+import { capacityBytesOf } from '../pv/cached.js';
 import type { FilesystemUsage } from '../node/volumes.js';
 import type { Gauge, MetricsRegistry } from './registry.js';
 
@@ -36,18 +36,6 @@ export interface AvailableClass {
 /** `storageclass` → `volumeMode` → the Available PVs' count and bytes. */
 export type AvailableByClass = Map<string, Map<string, AvailableClass>>;
 
-/** Parsed once per PV object (an informer's unchanged PV is the same object): read on every pass. */
-const capacities = new WeakMap<PersistentVolumeView, number>();
-
-function capacityOf(pv: PersistentVolumeView): number {
-  let bytes = capacities.get(pv);
-  if (bytes === undefined) {
-    bytes = parseQuantity(pv.spec.capacity?.['storage'] ?? '0');
-    capacities.set(pv, bytes);
-  }
-  return bytes;
-}
-
 /** Whether a claim can still be bound to this PV: Available, not being deleted, not reserved. */
 export function isOpenForClaims(pv: PersistentVolumeView): boolean {
   return (
@@ -67,7 +55,7 @@ export function availableByClass(pvs: readonly PersistentVolumeView[]): Availabl
     if (row === undefined) sums.set(storageclass, (row = new Map<string, Sum>()));
     let sum = row.get(mode);
     if (sum === undefined) row.set(mode, (sum = { volumes: 0, bytes: 0, largestBytes: 0 }));
-    const bytes = capacityOf(pv);
+    const bytes = capacityBytesOf(pv);
     sum.volumes += 1;
     sum.bytes += bytes;
     sum.largestBytes = Math.max(sum.largestBytes, bytes);
@@ -142,7 +130,7 @@ export function volumeRows(pvs: Iterable<PersistentVolumeView>, usage: VolumeUsa
         claim_namespace: claim?.namespace ?? '',
         claim_name: claim?.name ?? '',
       },
-      capacityBytes: sample?.capacityBytes ?? capacityOf(pv),
+      capacityBytes: sample?.capacityBytes ?? capacityBytesOf(pv),
       ...(sample !== undefined ? { usage: sample } : {}),
     });
   }

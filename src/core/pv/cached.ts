@@ -10,6 +10,7 @@
 // refuse a projection, or a copy of one, in an update.
 import { PROJECTED } from '../kube/objects.js';
 import type { ObjectMeta, PersistentVolume } from '../kube/objects.js';
+import { parseQuantity } from '../kube/quantity.js';
 
 /**
  * The fields of a PV its readers read: what both a whole PV and a cached projection have. The
@@ -38,6 +39,19 @@ export interface PersistentVolumeView {
 /** A PV as this node's cache holds it: a projection, never to be written back. */
 export interface CachedPersistentVolume extends PersistentVolumeView {
   readonly [PROJECTED]: true;
+}
+
+/** Parsed once per PV object (an informer's unchanged PV is the same object): passes read it every time. */
+const capacities = new WeakMap<PersistentVolumeView, number>();
+
+/** The PV's spec.capacity.storage in bytes (0 when absent). */
+export function capacityBytesOf(pv: PersistentVolumeView): number {
+  let bytes = capacities.get(pv);
+  if (bytes === undefined) {
+    bytes = parseQuantity(pv.spec.capacity?.['storage'] ?? '0');
+    capacities.set(pv, bytes);
+  }
+  return bytes;
 }
 
 /** Whether an object is (a copy of) a cached projection. */
