@@ -161,6 +161,8 @@ export interface KubeletNode {
   readonly images: { readonly pause: string; readonly testbox: string };
   readonly pids: { readonly containerd: number; readonly kubelet: number };
   readonly logs: { readonly containerd: string; readonly kubelet: string };
+  /** The kubelet's container logs: `<namespace>_<pod>_<uid>/<container>/<restart>.log` (removed with the pod). */
+  readonly podLogsDir: string;
   readonly containerdSocket: string;
   readonly timings: KubeletNodeTimings;
   /**
@@ -1273,6 +1275,7 @@ export async function startKubeletNode(options: StartKubeletNodeOptions): Promis
       images: { pause: kit.pauseImage, testbox: kit.testboxImage },
       pids: { containerd: containerd.pid ?? -1, kubelet: kubelet.pid ?? -1 },
       logs,
+      podLogsDir: state.podLogsDir,
       containerdSocket: state.containerdSocket,
       timings,
       importImage,

@@ -15,6 +15,7 @@ import { describeSoak, runSoak } from '../../support/soak/run.js';
 import { CHORE_KINDS, FAULT_KINDS } from '../../support/soak/plan.js';
 
 const SEED = 33;
+const AGENT_KILLS = ['agent-kill-mid-cleanup', 'agent-kill-mid-reload', 'agent-kill-mid-publish'] as const;
 const LIVE_LOG = process.env['LVP_SOAK_LOG'];
 
 describe('chaos soak on the real node (CI size)', { skip: skipUnlessKubeletNodePossible() }, () => {
@@ -43,5 +44,9 @@ describe('chaos soak on the real node (CI size)', { skip: skipUnlessKubeletNodeP
     assert.deepEqual(report.violations, [], describeSoak(report));
     assert.deepEqual(report.stepErrors, [], describeSoak(report));
     assert.ok(report.counts.claims > 0 && report.counts.republished > 0, describeSoak(report));
+    // every agent container's log kept (the kubelet keeps two of a pod's): the install's, one per
+    // kill, the staged pod's
+    const kills = AGENT_KILLS.reduce((n, kind) => n + (report.faults[kind] ?? 0), 0);
+    assert.ok(report.agentLogs.files >= kills + 2 && report.agentLogs.bytes > 0, JSON.stringify(report.agentLogs));
   });
 });

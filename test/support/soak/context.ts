@@ -8,9 +8,11 @@ import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { isRecord } from '../../../src/core/unknown-values.js';
 import { CHART_NS, STATE, box } from '../chart-node.js';
 import { apiStatusCode } from '../cluster.js';
+import type { Violation } from '../data-safety-invariants.js';
 import { eventually } from '../eventually.js';
 import { isReady, logMatches, podGone, podWhen, isRunning } from '../node-pods.js';
 import { attachLoopDevice, mountTmpfs, mountsUnder, run, unmount, type Cleanup } from '../real-node.js';
+import type { AgentLogKeeper } from './agent-logs.js';
 import { configData, configHash, type ConfigModel } from './config-model.js';
 import type { ControllerReplicas } from './controllers.js';
 import type { FaultKind } from './plan.js';
@@ -35,6 +37,10 @@ export interface SoakContext {
   /** Recoveries slower than SLOW_RECOVERY_MS, with where the time went and the agent's log then. */
   readonly slowRecoveries: SlowRecovery[];
   readonly log: (line: string) => void;
+  /** The agent's and its cleanup Jobs' container logs, kept for the whole soak. */
+  readonly agentLogs: AgentLogKeeper;
+  /** When the data-safety checker found each of its violations (ms since the epoch). */
+  readonly checkerSeen: ReadonlyMap<Violation, number>;
 }
 
 /** A recovery over this long is kept with its parts and the agent's log (the soak's unexplained tails). */

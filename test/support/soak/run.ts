@@ -10,9 +10,10 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { ChartNode, CHART_FULLNAME, CHART_NS, STATE } from '../chart-node.js';
-import { describeReport, startInvariantChecker } from '../data-safety-invariants.js';
+import { describeReport, startInvariantChecker, type Violation } from '../data-safety-invariants.js';
 import type { Cleanup } from '../real-node.js';
 import { isReady } from '../node-pods.js';
+import { AgentLogKeeper, violationExcerpt, type KeptLogs } from './agent-logs.js';
 import { CHORES } from './chores.js';
 import { blockCleaner, configHash, INITIAL_MODEL, type SoakDirs } from './config-model.js';
 import {
@@ -38,6 +39,11 @@ export interface SoakOptions {
   readonly coverEveryFault?: boolean;
   readonly cleanup: Cleanup;
   readonly log?: (line: string) => void;
+  /**
+   * Where the agent's (and its cleanup Jobs') container logs are kept for the whole run; default: in
+   * the soak's own directory, removed with it (the violations' excerpts stay in the report).
+   */
+  readonly logsDir?: string;
 }
 
 export interface SoakReport {
@@ -57,6 +63,8 @@ export interface SoakReport {
   readonly memory: readonly MemorySample[];
   readonly checker: string;
   readonly controllerExits: number;
+  /** The kept container logs: where, how many files and bytes. */
+  readonly agentLogs: KeptLogs;
 }
 
 function chartValues(dirs: SoakDirs): Record<string, unknown> {
@@ -101,13 +109,21 @@ async function setUp(options: SoakOptions, started: number): Promise<SoakContext
   };
   const allDirs = [dirs.fs, dirs.blk, dirs.extra, dirs.spare];
   for (const dir of allDirs) mkdirSync(dir, { recursive: true });
+  const checkerSeen = new Map<Violation, number>();
   const checker = startInvariantChecker({
     listPersistentVolumes: async () => (await env.core.listPersistentVolume()).items,
     node: env.node.name,
     discoveryDirs: () => allDirs,
     onViolation: (v) => {
+      checkerSeen.set(v, Date.now());
       log(`data-safety invariant violated: ${v.message}`);
     },
+  });
+  const agentLogs = new AgentLogKeeper({
+    podLogsDir: env.node.podLogsDir,
+    namespace: CHART_NS,
+    keepPod: (name) => name.startsWith(`${CHART_FULLNAME}-`) || name.startsWith('cleanup-'),
+    outDir: options.logsDir ?? join(env.base, 'agent-logs'),
   });
   const world = new SoakWorld(env, dirs, checker, started, INITIAL_MODEL);
   const controllerArgs = {
@@ -155,6 +171,8 @@ async function setUp(options: SoakOptions, started: number): Promise<SoakContext
     recoveries: new Map(),
     slowRecoveries: [],
     log,
+    agentLogs,
+    checkerSeen,
   };
   return ctx;
 }
@@ -245,6 +263,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const chores: Record<string, number> = {};
   let steps = 0;
   let monitoring: Promise<void> = Promise.resolve();
+  // from the install on: its agent's first lines too
+  const keeping = ctx.agentLogs.run(monitors.signal);
   try {
     ctx = await install(ctx);
     monitoring = ctx.world.monitor(monitors.signal);
@@ -270,6 +290,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   } finally {
     monitors.abort();
     await monitoring;
+    await keeping;
     await ctx.rollout.stop();
     await ctx.nodeCleanup.stop();
     await ctx.world.checker.stop();
@@ -295,15 +316,20 @@ async function finish(ctx: SoakContext, tally: Tally): Promise<SoakReport> {
   tally.monitors.abort();
   await tally.monitoring;
   const checker = await world.checker.stop();
-  const violations = [
+  ctx.agentLogs.sweep();
+  const found: SoakViolation[] = [
     ...world.violations,
     ...checker.violations.map((v) => ({
       rule: `checker:${v.rule}`,
       message: v.message,
-      at: Date.now() - tally.started,
+      at: (ctx.checkerSeen.get(v) ?? Date.now()) - tally.started,
       step: 'checker',
     })),
   ];
+  const violations = found.map((v) => ({
+    ...v,
+    agentLog: violationExcerpt(ctx.agentLogs, tally.started + v.at, v.message),
+  }));
   return {
     seed: ctx.seed,
     durationMs: Date.now() - tally.started,
@@ -319,7 +345,16 @@ async function finish(ctx: SoakContext, tally: Tally): Promise<SoakReport> {
     memory: world.memory,
     checker: describeReport(checker),
     controllerExits: ctx.rollout.exits + ctx.nodeCleanup.exits,
+    agentLogs: ctx.agentLogs.kept,
   };
+}
+
+/** A violation and the kept agent log lines of its moment. */
+function describeViolation(v: SoakViolation): string {
+  const head = `\n- [${String(Math.round(v.at / 1000))}s, ${v.step}] ${v.rule}: ${v.message}`;
+  const lines = v.agentLog ?? [];
+  if (lines.length === 0) return `${head}\n  agent log: no kept line of its moment`;
+  return `${head}\n  agent log of its moment:\n${lines.map((l) => `    ${l}`).join('\n')}`;
 }
 
 const median = (values: readonly number[]): number =>
@@ -350,7 +385,8 @@ export function describeSoak(report: SoakReport): string {
     `claim deleted → republished ms (median/max): ${String(median(report.republishMs))}/${String(Math.max(...report.republishMs))}`,
     `agent RSS: ${rss.length > 0 ? `first ${mib(rss[0] ?? 0)}, max ${mib(Math.max(...rss))}, last ${mib(rss.at(-1) ?? 0)} (${String(rss.length)} samples)` : 'no sample'}`,
     `checker: ${report.checker}`,
-    `violations (${String(report.violations.length)}): ${report.violations.map((v) => `\n- [${String(Math.round(v.at / 1000))}s, ${v.step}] ${v.rule}: ${v.message}`).join('')}`,
+    `agent logs kept: ${report.agentLogs.dir} (${String(report.agentLogs.files)} files, ${mib(report.agentLogs.bytes)}${report.agentLogs.droppedBytes > 0 ? `, ${mib(report.agentLogs.droppedBytes)} over the bound not kept` : ''})`,
+    `violations (${String(report.violations.length)}): ${report.violations.map(describeViolation).join('')}`,
     `step errors (${String(report.stepErrors.length)}): ${report.stepErrors.map((e) => `\n- ${e}`).join('')}`,
   ];
   return lines.join('\n');

@@ -54,8 +54,11 @@ export interface Release {
 export interface SoakViolation {
   readonly rule: string;
   readonly message: string;
+  /** When it was found, in ms since the soak started. */
   readonly at: number;
   readonly step: string;
+  /** The kept agent log lines of its moment (agent-logs.ts violationExcerpt), added to the report. */
+  readonly agentLog?: readonly string[];
 }
 
 export interface MemorySample {
