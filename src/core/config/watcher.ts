@@ -126,6 +126,11 @@ export interface ConfigWatcherStats {
   readonly handlerErrors: number;
   /** Whether an fs watcher is up right now (false with useFsEvents: false, and while it is being re-created). */
   readonly watching: boolean;
+  /**
+   * Nothing noticed is waiting out a burst, pending or being checked: every trigger so far is
+   * decided (its onChange returned). What a caller waits for before it concludes "no change".
+   */
+  readonly settled: boolean;
 }
 
 /** setTimeout's limit; longer delays would fire after 1 ms. */
@@ -338,6 +343,7 @@ export class ConfigWatcher {
       watcherRestarts: c.watcherRestarts,
       handlerErrors: c.handlerErrors,
       watching: this.fsw !== undefined,
+      settled: this.pending === undefined && this.burstStartedAt === undefined && !this.draining,
     };
   }
 

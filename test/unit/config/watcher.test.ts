@@ -30,6 +30,13 @@ interface Call {
   readonly seen: string;
 }
 
+/** Waits until the watcher has decided everything it noticed, and has checked at least `checks` times. */
+const settled = (watcher: ConfigWatcher, checks = 0): Promise<void> =>
+  waitFor(
+    () => watcher.stats.settled && watcher.stats.checks >= checks,
+    () => `the watcher settled after ${String(checks)} checks (${JSON.stringify(watcher.stats)})`,
+  );
+
 /** A watcher whose onChange records every call (and reads the source itself, like the reload machine). */
 class Harness {
   readonly calls: Call[] = [];
@@ -166,17 +173,10 @@ describe('ConfigWatcher', () => {
     const before = h.watcher.stats;
     const secondTarget = await writeConfigMapVolume(dir, data);
     assert.notEqual(secondTarget, firstTarget);
-    await waitFor(
-      () => h.watcher.stats.checks > before.checks,
-      () => 'a check after the swap',
-    );
-    await sleep(200);
+    await settled(h.watcher, before.checks + 1);
+    const checked = h.watcher.stats.checks;
     h.watcher.request('poll');
-    await waitFor(
-      () => h.watcher.stats.checks > before.checks + 1,
-      () => 'the requested check',
-    );
-    await sleep(100);
+    await settled(h.watcher, checked + 1);
     assert.deepEqual(h.sources(), []);
     assert.ok(h.watcher.stats.fsEvents > before.fsEvents, 'the swap was seen');
   });
@@ -193,7 +193,7 @@ describe('ConfigWatcher', () => {
     t.diagnostic(`50 updates took ${String(Date.now() - started)} ms`);
     const final = await fingerprintConfigSource(dir);
     await h.waitForCall(final);
-    await sleep(300); // nothing more may follow
+    await settled(h.watcher); // nothing more may follow
     assert.equal(h.last()?.fingerprint, final, 'the last call carries the final content');
     assert.equal(h.last()?.seen, final, 'and onChange reads the final content');
     assert.ok(h.calls.length >= 1 && h.calls.length <= 10, `a handful of calls, got ${String(h.calls.length)}`);
@@ -214,11 +214,8 @@ describe('ConfigWatcher', () => {
     }
     const final = await fingerprintConfigSource(dir);
     await h.waitForCall(final);
-    await waitFor(
-      () => h.active === 0,
-      () => 'the last call to finish',
-    );
-    await sleep(300);
+    await settled(h.watcher);
+    assert.equal(h.active, 0, 'the last call finished');
     assert.equal(h.maxActive, 1, 'at most one onChange at a time');
     assert.equal(h.last()?.fingerprint, final);
     // 8 updates × (fs + api) over ~500 ms with 200 ms handlers: at most one call running and one pending.
@@ -232,7 +229,7 @@ describe('ConfigWatcher', () => {
     await h.watcher.start();
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/r1') });
     const changed = await fingerprintConfigSource(dir);
-    await sleep(100);
+    assert.equal(h.watcher.stats.watching, false, 'no fs watcher: nothing notices the write');
     assert.deepEqual(h.sources(), [], 'no fs events and no poll yet');
     h.watcher.request();
     const call = await h.waitForCall(changed);
@@ -240,11 +237,7 @@ describe('ConfigWatcher', () => {
 
     let checks = h.watcher.stats.checks;
     h.watcher.request('api');
-    await waitFor(
-      () => h.watcher.stats.checks > checks,
-      () => 'the requested check',
-    );
-    await sleep(50);
+    await settled(h.watcher, checks + 1);
     assert.deepEqual(h.sources(), ['poll'], 'a check of unchanged content calls nothing');
 
     // While one call runs, any number of requests coalesce into ONE more check, which reads the
@@ -263,7 +256,7 @@ describe('ConfigWatcher', () => {
     h.watcher.request('api');
     h.watcher.request('poll');
     await h.waitForCall(latest);
-    await sleep(250);
+    await settled(h.watcher);
     assert.deepEqual(h.sources(), ['poll', 'api', 'poll']);
     assert.equal(h.last()?.seen, latest);
     assert.equal(h.watcher.stats.checks, checks + 1, 'three requests, one check');
@@ -360,8 +353,12 @@ describe('ConfigWatcher', () => {
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/p0') });
     const h = harness(dir, { useFsEvents: false, pollIntervalMs: 50 });
     await h.watcher.start();
-    await sleep(150);
-    assert.deepEqual(h.sources(), []);
+    await waitFor(
+      () => h.watcher.stats.polls >= 3,
+      () => 'three polls',
+    );
+    await settled(h.watcher, 3);
+    assert.deepEqual(h.sources(), [], 'polls of unchanged content call nothing');
     await writeConfigMapVolume(dir, { storageClassMap: CLASS('/mnt/p1') });
     const changed = await fingerprintConfigSource(dir);
     const call = await h.waitForCall(changed);
@@ -402,11 +399,7 @@ describe('ConfigWatcher', () => {
     assert.equal(h.watcher.fingerprint, applied);
     const checks = h.watcher.stats.checks;
     h.watcher.request();
-    await waitFor(
-      () => h.watcher.stats.checks > checks,
-      () => 'the check',
-    );
-    await sleep(50);
+    await settled(h.watcher, checks + 1);
     assert.deepEqual(h.sources(), []);
   });
 
@@ -432,7 +425,7 @@ describe('ConfigWatcher', () => {
     h.watcher.resume();
     const call = await h.waitForCall(changed);
     assert.equal(call.source, 'api', 'the first trigger that waited');
-    await sleep(100);
+    await settled(h.watcher);
     assert.equal(h.calls.length, 1);
     assert.equal(h.watcher.stats.checks, 1, 'the waiting triggers coalesced into one check');
   });
@@ -452,7 +445,13 @@ describe('ConfigWatcher', () => {
     assert.deepEqual(h.fingerprints().slice(0, 2), [changed, changed]);
     assert.equal(h.watcher.stats.handlerErrors, 1);
     assert.deepEqual(h.logger.messages('error'), ['config change handler failed; the next poll retries']);
-    await sleep(150);
+    // three more polls, each decided
+    const polls = h.watcher.stats.polls;
+    await waitFor(
+      () => h.watcher.stats.polls >= polls + 3,
+      () => 'three more polls',
+    );
+    await settled(h.watcher);
     assert.equal(h.calls.length, 2, 'handled once it succeeded');
   });
 
