@@ -2,8 +2,9 @@
 // sequences of what happens to a node's disks (mount, unmount, move to another entry, one disk at
 // two entries, symlink re-point, a loop device detached and its file recreated under the same
 // numbers, a swap while a slow cleanup holds the disk, putting a disk back) mixed with the claim
-// lifecycle (bind, release, cleanups in process and by Job, agent restarts), run against the agent's
-// own reclaim and discovery steps on the in-memory node and cluster. The model knows which
+// lifecycle (bind, release, cleanups in process and by Job, agent restarts) and reloads that remove,
+// rename, narrow or swap the classes, run against the agent's own reclaim and discovery steps on
+// the in-memory node and cluster. The model knows which
 // physical disk is where; after every step it checks:
 //   I1  every wipe (in-process or by Job) opened the disk its PV was published for;
 //   I2  no two PVs of the node were published for one disk;
@@ -39,11 +40,26 @@ import { InvariantRules } from '../../support/data-safety-invariants.js';
 
 const NODE: NodeIdentity = { name: 'node-a', uid: 'uid-a', hostname: 'node-a', labels: {} };
 const ENTRIES = 3;
-const CLASSES = (jobs: boolean): string =>
-  'storageClassMap:\n  fs:\n    hostDir: /mnt/fs\n    mountDir: /mnt/fs\n' +
-  '  blk:\n    hostDir: /mnt/blk\n    mountDir: /mnt/blk\n    volumeMode: Block\n' +
-  '    blockCleanerCommand: ["/scripts/quick_reset.sh"]\n' +
-  (jobs ? 'useJobForCleaning: "yes"\n' : '');
+const FS_CLASS = (name: string, dir: string): string => `  ${name}:\n    hostDir: ${dir}\n    mountDir: ${dir}\n`;
+const BLK_CLASS = (name: string, dir: string, extra = ''): string =>
+  `  ${name}:\n    hostDir: ${dir}\n    mountDir: ${dir}\n    volumeMode: Block\n` +
+  `    blockCleanerCommand: ["/scripts/quick_reset.sh"]\n${extra}`;
+/**
+ * The configs a reload may bring (the seed's questions: what happens to bound and unbound PVs, and
+ * to a cleanup under way, when the classes change): 0 the first; 1 the block class removed (its PVs
+ * orphaned); 2 the filesystem class renamed (its PVs orphaned, its entries seen by a new class); 3
+ * the two classes' directories swapped (every PV's path now under the other class's directory); 4
+ * the block class narrowed to entry e1 by namePattern.
+ */
+const CONFIGS: readonly string[] = [
+  FS_CLASS('fs', '/mnt/fs') + BLK_CLASS('blk', '/mnt/blk'),
+  FS_CLASS('fs', '/mnt/fs'),
+  FS_CLASS('fs-new', '/mnt/fs') + BLK_CLASS('blk', '/mnt/blk'),
+  FS_CLASS('blk', '/mnt/blk') + BLK_CLASS('fs', '/mnt/fs'),
+  FS_CLASS('fs', '/mnt/fs') + BLK_CLASS('blk', '/mnt/blk', '    namePattern: e1\n'),
+];
+const CLASSES = (config: number, jobs: boolean): string =>
+  `storageClassMap:\n${CONFIGS[config] ?? ''}` + (jobs ? 'useJobForCleaning: "yes"\n' : '');
 
 type Kind = 'fs' | 'blk';
 type Op =
@@ -56,6 +72,8 @@ type Op =
   | { readonly op: 'bind' | 'release'; readonly pv: number }
   | { readonly op: 'pass' | 'restart' | 'slow' | 'finish' | 'jobStart' | 'jobFinish' }
   | { readonly op: 'jobs'; readonly on: boolean }
+  /** A reload: another of CONFIGS (a new reclaimer; the cleanup table, like the agent's, stays). */
+  | { readonly op: 'reconfigure'; readonly config: number }
   /** How Jobs are seen: a watch cache that has not caught up; an apiserver starting up (403 to every read). */
   | { readonly op: 'lookup'; readonly mode: 'fresh' | 'lagging' | 'starting' };
 
@@ -96,6 +114,7 @@ class World {
    */
   readonly rules = new InvariantRules({ republishKeepsDisk: false });
   private jobsOn = false;
+  private config = 0;
   private lookupMode: 'fresh' | 'lagging' | 'starting' = 'fresh';
   /** The Job watch's cache: what the cluster had at the last pass, unless the watch lags. */
   private jobCache = new Map<string, Job>();
@@ -141,7 +160,7 @@ class World {
   }
 
   configure(): void {
-    const config = parseConfigSnapshot(snapshotFromFileText('c.yaml', CLASSES(this.jobsOn))).config;
+    const config = parseConfigSnapshot(snapshotFromFileText('c.yaml', CLASSES(this.config, this.jobsOn))).config;
     const jobs = jobLookup({
       cluster: { jobs: this.jobsAsSeen() },
       namespace: 'default',
@@ -289,6 +308,10 @@ class World {
         return this.settle();
       case 'jobs':
         this.jobsOn = op.on;
+        this.configure();
+        return;
+      case 'reconfigure':
+        this.config = op.config % CONFIGS.length;
         this.configure();
         return;
       case 'lookup':
@@ -441,7 +464,7 @@ class World {
           this.violations.push(`I3: a PV on ${disk.name} was deleted while a tenant's data is on it`);
       }
     const plan = await planDiscovery({
-      config: parseConfigSnapshot(snapshotFromFileText('c.yaml', CLASSES(this.jobsOn))).config,
+      config: parseConfigSnapshot(snapshotFromFileText('c.yaml', CLASSES(this.config, this.jobsOn))).config,
       node: NODE,
       volumes: this.volumes,
       persistentVolumes: listed,
@@ -592,6 +615,10 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
   { arbitrary: fc.record({ op: fc.constantFrom('jobStart' as const, 'jobFinish' as const) }), weight: 2 },
   { arbitrary: fc.record({ op: fc.constant('jobs' as const), on: fc.boolean() }), weight: 1 },
+  {
+    arbitrary: fc.record({ op: fc.constant('reconfigure' as const), config: fc.nat({ max: CONFIGS.length - 1 }) }),
+    weight: 2,
+  },
   {
     arbitrary: fc.record({
       op: fc.constant('lookup' as const),
@@ -761,5 +788,62 @@ describe('data safety invariants under random disk operations and claims (model-
       ],
     };
     for (const [name, ops] of Object.entries(cases)) assert.deepEqual(await run(ops), [], name);
+  });
+
+  it('a reload keeps the reload table’s promises (docs/reload.md) for Released PVs and cleanups under way', async () => {
+    const p = { op: 'pass' } as const;
+    /** Each PV as `class path phase[ deleting]`, after the steps. */
+    const after = async (world: World, ops: readonly Op[]): Promise<string[]> => {
+      for (const step of ops) {
+        await world.apply(step);
+        await world.check();
+      }
+      assert.deepEqual(world.violations, []);
+      return (await world.list()).map(
+        (pv) =>
+          `${pv.spec.storageClassName ?? ''} ${pv.spec.local?.path ?? ''} ${pv.status?.phase ?? ''}` +
+          (pv.metadata.deletionTimestamp === undefined ? '' : ' deleting'),
+      );
+    };
+    const released = (kind: Kind): Op[] => [
+      { op: 'add', kind, entry: 0 },
+      p,
+      { op: 'bind', pv: 0 },
+      { op: 'release', pv: 0 },
+    ];
+    const withWorld = async (check: (world: World) => Promise<void>): Promise<void> => {
+      const world = new World();
+      try {
+        await check(world);
+      } finally {
+        await world.stop();
+      }
+    };
+    // renamed: the old PV is an orphan (not cleaned, its path not published under the new class);
+    // the class back, it is cleaned and deleted
+    await withWorld(async (world) => {
+      assert.deepEqual(await after(world, [...released('fs'), { op: 'reconfigure', config: 2 }, p, p]), [
+        'fs /mnt/fs/e0 Released',
+      ]);
+      assert.ok(world.logger.records.some((r) => r.message.includes('storage class fs is not configured')));
+      assert.deepEqual(await after(world, [{ op: 'reconfigure', config: 0 }, p, p]), [
+        'fs /mnt/fs/e0 Released deleting',
+      ]);
+    });
+    // the block class removed while its cleanup runs: the cleanup finishes, its PV is deleted, and
+    // nothing is published for the class any more
+    await withWorld(async (world) => {
+      const steps: Op[] = [...released('blk'), { op: 'slow' }, p, { op: 'reconfigure', config: 1 }, { op: 'finish' }];
+      assert.deepEqual(await after(world, [...steps, p, p]), ['blk /mnt/blk/e0 Released deleting']);
+    });
+    // the directories swapped: a Bound PV is left alone, a Released one cleaned as what it is
+    await withWorld(async (world) => {
+      const steps: Op[] = [...released('fs'), { op: 'add', kind: 'blk', entry: 1 }, p, { op: 'bind', pv: 0 }];
+      assert.deepEqual(await after(world, [...steps, { op: 'reconfigure', config: 3 }, p, p]), [
+        'fs /mnt/fs/e0 Released deleting',
+        'blk /mnt/blk/e1 Bound',
+      ]);
+      assert.ok(world.logger.records.some((r) => r.message === 'cleanup started' && r.fields['mode'] === 'Filesystem'));
+    });
   });
 });
