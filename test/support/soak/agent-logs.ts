@@ -29,6 +29,9 @@ export interface KeptLogs {
   readonly bytes: number;
   /** Bytes not kept once maxBytes was reached. */
   readonly droppedBytes: number;
+  /** Sweeps that failed (the soak goes on; the last error is kept). */
+  readonly errors: number;
+  readonly lastError?: string;
 }
 
 interface Source {
@@ -50,6 +53,8 @@ export class AgentLogKeeper {
   private readonly sources = new Map<string, Source>();
   private bytes = 0;
   private droppedBytes = 0;
+  private errors = 0;
+  private lastError: string | undefined;
   private readonly maxBytes: number;
 
   constructor(private readonly options: AgentLogKeeperOptions) {
@@ -60,10 +65,20 @@ export class AgentLogKeeper {
   /** Sweeps every intervalMs until the signal, then once more. */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      this.sweep();
+      this.sweepCounted();
       await delay(this.options.intervalMs ?? 1000, undefined, { signal }).catch(() => undefined);
     }
-    this.sweep();
+    this.sweepCounted();
+  }
+
+  /** A failed sweep (the kept directory unwritable, say) is counted: keeping logs never stops the soak. */
+  private sweepCounted(): void {
+    try {
+      this.sweep();
+    } catch (error) {
+      this.errors += 1;
+      this.lastError = error instanceof Error ? error.message : String(error);
+    }
   }
 
   /** Copies what each agent container's log gained since the last sweep (whole lines only). */
@@ -72,7 +87,14 @@ export class AgentLogKeeper {
   }
 
   get kept(): KeptLogs {
-    return { dir: this.options.outDir, files: this.sources.size, bytes: this.bytes, droppedBytes: this.droppedBytes };
+    return {
+      dir: this.options.outDir,
+      files: this.sources.size,
+      bytes: this.bytes,
+      droppedBytes: this.droppedBytes,
+      errors: this.errors,
+      ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
+    };
   }
 
   /** The kept lines written in [fromMs, toMs], oldest first. */
@@ -111,16 +133,19 @@ export class AgentLogKeeper {
 
   private copyNew(path: string): void {
     const source = this.sourceOf(path);
-    let size: number;
+    let chunk: Buffer;
     try {
-      size = statSync(path).size;
-    } catch {
-      return; // removed by the kubelet's garbage collection since the listing
+      const size = statSync(path).size;
+      if (size < source.offset) source.offset = 0; // rotated: a new file under the same name
+      if (size === source.offset) return;
+      chunk = readRange(path, source.offset, Math.min(size - source.offset, READ_CHUNK));
+    } catch (error) {
+      if (isMissing(error)) return; // removed by the kubelet's garbage collection since the listing
+      throw error;
     }
-    if (size < source.offset) source.offset = 0; // rotated: a new file under the same name
-    if (size === source.offset) return;
-    const chunk = readRange(path, source.offset, Math.min(size - source.offset, READ_CHUNK));
-    const end = chunk.lastIndexOf(0x0a) + 1; // a line still being written waits for the next sweep
+    // a line still being written waits for the next sweep, unless it alone fills a chunk
+    const whole = chunk.lastIndexOf(0x0a) + 1;
+    const end = whole > 0 || chunk.length < READ_CHUNK ? whole : chunk.length;
     if (end === 0) return;
     source.offset += end;
     // within the bound, whole lines only: the first that does not fit, and all after it, are counted
@@ -148,6 +173,9 @@ export class AgentLogKeeper {
     return source;
   }
 }
+
+const isMissing = (error: unknown): boolean =>
+  error instanceof Error && 'code' in error && (error.code === 'ENOENT' || error.code === 'ENOTDIR');
 
 function listDir(dir: string): string[] {
   try {

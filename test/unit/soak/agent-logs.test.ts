@@ -103,11 +103,32 @@ describe('the soak keeps the agent logs', () => {
     writeFileSync(logFile('lvp_lvp-abcde_u1', 'provisioner', 0), line.repeat(3));
     const keeper = keeperFor(podLogs, out, line.length * 2);
     keeper.sweep();
-    assert.deepEqual(keeper.kept, { dir: out, files: 1, bytes: line.length * 2, droppedBytes: line.length });
+    assert.deepEqual(keeper.kept, { dir: out, files: 1, bytes: line.length * 2, droppedBytes: line.length, errors: 0 });
     appendFileSync(logFile('lvp_lvp-abcde_u1', 'provisioner', 0), line);
     keeper.sweep();
-    assert.deepEqual(keeper.kept, { dir: out, files: 1, bytes: line.length * 2, droppedBytes: line.length * 2 });
+    assert.deepEqual(keeper.kept, {
+      dir: out,
+      files: 1,
+      bytes: line.length * 2,
+      droppedBytes: line.length * 2,
+      errors: 0,
+    });
     assert.equal(readFileSync(join(out, 'lvp_lvp-abcde_u1', 'provisioner-0.log'), 'utf8'), line.repeat(2));
+  });
+
+  it('counts a sweep that fails and goes on: keeping logs never stops the soak', async () => {
+    const { podLogs, out, logFile } = world();
+    writeFileSync(logFile('lvp_lvp-abcde_u1', 'provisioner', 0), cri(T0, 'agent started'));
+    const keeper = keeperFor(podLogs, out);
+    writeFileSync(join(out, 'lvp_lvp-abcde_u1'), 'a file where the pod’s directory goes');
+    const stop = new AbortController();
+    const running = keeper.run(stop.signal);
+    const until = Date.now() + 5000;
+    while (keeper.kept.errors < 1 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    stop.abort();
+    await running;
+    assert.ok(keeper.kept.errors >= 1, JSON.stringify(keeper.kept));
+    assert.match(keeper.kept.lastError ?? '', /EEXIST|ENOTDIR/u);
   });
 
   it('gives a violation the lines of its moment that name what it names, and the agent’s restarts', () => {
