@@ -7,7 +7,8 @@
 //
 // Usage (root, after `npm run build`): node dist/bench/chaos-soak.js [--seed 1] [--minutes 60]
 //   [--chores-per-fault 3] [--json-out soak.json] [--logs-dir DIR (default: a new dir in $TMPDIR)]
-// Exits 1 when an invariant was violated or a step failed its own expectation.
+// Exits 1 when an invariant was violated, a step failed its own expectation, or the kubelet restarted
+// the agent for a failed liveness probe.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,7 +42,8 @@ try {
   process.stdout.write(`\n${describeSoak(report)}\n`);
   const out = stringFlag('json-out');
   if (out !== undefined) writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
-  process.exitCode = report.violations.length > 0 || report.stepErrors.length > 0 ? 1 : 0;
+  process.exitCode =
+    report.violations.length > 0 || report.stepErrors.length > 0 || report.livenessKills.length > 0 ? 1 : 0;
 } catch (error) {
   process.stderr.write(
     `chaos soak (seed ${String(seed)}) stopped: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,

@@ -217,7 +217,20 @@ describe('Helm chart helm/provisioner', () => {
       assert.equal(envValue(c, 'JOB_CONTAINER_IMAGE'), c.image, 'cleanup Jobs run the same image');
       assert.equal(envValue(c, 'PROVISIONER_ADMIN_SOCKET'), '/run/provisioner/admin.sock');
       assert.deepEqual(c.ports, [{ name: 'metrics', containerPort: 8080, protocol: 'TCP' }]);
-      assert.deepEqual(c.livenessProbe?.httpGet, { path: '/healthz', port: 'metrics' });
+      // Liveness kills only after 2 minutes without an answer, a start gets 5 (values.yaml: a node
+      // whose CPU is in full use gives the agent its 10m request, and a start or a pass stretches).
+      assert.deepEqual(c.livenessProbe, {
+        httpGet: { path: '/healthz', port: 'metrics' },
+        periodSeconds: 20,
+        timeoutSeconds: 10,
+        failureThreshold: 6,
+      });
+      assert.deepEqual(c.startupProbe, {
+        httpGet: { path: '/healthz', port: 'metrics' },
+        periodSeconds: 5,
+        timeoutSeconds: 5,
+        failureThreshold: 60,
+      });
       assert.deepEqual(c.readinessProbe?.httpGet, { path: '/ready', port: 'metrics' });
       // From the measured peak under reload churn (docs/benchmarks.md, "Reload churn"), with its margin.
       assert.deepEqual(c.resources, { requests: { cpu: '10m', memory: '128Mi' }, limits: { memory: '256Mi' } });

@@ -225,3 +225,25 @@ export function violationExcerpt(
       : inWindow.filter((l) => LIFECYCLE.test(l.text) || subjects.some((s) => l.text.includes(s)));
   return relevant.slice(-maxLines).map((l) => `${new Date(l.at).toISOString()} [${l.from}] ${l.text}`);
 }
+
+/**
+ * The kubelet's log line when it restarts a container for its liveness probe. (Its `"SyncLoop
+ * (probe)" probe="liveness" status="unhealthy"` line also follows a container that died of
+ * anything else, the soak's own SIGKILLs included.)
+ */
+const LIVENESS_KILL =
+  /^I\d{4} (\d{2}:\d{2}:\d{2})\.\d+ .* pod="([^"/]+)\/([^"]+)" containerMessage="Container \S+ failed liveness probe, will be restarted"$/u;
+
+/**
+ * The restarts the kubelet made because a container's liveness probe failed (from its log:
+ * `HH:MM:SS namespace/pod`, in order), of the pods of a namespace whose names start with podPrefix.
+ */
+export function livenessKills(kubeletLog: string, namespace: string, podPrefix: string): string[] {
+  const kills: string[] = [];
+  for (const line of kubeletLog.split('\n')) {
+    const match = LIVENESS_KILL.exec(line);
+    if (match?.[2] === namespace && (match[3] ?? '').startsWith(podPrefix))
+      kills.push(`${match[1] ?? ''} ${namespace}/${match[3] ?? ''}`);
+  }
+  return kills;
+}

@@ -6,14 +6,14 @@
 // what ran, every violation, recovery times by fault kind and the agent's memory curve.
 // Lint: client-node's models are plain data classes; object literals are what its API takes.
 /* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { ChartNode, CHART_FULLNAME, CHART_NS, STATE } from '../chart-node.js';
 import { describeReport, startInvariantChecker, type Violation } from '../data-safety-invariants.js';
 import type { Cleanup } from '../real-node.js';
 import { isReady } from '../node-pods.js';
-import { AgentLogKeeper, violationExcerpt, type KeptLogs } from './agent-logs.js';
+import { AgentLogKeeper, livenessKills, violationExcerpt, type KeptLogs } from './agent-logs.js';
 import { CHORES } from './chores.js';
 import { blockCleaner, configHash, INITIAL_MODEL, type SoakDirs } from './config-model.js';
 import {
@@ -65,6 +65,8 @@ export interface SoakReport {
   readonly controllerExits: number;
   /** The kept container logs: where, how many files and bytes. */
   readonly agentLogs: KeptLogs;
+  /** The kubelet's restarts of the agent for a failed liveness probe (`HH:MM:SS ns/pod`): none expected. */
+  readonly livenessKills: readonly string[];
 }
 
 function chartValues(dirs: SoakDirs): Record<string, unknown> {
@@ -346,6 +348,7 @@ async function finish(ctx: SoakContext, tally: Tally): Promise<SoakReport> {
     checker: describeReport(checker),
     controllerExits: ctx.rollout.exits + ctx.nodeCleanup.exits,
     agentLogs: ctx.agentLogs.kept,
+    livenessKills: livenessKills(readFileSync(world.env.node.logs.kubelet, 'utf8'), CHART_NS, `${CHART_FULLNAME}-`),
   };
 }
 
@@ -386,6 +389,7 @@ export function describeSoak(report: SoakReport): string {
     `agent RSS: ${rss.length > 0 ? `first ${mib(rss[0] ?? 0)}, max ${mib(Math.max(...rss))}, last ${mib(rss.at(-1) ?? 0)} (${String(rss.length)} samples)` : 'no sample'}`,
     `checker: ${report.checker}`,
     `agent logs kept: ${report.agentLogs.dir} (${String(report.agentLogs.files)} files, ${mib(report.agentLogs.bytes)}${report.agentLogs.droppedBytes > 0 ? `, ${mib(report.agentLogs.droppedBytes)} over the bound not kept` : ''})`,
+    `liveness restarts by the kubelet (${String(report.livenessKills.length)}): ${report.livenessKills.join(', ')}`,
     `violations (${String(report.violations.length)}): ${report.violations.map(describeViolation).join('')}`,
     `step errors (${String(report.stepErrors.length)}): ${report.stepErrors.map((e) => `\n- ${e}`).join('')}`,
   ];

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 
-import { AgentLogKeeper, subjectsOf, violationExcerpt } from '../../support/soak/agent-logs.js';
+import { AgentLogKeeper, livenessKills, subjectsOf, violationExcerpt } from '../../support/soak/agent-logs.js';
 
 const T0 = Date.parse('2026-12-05T13:00:00Z');
 const cri = (atMs: number, text: string): string => `${new Date(atMs).toISOString()} stderr F ${text}\n`;
@@ -161,6 +161,23 @@ describe('the soak keeps the agent logs', () => {
     );
     assert.equal(excerpt[0]?.split(' ')[0], new Date(at - 60_000).toISOString());
     assert.equal(violationExcerpt(keeper, at, 'nothing named', 180_000, 2).length, 2);
+  });
+
+  it('finds the kubelet’s liveness restarts of the agent in its log, and no other restart', () => {
+    const kill = (time: string, pod: string): string =>
+      `I1205 ${time}.555605    9452 kuberuntime_manager.go:1319] "Message for Container of pod" containerName="provisioner" ` +
+      `containerStatusID={"Type":"containerd","ID":"5b16b0f8"} pod="${pod}" containerMessage="Container provisioner failed liveness probe, will be restarted"`;
+    const log = [
+      'I1205 13:52:17.072955   29159 prober.go:122] "Probe failed" probeType="Liveness" pod="lvp/lvp-jlmz7" containerName="provisioner"',
+      kill('13:52:37', 'lvp/lvp-jlmz7'),
+      // after a container died of something else (a SIGKILL): no restart for liveness
+      'I1205 14:15:14.101212   29159 kubelet.go:2707] "SyncLoop (probe)" probe="liveness" status="unhealthy" pod="lvp/lvp-sbd9f"',
+      kill('13:53:01', 'lvp/w8-0'),
+      kill('13:53:02', 'other/lvp-x'),
+      kill('14:09:17', 'lvp/lvp-sbd9f'),
+    ].join('\n');
+    assert.deepEqual(livenessKills(log, 'lvp', 'lvp-'), ['13:52:37 lvp/lvp-jlmz7', '14:09:17 lvp/lvp-sbd9f']);
+    assert.deepEqual(livenessKills('', 'lvp', 'lvp-'), []);
   });
 
   it('finds the PV names, devices and paths a violation names', () => {
