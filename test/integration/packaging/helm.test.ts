@@ -217,8 +217,8 @@ describe('Helm chart helm/provisioner', () => {
       assert.equal(envValue(c, 'JOB_CONTAINER_IMAGE'), c.image, 'cleanup Jobs run the same image');
       assert.equal(envValue(c, 'PROVISIONER_ADMIN_SOCKET'), '/run/provisioner/admin.sock');
       assert.deepEqual(c.ports, [{ name: 'metrics', containerPort: 8080, protocol: 'TCP' }]);
-      // Liveness kills only after 2 minutes without an answer, a start gets 5 (values.yaml: a node
-      // whose CPU is in full use gives the agent its 10m request, and a start or a pass stretches).
+      // Liveness restarts only after 2 minutes without an answer, a start gets 5 (values.yaml: a
+      // restart does not help an agent slowed by a busy node).
       assert.deepEqual(c.livenessProbe, {
         httpGet: { path: '/healthz', port: 'metrics' },
         periodSeconds: 20,
