@@ -388,7 +388,7 @@ export function describeSoak(report: SoakReport): string {
     `claim deleted → republished ms (median/max): ${String(median(report.republishMs))}/${String(Math.max(...report.republishMs))}`,
     `agent RSS: ${rss.length > 0 ? `first ${mib(rss[0] ?? 0)}, max ${mib(Math.max(...rss))}, last ${mib(rss.at(-1) ?? 0)} (${String(rss.length)} samples)` : 'no sample'}`,
     `checker: ${report.checker}`,
-    `agent logs kept: ${report.agentLogs.dir} (${String(report.agentLogs.files)} files, ${mib(report.agentLogs.bytes)}${report.agentLogs.droppedBytes > 0 ? `, ${mib(report.agentLogs.droppedBytes)} over the bound not kept` : ''})`,
+    `agent logs kept: ${report.agentLogs.dir} (${String(report.agentLogs.files)} files, ${mib(report.agentLogs.bytes)}${report.agentLogs.droppedBytes > 0 ? `, ${mib(report.agentLogs.droppedBytes)} over the bound not kept` : ''}${report.agentLogs.errors > 0 ? `, ${String(report.agentLogs.errors)} sweeps failed: ${report.agentLogs.lastError ?? ''}` : ''})`,
     `liveness restarts by the kubelet (${String(report.livenessKills.length)}): ${report.livenessKills.join(', ')}`,
     `violations (${String(report.violations.length)}): ${report.violations.map(describeViolation).join('')}`,
     `step errors (${String(report.stepErrors.length)}): ${report.stepErrors.map((e) => `\n- ${e}`).join('')}`,
