@@ -2,7 +2,8 @@
 // previous log only, and a pod's logs go with the pod: a violation found after a few kills or a pod
 // replacement had no log of its moment (seed 36). The keeper copies every agent container's log as
 // it grows, into a directory of its own, bounded; a violation's report then carries the lines of
-// its moment that name what it names.
+// its moment that name what it names. The kubelet's own log tells the restarts it made for a
+// failed liveness probe (livenessKills).
 import { appendFileSync, closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';

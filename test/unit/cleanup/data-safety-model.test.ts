@@ -4,8 +4,8 @@
 // numbers, a swap while a slow cleanup holds the disk, putting a disk back) mixed with the claim
 // lifecycle (bind, release, cleanups in process and by Job, agent restarts) and reloads that remove,
 // rename, narrow or swap the classes, run against the agent's own reclaim and discovery steps on
-// the in-memory node and cluster. The model knows which
-// physical disk is where; after every step it checks:
+// the in-memory node and cluster. The model knows which physical disk is where; after every step
+// it checks:
 //   I1  every wipe (in-process or by Job) opened the disk its PV was published for;
 //   I2  no two PVs of the node were published for one disk;
 //   I3  a PV the agent deleted (to republish its path) was on a disk no tenant's data is left on;
@@ -136,6 +136,8 @@ class World {
   }
   table!: CleanupTable;
   reclaimer!: Reclaimer;
+  /** The config serving now: the reclaimer's and the discovery passes' (one per generation, as in the agent). */
+  private serving!: ReturnType<typeof parseConfigSnapshot>['config'];
   private nextDisk = 0;
   private readonly root: Disk = { name: 'root', kind: 'fs', at: '254:0', tenantData: undefined };
 
@@ -161,6 +163,7 @@ class World {
 
   configure(): void {
     const config = parseConfigSnapshot(snapshotFromFileText('c.yaml', CLASSES(this.config, this.jobsOn))).config;
+    this.serving = config;
     const jobs = jobLookup({
       cluster: { jobs: this.jobsAsSeen() },
       namespace: 'default',
@@ -464,7 +467,7 @@ class World {
           this.violations.push(`I3: a PV on ${disk.name} was deleted while a tenant's data is on it`);
       }
     const plan = await planDiscovery({
-      config: parseConfigSnapshot(snapshotFromFileText('c.yaml', CLASSES(this.config, this.jobsOn))).config,
+      config: this.serving,
       node: NODE,
       volumes: this.volumes,
       persistentVolumes: listed,
